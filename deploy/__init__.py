@@ -1,0 +1,1 @@
+"""Suanli deploy."""

@@ -1,0 +1,170 @@
+"""``suanli stack up|down|status``: the embedded Kafka broker and schema registry.
+
+Only the services that the settings leave embedded are managed: with ``SUANLI_KAFKA``
+and ``SUANLI_REGISTRY`` set, ``up`` just checks that the external ones answer and
+registers the event schemas.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from suanli.config import Settings
+from suanli.deploy import kafka_broker
+from suanli.deploy.processes import ServiceProcess
+
+
+def _registry():
+    from suanli.deploy import registry  # noqa: PLC0415 - imported lazily: only the embedded stack needs it
+    return registry
+from suanli.errors import StackError
+
+COMPATIBILITY = "BACKWARD_TRANSITIVE"
+
+
+@dataclass(frozen=True)
+class StackPaths:
+    home: Path
+
+    @property
+    def run(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def kafka_data(self) -> Path:
+        return self.home / "kafka-data"
+
+    @property
+    def registry_data(self) -> Path:
+        return self.home / "registry-data"
+
+    @property
+    def cache(self) -> Path:
+        return self.home / "cache"
+
+
+def kafka_service(paths: StackPaths) -> ServiceProcess:
+    return ServiceProcess("kafka", paths.run / "kafka.pid", paths.logs / "kafka.log",
+                          marker=str(paths.kafka_data / "server.properties"))
+
+
+def registry_service(paths: StackPaths) -> ServiceProcess:
+    return ServiceProcess("registry", paths.run / "registry.pid", paths.logs / "registry.log",
+                          marker=str(paths.registry_data))
+
+
+def _wait(what: str, ready: Callable[[], bool], service: ServiceProcess | None, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if service is not None and service.pid() is None:
+            raise StackError(f"{what} exited during start-up; last lines of {service.log_file}:\n"
+                             f"{service.log_tail()}")
+        time.sleep(0.25)
+    tail = service.log_tail() if service else ""
+    raise StackError(f"{what} not ready after {timeout:.0f}s. {tail}")
+
+
+def up(settings: Settings, log: Callable[[str], None] = print) -> dict:
+    """Start what is embedded and not running yet, wait until ready, register schemas.
+
+    Returns timings and memory: ``{"ready_seconds", "kafka_rss_mib", "registry_rss_mib", "subjects"}``.
+    Raises :class:`StackError` with the failing service's log tail.
+    """
+    started = time.monotonic()
+    paths = StackPaths(settings.home)
+    bootstrap = settings.bootstrap_servers
+    if settings.embedded_kafka:
+        kafka = kafka_service(paths)
+        if kafka.pid() is None:
+            classpath, props = kafka_broker.prepare(
+                work_dir=paths.cache, data_dir=paths.kafka_data, port=settings.kafka_port,
+                controller_port=settings.controller_port, log=log)
+            kafka.start(kafka_broker.launch_command(classpath=classpath, properties=props, heap=settings.kafka_heap))
+            log(f"kafka: starting on {bootstrap} (log: {kafka.log_file})")
+        _wait("Kafka broker", lambda: kafka_broker.is_ready(bootstrap), kafka, 120)
+        log(f"kafka: ready on {bootstrap} after {time.monotonic() - started:.1f}s")
+    elif not kafka_broker.is_ready(bootstrap, timeout=10):
+        raise StackError(f"external Kafka at {bootstrap} (SUANLI_KAFKA) does not answer")
+
+    if settings.embedded_registry:
+        reg = registry_service(paths)
+        if reg.pid() is None:
+            _registry().prepare(paths.cache / "registry", log=log)
+            argv, env = _registry().launch_command(work_dir=paths.cache / "registry", port=settings.registry_port,
+                                                kafka_bootstrap=bootstrap, data_dir=paths.registry_data)
+            paths.registry_data.mkdir(parents=True, exist_ok=True)
+            reg.start(argv, env=env, cwd=paths.registry_data)
+            log(f"registry: starting on {settings.registry_url} (log: {reg.log_file})")
+        _wait("schema registry", lambda: _registry().is_ready(settings.registry_port), reg, 180)
+        log(f"registry: ready at {settings.registry_url} after {time.monotonic() - started:.1f}s")
+
+    subjects = register_schemas(settings)
+    log(f"schemas: {len(subjects)} subjects registered ({COMPATIBILITY})")
+    ready_seconds = time.monotonic() - started
+    return {
+        "ready_seconds": round(ready_seconds, 2),
+        "kafka_rss_mib": kafka_service(paths).rss_mib() if settings.embedded_kafka else None,
+        "registry_rss_mib": registry_service(paths).rss_mib() if settings.embedded_registry else None,
+        "subjects": subjects,
+    }
+
+
+def register_schemas(settings: Settings) -> dict[str, int]:
+    """Register every event schema with BACKWARD_TRANSITIVE compatibility; ``{subject: id}``."""
+    from suanli.schemas.catalog import catalog
+    from suanli.schemas.registry import RegistryClient
+
+    ids: dict[str, int] = {}
+    with RegistryClient(settings.registry_url) as client:
+        for event in catalog().values():
+            ids[event.subject] = client.register(event.subject, event.schema)
+            client.set_compatibility(COMPATIBILITY, event.subject)
+    return ids
+
+
+def down(settings: Settings, log: Callable[[str], None] = print) -> None:
+    """Stop every embedded service this stack started (by pid), registry first."""
+    paths = StackPaths(settings.home)
+    for service in (registry_service(paths), kafka_service(paths)):
+        if service.stop():
+            log(f"{service.name}: stopped")
+        else:
+            log(f"{service.name}: not running")
+
+
+def status(settings: Settings) -> list[dict]:
+    """One row per service: name, where, pid, rss, ready."""
+    paths = StackPaths(settings.home)
+    rows = []
+    kafka = kafka_service(paths)
+    rows.append({"service": "kafka", "address": settings.bootstrap_servers,
+                 "embedded": settings.embedded_kafka, "pid": kafka.pid() if settings.embedded_kafka else None,
+                 "rss_mib": kafka.rss_mib() if settings.embedded_kafka else None,
+                 "ready": kafka_broker.is_ready(settings.bootstrap_servers)})
+    reg = registry_service(paths)
+    ready = (_registry().is_ready(settings.registry_port) if settings.embedded_registry
+             else _external_registry_ready(settings.registry_url))
+    rows.append({"service": "registry", "address": settings.registry_url,
+                 "embedded": settings.embedded_registry, "pid": reg.pid() if settings.embedded_registry else None,
+                 "rss_mib": reg.rss_mib() if settings.embedded_registry else None, "ready": ready})
+    return rows
+
+
+def _external_registry_ready(url: str) -> bool:
+    from suanli.errors import RegistryError
+    from suanli.schemas.registry import RegistryClient
+
+    try:
+        with RegistryClient(url, timeout=3) as client:
+            client.subjects()
+        return True
+    except RegistryError:
+        return False

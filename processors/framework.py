@@ -1,0 +1,358 @@
+"""A Kubernetes-style scheduling framework, vectorised over the node rows of a CellState.
+
+Extension points, in cycle order (a plugin implements any subset):
+
+``pre_filter(ctx) -> Status``
+    Once per task. UNRESOLVABLE = can never fit this cell (-> TaskUnschedulable);
+    UNSCHEDULABLE = not now (-> pending); SKIP = plugin has nothing to do for this task.
+``filter(ctx) -> (mask, reason)``
+    A boolean array over all node rows: True = the node passes. ``reason`` labels the
+    nodes this filter removes (each node is attributed to the *first* filter rejecting it).
+``score(ctx, rows) -> float array``
+    Scores for the feasible rows (higher is better). With ``normalize = True`` the
+    framework min-max normalises them to 0..100 with integer division, as the
+    Kubernetes scheduler does. The total is ``sum(weight * score)``.
+``select_devices(ctx, row) -> list[int]``
+    Which GPU devices on the chosen node. The first enabled plugin defining it wins;
+    otherwise :func:`default_devices` (best fit).
+``reserve(ctx, plan) -> Status`` / ``unreserve(ctx, plan)`` and ``permit(ctx, plan) -> Status``
+    Veto or hold a plan (WAIT keeps the task pending). ``bind`` is done by the core, which
+    turns the plan into a ``TaskPlaced`` event and folds it into the state.
+
+Plugins return typed :class:`Status` values, never raise for scheduling outcomes. They
+are registered by name in a :class:`PluginRegistry`, which rejects duplicates;
+:class:`Profile` picks the enabled plugins and their weights from configuration.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Optional
+
+import numpy as np
+
+from . import rng
+from .state import GPU_MILLI, CellState
+
+
+class Code(enum.IntEnum):
+    OK = 0
+    UNSCHEDULABLE = 1
+    UNRESOLVABLE = 2
+    WAIT = 3
+    SKIP = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code = Code.OK
+    reason: str = ""
+    plugin: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code in (Code.OK, Code.SKIP)
+
+
+OK = Status()
+
+
+class DuplicatePluginError(ValueError):
+    """A plugin name was registered twice."""
+
+
+class UnknownPluginError(KeyError):
+    """Configuration names a plugin that is not registered."""
+
+
+# --------------------------------------------------------------------------- request
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The resource ask of one task, normalised.
+
+    kind: ``"cpu"`` (no GPU), ``"shared"`` (one GPU, < 1000 milli, packed inside one
+    device) or ``"whole"`` (gpu_count whole devices of gpu_milli each, normally 1000).
+    """
+    cpu: int
+    mem: int
+    gpu_count: int
+    gpu_milli: int
+    models: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        if self.gpu_count <= 0 or self.gpu_milli <= 0:
+            return "cpu"
+        if self.gpu_count == 1 and self.gpu_milli < GPU_MILLI:
+            return "shared"
+        return "whole"
+
+    @property
+    def gpu_total(self) -> int:
+        return self.gpu_count * self.gpu_milli if self.kind != "cpu" else 0
+
+    @classmethod
+    def from_resources(cls, res: dict[str, Any]) -> "Request":
+        cnt = int(res.get("gpu_count") or 0)
+        milli = int(res.get("gpu_milli") or 0)
+        if cnt > 0 and milli <= 0:
+            milli = GPU_MILLI
+        if cnt <= 0:
+            milli = 0
+        return cls(int(res.get("cpu_milli") or 0), int(res.get("memory_mib") or 0), cnt, milli,
+                   tuple(sorted(set(res.get("gpu_models") or ()))))
+
+
+@dataclass(slots=True)
+class CycleContext:
+    """Everything a plugin may read during one scheduling cycle."""
+    state: CellState
+    req: Request
+    task_id: str
+    seed: int                      # strategy seed mixed with the input position
+    config: dict[str, Any]
+    scratch: dict[str, Any] = field(default_factory=dict)
+
+    def model_mask(self) -> Optional[np.ndarray]:
+        """Rows whose GPU model the task accepts (None = any model)."""
+        if not self.req.models:
+            return None
+        key = ("model_mask", self.req.models, len(self.state.models), self.state.n_nodes)
+        m = self.state._derived.get(key)
+        if m is None:
+            ids = [i for i, name in enumerate(self.state.models) if name in self.req.models]
+            m = np.isin(self.state.model_idx, np.array(ids, dtype=np.int64))
+            self.state._derived[key] = m
+        return m
+
+
+@dataclass(slots=True)
+class Plan:
+    row: int
+    node_id: str
+    devices: list[int]
+
+
+@dataclass(slots=True)
+class CycleResult:
+    status: Status
+    plan: Optional[Plan]
+    filtered: list[tuple[str, int, np.ndarray]]   # (reason, count, first rows)
+    candidates: list[tuple[int, float]]           # (row, score), best first
+    n_feasible: int
+    path: list[str]
+
+
+# --------------------------------------------------------------------------- plugins
+class Plugin:
+    """Base class. Subclasses set ``name`` and override the extension points they use."""
+    name: ClassVar[str] = ""
+    normalize: ClassVar[bool] = False
+    points: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, **args: Any):
+        self.args = args
+
+    def pre_filter(self, ctx: CycleContext) -> Status:
+        return OK
+
+    def filter(self, ctx: CycleContext) -> Optional[tuple[np.ndarray, str]]:
+        return None
+
+    def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def select_devices(self, ctx: CycleContext, row: int) -> Optional[list[int]]:
+        return None
+
+    def reserve(self, ctx: CycleContext, plan: Plan) -> Status:
+        return OK
+
+    def unreserve(self, ctx: CycleContext, plan: Plan) -> None:
+        return None
+
+    def permit(self, ctx: CycleContext, plan: Plan) -> Status:
+        return OK
+
+
+def _implements(cls: type, point: str) -> bool:
+    return getattr(cls, point) is not getattr(Plugin, point)
+
+
+class PluginRegistry:
+    """Plugins by name. Registering a name twice raises :class:`DuplicatePluginError`."""
+
+    def __init__(self) -> None:
+        self._plugins: dict[str, type[Plugin]] = {}
+
+    def register(self, cls: type[Plugin]) -> type[Plugin]:
+        if not cls.name:
+            raise ValueError(f"{cls.__name__} has no name")
+        if cls.name in self._plugins:
+            raise DuplicatePluginError(f"plugin {cls.name!r} is already registered")
+        self._plugins[cls.name] = cls
+        return cls
+
+    def create(self, name: str, args: dict[str, Any] | None = None) -> Plugin:
+        try:
+            cls = self._plugins[name]
+        except KeyError:
+            raise UnknownPluginError(name) from None
+        return cls(**(args or {}))
+
+    def names(self) -> list[str]:
+        return sorted(self._plugins)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._plugins
+
+
+REGISTRY = PluginRegistry()
+
+
+def default_devices(state: CellState, row: int, req: Request) -> list[int]:
+    """Best-fit devices: a shared task goes on the device with the least free milli that
+    still fits it (lowest index on ties); a whole-GPU task takes the lowest-index devices
+    with at least ``gpu_milli`` free."""
+    if req.kind == "cpu":
+        return []
+    g = state.gpu_free[row]
+    if req.kind == "shared":
+        fit = np.flatnonzero(g >= req.gpu_milli)
+        return [int(fit[np.argmin(g[fit])])] if fit.size else []
+    fit = np.flatnonzero(g >= req.gpu_milli)
+    return [int(d) for d in fit[: req.gpu_count]] if fit.size >= req.gpu_count else []
+
+
+# --------------------------------------------------------------------------- profile
+@dataclass
+class Profile:
+    """An enabled set of plugins with weights, and the tie-break rule.
+
+    ``tie_break``: ``"random"`` (seeded draw among the top-scored nodes, as the
+    Kubernetes scheduler does), ``"first"`` (lowest row) or the name of an enabled
+    plugin whose score orders the tied nodes (remaining ties: lowest row).
+    """
+    filters: list[Plugin]
+    scorers: list[tuple[Plugin, float]]
+    others: list[Plugin] = field(default_factory=list)
+    tie_break: str = "random"
+    top_k: int = 5
+    secondary: dict[str, Plugin] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, registry: PluginRegistry, filters: list[str], scorers: list[dict[str, Any]],
+              tie_break: str = "random", top_k: int = 5, others: list[str] = (),
+              secondary: list[dict[str, Any]] = ()) -> "Profile":
+        fs = [registry.create(n) for n in filters]
+        ss = [(registry.create(s["name"], s.get("args")), float(s.get("weight", 1))) for s in scorers]
+        os_ = [registry.create(n) for n in others]
+        sec = {s["name"]: registry.create(s["name"], s.get("args")) for s in secondary}
+        return cls(fs, ss, os_, tie_break, top_k, sec)
+
+    def all_plugins(self) -> list[Plugin]:
+        return [*self.filters, *(p for p, _ in self.scorers), *self.others]
+
+
+def _normalize(s: np.ndarray) -> np.ndarray:
+    """Kubernetes/simulator min-max: (s - lo) * 100 // (hi - lo), 0 when all equal."""
+    si = s.astype(np.int64)
+    lo, hi = si.min(), si.max()
+    if hi == lo:
+        return np.zeros_like(si, dtype=np.float64)
+    return ((si - lo) * 100 // (hi - lo)).astype(np.float64)
+
+
+def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
+    """One scheduling cycle for one task. Pure: reads ``ctx.state``, changes nothing."""
+    state = ctx.state
+    path: list[str] = []
+    for p in profile.all_plugins():
+        st = p.pre_filter(ctx)
+        if not st.ok:
+            path.append(f"pre-filter: {p.name}: {st.reason}")
+            return CycleResult(Status(st.code, st.reason, p.name), None, [], [], 0, path)
+    path.append("pre-filter: ok")
+
+    n = state.n_nodes
+    alive = np.ones(n, dtype=bool)
+    filtered: list[tuple[str, int, np.ndarray]] = []
+    for p in profile.filters:
+        out = p.filter(ctx)
+        if out is None:
+            continue
+        mask, reason = out
+        drop = alive & ~mask
+        k = int(np.count_nonzero(drop))
+        if k:
+            filtered.append((reason, k, np.flatnonzero(drop)[:3]))
+            alive &= mask
+    rows = np.flatnonzero(alive)
+    nf = int(rows.size)
+    detail = ", ".join(f"{r}: {k}" for r, k, _ in filtered)
+    path.append(f"filter: {n} nodes -> {nf} feasible" + (f" ({detail})" if detail else ""))
+    if nf == 0:
+        reason = filtered[0][0] if filtered else "no nodes"
+        return CycleResult(Status(Code.UNSCHEDULABLE, reason), None, filtered, [], 0, path)
+
+    total = np.zeros(nf, dtype=np.float64)
+    for p, w in profile.scorers:
+        s = p.score(ctx, rows)
+        if p.normalize:
+            s = _normalize(s)
+        total += w * s if w != 1.0 else s
+    top = total.max()
+    tied = np.flatnonzero(total == top)
+    if tied.size == 1:
+        pick = int(tied[0])
+    elif profile.tie_break == "random":
+        pick = int(tied[rng.draw(int(tied.size), ctx.seed, 0x71E)])
+    elif profile.tie_break in profile.secondary:
+        sec = profile.secondary[profile.tie_break].score(ctx, rows[tied])
+        pick = int(tied[int(np.argmax(sec))])
+    else:
+        pick = int(tied[0])
+    row = int(rows[pick])
+
+    # provenance candidates: top-K by score (ties: chosen first, then lowest row)
+    k = min(profile.top_k, nf)
+    if nf > k:
+        idx = np.argpartition(-total, k - 1)[:k]
+    else:
+        idx = np.arange(nf)
+    order = sorted((int(i) for i in idx), key=lambda i: (i != pick, -total[i], i))
+    if pick not in order:
+        order = [pick] + order[:-1]
+    cands = [(int(rows[i]), float(total[i])) for i in order]
+    names = "+".join(p.name for p, _ in profile.scorers) or "none"
+    path.append(f"score: {names} top={state.node_ids[row]} ({total[pick]:g}); "
+                f"{tied.size} tied, tie-break {profile.tie_break}")
+
+    devices = None
+    for p in profile.all_plugins():
+        devices = p.select_devices(ctx, row)
+        if devices is not None:
+            break
+    if devices is None:
+        devices = default_devices(state, row, ctx.req)
+    plan = Plan(row, state.node_ids[row], devices)
+    if devices:
+        path.append(f"reserve gpu{devices} {ctx.req.gpu_milli} milli")
+    reserved: list[Plugin] = []
+    for p in profile.all_plugins():
+        st = p.reserve(ctx, plan)
+        if not st.ok:
+            for q in reversed(reserved):
+                q.unreserve(ctx, plan)
+            path.append(f"reserve: {p.name}: {st.reason}")
+            return CycleResult(Status(st.code, st.reason, p.name), None, filtered, cands, nf, path)
+        reserved.append(p)
+    for p in profile.all_plugins():
+        st = p.permit(ctx, plan)
+        if not st.ok:
+            for q in reversed(reserved):
+                q.unreserve(ctx, plan)
+            path.append(f"permit: {p.name}: {st.reason}")
+            return CycleResult(Status(st.code, st.reason, p.name), None, filtered, cands, nf, path)
+    path.append(f"bind {plan.node_id}")
+    return CycleResult(OK, plan, filtered, cands, nf, path)

@@ -1,0 +1,2 @@
+"""Built-in plugins; importing this package registers them in ``framework.REGISTRY``."""
+from . import basic, fgd  # noqa: F401

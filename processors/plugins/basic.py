@@ -1,0 +1,140 @@
+"""Filters, the capacity pre-filter, and the BestFit / Random scorers.
+
+Each plugin is a few vectorised numpy operations over all node rows; none loops over nodes.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .. import rng
+from ..framework import OK, REGISTRY, Code, CycleContext, Plugin, Status
+from ..state import GPU_MILLI
+
+
+@REGISTRY.register
+class Capacity(Plugin):
+    """pre_filter: UNRESOLVABLE when no registered node (whatever its status or load)
+    could ever host the task: too big for every node, or no node of an accepted model
+    with enough GPUs."""
+    name = "Capacity"
+
+    def pre_filter(self, ctx: CycleContext) -> Status:
+        s, r = ctx.state, ctx.req
+        key = ("capacity", r.cpu, r.mem, r.gpu_count if r.kind != "cpu" else 0, r.models, s.n_nodes)
+        cache = s._derived.setdefault("capacity", {})
+        hit = cache.get(key)
+        if hit is None:
+            if s.n_nodes == 0:
+                hit = OK  # an empty cell may still get nodes: pending, not unschedulable
+            else:
+                ok = (s.cpu_cap >= r.cpu) & (s.mem_cap >= r.mem)
+                reason = "larger than any node (cpu/memory)"
+                if r.kind != "cpu":
+                    mm = ctx.model_mask()
+                    g = s.gpu_count >= r.gpu_count
+                    if mm is not None:
+                        g &= mm
+                    if not g.any():
+                        reason = ("no node has the accepted GPU model" if mm is not None and not mm.any()
+                                  else f"no node has {r.gpu_count} GPUs" + (f" of {'|'.join(r.models)}" if r.models else ""))
+                    ok &= g
+                hit = OK if ok.any() else Status(Code.UNRESOLVABLE, reason, self.name)
+            cache[key] = hit
+        return hit
+
+
+@REGISTRY.register
+class NodeReady(Plugin):
+    name = "NodeReady"
+
+    def filter(self, ctx):
+        return ctx.state.ready, "node not ready"
+
+
+@REGISTRY.register
+class CpuFit(Plugin):
+    name = "CpuFit"
+
+    def filter(self, ctx):
+        if ctx.req.cpu <= 0:
+            return None
+        return ctx.state.cpu_free >= ctx.req.cpu, "insufficient cpu"
+
+
+@REGISTRY.register
+class MemoryFit(Plugin):
+    name = "MemoryFit"
+
+    def filter(self, ctx):
+        if ctx.req.mem <= 0:
+            return None
+        return ctx.state.mem_free >= ctx.req.mem, "insufficient memory"
+
+
+@REGISTRY.register
+class GpuModel(Plugin):
+    name = "GpuModel"
+
+    def filter(self, ctx):
+        r = ctx.req
+        if r.kind == "cpu":
+            return None
+        mm = ctx.model_mask()
+        if mm is None:
+            return ctx.state.gpu_count >= r.gpu_count, "too few GPUs"
+        return mm & (ctx.state.gpu_count >= r.gpu_count), "model mismatch"
+
+
+@REGISTRY.register
+class GpuFit(Plugin):
+    """Shared: one device with >= gpu_milli free. Whole: gpu_count fully free devices."""
+    name = "GpuFit"
+
+    def filter(self, ctx):
+        r, s = ctx.req, ctx.state
+        if r.kind == "cpu":
+            return None
+        if r.kind == "shared":
+            return s.gpu_max_free >= r.gpu_milli, "insufficient GPU milli"
+        if r.gpu_milli == GPU_MILLI:
+            return s.gpu_full_count >= r.gpu_count, "insufficient free GPUs"
+        return (s.gpu_free >= r.gpu_milli).sum(axis=1) >= r.gpu_count, "insufficient free GPUs"
+
+
+FILTERS = ["NodeReady", "GpuModel", "CpuFit", "MemoryFit", "GpuFit"]
+
+
+@REGISTRY.register
+class BestFit(Plugin):
+    """The simulator's BestFit: ``int((1 - (0.5*(cpu_left-cpu_req)/max_cpu
+    + 0.5*(gpu_left-gpu_req)/max_gpu)) * 100)``, gpu_left = free GPU milli on the node.
+    Normalised min-max 0..100 (integer division) by the framework."""
+    name = "BestFit"
+    normalize = True
+
+    def score(self, ctx, rows):
+        s, r = ctx.state, ctx.req
+        max_cpu = float(self.args.get("max_cpu", 128000))
+        max_gpu = float(self.args.get("max_gpu", 8000))
+        cpu = (s.cpu_free[rows] - r.cpu) / max_cpu * 0.5
+        gpu = (s.gpu_free_total[rows] - r.gpu_total) / max_gpu * 0.5
+        return np.trunc((1.0 - (cpu + gpu)) * 100.0)
+
+
+@REGISTRY.register
+class RandomScore(Plugin):
+    """All feasible nodes score equal; with ``tie_break: random`` the pick is uniform.
+    Shared tasks go on a random fitting device."""
+    name = "RandomScore"
+
+    def score(self, ctx, rows):
+        return np.zeros(rows.size)
+
+    def select_devices(self, ctx, row) -> Optional[list[int]]:
+        r = ctx.req
+        if r.kind != "shared":
+            return None
+        fit = np.flatnonzero(ctx.state.gpu_free[row] >= r.gpu_milli)
+        return [int(fit[rng.draw(int(fit.size), ctx.seed, 0xD1CE)])]

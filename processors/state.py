@@ -1,0 +1,292 @@
+"""The state of one scheduler cell: nodes, GPU devices, allocations, tasks, pending queue.
+
+Designed for speed: per-node quantities live in numpy arrays indexed by a node *row*
+(``node_index[node_id] -> row``), so filters and scores are vectorised over all nodes.
+GPUs are individual devices: ``gpu_free[row, d]`` is the free milli of device ``d``
+(1000 = whole GPU free), padded with -1 where a node has fewer devices than the widest
+node. One node carries one GPU model (``model_idx[row]`` into ``models``; -1 = no GPU).
+
+Mutation contract: the core mutates a ``CellState`` in place (copying 10^3-row arrays per
+event would cost more than deciding). Use :meth:`copy` or a snapshot when the previous
+state must survive. Everything that is not derivable lives in :meth:`to_snapshot`, a
+plain JSON-able dict; :meth:`from_snapshot` rebuilds an equal state. Caches in
+``_derived`` are pure functions of the snapshot and are never persisted.
+
+Invariants (checked by :meth:`check`): 0 <= free <= capacity for CPU, memory and every
+GPU device; a task's allocation is recorded exactly once on exactly one node.
+"""
+from __future__ import annotations
+
+import bisect
+import copy as _copy
+from typing import Any, Iterable
+
+import numpy as np
+
+GPU_MILLI = 1000
+READY, CORDONED, DOWN = "READY", "CORDONED", "DOWN"
+NODE_STATUSES = (READY, CORDONED, DOWN)
+
+# task lifecycle
+PENDING, PLACED, DISPATCHED, RUNNING = "PENDING", "PLACED", "DISPATCHED", "RUNNING"
+COMPLETED, FAILED, CANCELLED, UNSCHEDULABLE = "COMPLETED", "FAILED", "CANCELLED", "UNSCHEDULABLE"
+HOLDING = frozenset({PLACED, DISPATCHED, RUNNING})          # statuses that hold resources
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, UNSCHEDULABLE})
+
+SNAPSHOT_VERSION = 1
+
+_I64 = np.int64
+
+
+def _empty(n: int = 0) -> np.ndarray:
+    return np.zeros(n, dtype=_I64)
+
+
+class CellState:
+    """Mutable state of one cell. See the module docstring for the contract."""
+
+    def __init__(self, cell: str = "", max_gpus: int = 8):
+        self.cell = cell
+        # --- nodes (row-aligned) ---
+        self.node_ids: list[str] = []
+        self.node_index: dict[str, int] = {}
+        self.node_meta: dict[str, dict[str, Any]] = {}   # JSON-able descriptive fields
+        self.node_status: list[str] = []
+        self.models: list[str] = []                      # GPU model vocabulary, first-seen order
+        self.cpu_cap = _empty()
+        self.cpu_free = _empty()
+        self.mem_cap = _empty()
+        self.mem_free = _empty()
+        self.gpu_count = _empty()
+        self.model_idx = _empty()
+        self.ready = np.zeros(0, dtype=bool)
+        self.gpu_free = np.full((0, max_gpus), -1, dtype=_I64)
+        # derived per-row GPU summaries, maintained incrementally
+        self.gpu_free_total = _empty()
+        self.gpu_max_free = _empty()
+        self.gpu_full_count = _empty()
+        # change stamps: stamp[row] = value of self.clock when the row last changed
+        self.stamp = _empty()
+        self.clock = 0
+        # --- tasks ---
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self.queue: list[list] = []          # sorted [-priority, seq, task_id]
+        self.seq = 0                          # arrival counter
+        self.offsets: dict[str, int] = {}     # "topic/partition" -> last applied offset
+        self.policy: dict[str, Any] = {"strategy": "default", "config": {}}
+        self.class_counts: dict[str, int] = {}  # running histogram of submitted task shapes
+        self.reservations: dict[str, Any] = {}  # room for advance reservations (C4)
+        self.decisions = 0
+        self._derived: dict[Any, Any] = {}
+
+    # ------------------------------------------------------------------ nodes
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_ids)
+
+    @property
+    def max_gpus(self) -> int:
+        return int(self.gpu_free.shape[1])
+
+    def touch(self, row: int) -> None:
+        self.clock += 1
+        self.stamp[row] = self.clock
+
+    def model_id(self, model: str) -> int:
+        try:
+            return self.models.index(model)
+        except ValueError:
+            self.models.append(model)
+            self._derived.clear()
+            return len(self.models) - 1
+
+    def add_node(self, node_id: str, cpu_milli: int, memory_mib: int, gpu_count: int,
+                 gpu_model: str | None, meta: dict[str, Any] | None = None,
+                 status: str = READY) -> int:
+        """Append a node row (all resources free). Returns its row."""
+        if node_id in self.node_index:
+            raise ValueError(f"node {node_id} already registered")
+        if gpu_count > self.max_gpus:
+            pad = np.full((self.n_nodes, gpu_count - self.max_gpus), -1, dtype=_I64)
+            self.gpu_free = np.concatenate([self.gpu_free, pad], axis=1)
+        row = self.n_nodes
+        midx = self.model_id(gpu_model) if (gpu_count > 0 and gpu_model) else -1
+        self.node_ids.append(node_id)
+        self.node_index[node_id] = row
+        self.node_meta[node_id] = dict(meta or {})
+        self.node_status.append(status)
+        app = np.append
+        self.cpu_cap = app(self.cpu_cap, cpu_milli)
+        self.cpu_free = app(self.cpu_free, cpu_milli)
+        self.mem_cap = app(self.mem_cap, memory_mib)
+        self.mem_free = app(self.mem_free, memory_mib)
+        self.gpu_count = app(self.gpu_count, gpu_count)
+        self.model_idx = app(self.model_idx, midx)
+        self.ready = app(self.ready, status == READY)
+        g = np.full((1, self.max_gpus), -1, dtype=_I64)
+        g[0, :gpu_count] = GPU_MILLI
+        self.gpu_free = np.concatenate([self.gpu_free, g], axis=0)
+        self.gpu_free_total = app(self.gpu_free_total, gpu_count * GPU_MILLI)
+        self.gpu_max_free = app(self.gpu_max_free, GPU_MILLI if gpu_count else 0)
+        self.gpu_full_count = app(self.gpu_full_count, gpu_count)
+        self.stamp = app(self.stamp, 0)
+        self.touch(row)
+        self._derived.pop("capacity", None)
+        return row
+
+    def set_node_status(self, node_id: str, status: str) -> None:
+        row = self.node_index[node_id]
+        self.node_status[row] = status
+        self.ready[row] = status == READY
+        self.touch(row)
+
+    def _refresh_gpu_row(self, row: int) -> None:
+        g = self.gpu_free[row]
+        real = g[g >= 0]
+        self.gpu_free_total[row] = int(real.sum())
+        self.gpu_max_free[row] = int(real.max()) if real.size else 0
+        self.gpu_full_count[row] = int((real == GPU_MILLI).sum())
+
+    # ------------------------------------------------------------ allocations
+    def allocate(self, task_id: str, node_id: str, devices: Iterable[int], gpu_milli: int,
+                 cpu_milli: int, memory_mib: int) -> None:
+        """Take resources for a task on a node. Raises ValueError if they do not fit."""
+        row = self.node_index[node_id]
+        devices = list(devices)
+        if self.cpu_free[row] < cpu_milli or self.mem_free[row] < memory_mib:
+            raise ValueError(f"{task_id}: cpu/memory do not fit on {node_id}")
+        for d in devices:
+            if d < 0 or d >= self.gpu_count[row] or self.gpu_free[row, d] < gpu_milli:
+                raise ValueError(f"{task_id}: gpu[{d}] {gpu_milli} milli does not fit on {node_id}")
+        if len(set(devices)) != len(devices):
+            raise ValueError(f"{task_id}: duplicate devices {devices}")
+        self.cpu_free[row] -= cpu_milli
+        self.mem_free[row] -= memory_mib
+        if devices:
+            self.gpu_free[row, devices] -= gpu_milli
+            self._refresh_gpu_row(row)
+        self.touch(row)
+
+    def free(self, node_id: str, devices: Iterable[int], gpu_milli: int, cpu_milli: int,
+             memory_mib: int) -> None:
+        """Give back what :meth:`allocate` took."""
+        row = self.node_index[node_id]
+        devices = list(devices)
+        self.cpu_free[row] = min(self.cpu_free[row] + cpu_milli, self.cpu_cap[row])
+        self.mem_free[row] = min(self.mem_free[row] + memory_mib, self.mem_cap[row])
+        if devices:
+            self.gpu_free[row, devices] = np.minimum(self.gpu_free[row, devices] + gpu_milli, GPU_MILLI)
+            self._refresh_gpu_row(row)
+        self.touch(row)
+
+    # ------------------------------------------------------------------ queue
+    def enqueue(self, task_id: str) -> int:
+        t = self.tasks[task_id]
+        item = [-int(t["priority"]), int(t["seq"]), task_id]
+        i = bisect.bisect_left(self.queue, item)
+        if i < len(self.queue) and self.queue[i] == item:
+            return i
+        self.queue.insert(i, item)
+        return i
+
+    def dequeue(self, task_id: str) -> bool:
+        t = self.tasks.get(task_id)
+        if t is None:
+            return False
+        item = [-int(t["priority"]), int(t["seq"]), task_id]
+        i = bisect.bisect_left(self.queue, item)
+        if i < len(self.queue) and self.queue[i] == item:
+            del self.queue[i]
+            return True
+        return False
+
+    def queue_position(self, task_id: str) -> int:
+        t = self.tasks[task_id]
+        return bisect.bisect_left(self.queue, [-int(t["priority"]), int(t["seq"]), task_id])
+
+    # ------------------------------------------------------------- summaries
+    def gpu_capacity_milli(self) -> int:
+        return int(self.gpu_count.sum()) * GPU_MILLI
+
+    def gpu_allocated_milli(self) -> int:
+        return self.gpu_capacity_milli() - int(self.gpu_free_total.sum())
+
+    def check(self) -> None:
+        """Assert the capacity invariants (for tests and debugging)."""
+        assert (self.cpu_free >= 0).all() and (self.cpu_free <= self.cpu_cap).all()
+        assert (self.mem_free >= 0).all() and (self.mem_free <= self.mem_cap).all()
+        for row in range(self.n_nodes):
+            k = int(self.gpu_count[row])
+            g = self.gpu_free[row]
+            assert ((g[:k] >= 0) & (g[:k] <= GPU_MILLI)).all(), (self.node_ids[row], g)
+            assert (g[k:] == -1).all()
+        used_cpu = np.zeros_like(self.cpu_cap)
+        used_gpu = np.zeros_like(self.gpu_free)
+        for t in self.tasks.values():
+            if t["status"] in HOLDING:
+                row = self.node_index[t["node"]]
+                used_cpu[row] += t["cpu"]
+                for d in t["devices"]:
+                    used_gpu[row, d] += t["gpu_milli"]
+        assert (self.cpu_cap - self.cpu_free == used_cpu).all()
+        real = self.gpu_free >= 0
+        assert (np.where(real, GPU_MILLI - self.gpu_free, 0) == used_gpu).all()
+
+    # -------------------------------------------------------------- snapshot
+    def to_snapshot(self) -> dict[str, Any]:
+        """A plain JSON-able dict holding everything that is not derivable."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "cell": self.cell,
+            "models": list(self.models),
+            "nodes": [
+                {"node_id": nid, "status": self.node_status[r], "meta": self.node_meta[nid],
+                 "cpu_cap": int(self.cpu_cap[r]), "cpu_free": int(self.cpu_free[r]),
+                 "mem_cap": int(self.mem_cap[r]), "mem_free": int(self.mem_free[r]),
+                 "gpu_count": int(self.gpu_count[r]),
+                 "gpu_model": self.models[self.model_idx[r]] if self.model_idx[r] >= 0 else None,
+                 "gpu_free": [int(x) for x in self.gpu_free[r, : int(self.gpu_count[r])]]}
+                for r, nid in enumerate(self.node_ids)
+            ],
+            "max_gpus": self.max_gpus,
+            "clock": self.clock,
+            "stamps": [int(x) for x in self.stamp],
+            "tasks": _copy.deepcopy(self.tasks),
+            "queue": [list(q) for q in self.queue],
+            "seq": self.seq,
+            "offsets": dict(self.offsets),
+            "policy": _copy.deepcopy(self.policy),
+            "class_counts": dict(self.class_counts),
+            "reservations": _copy.deepcopy(self.reservations),
+            "decisions": self.decisions,
+        }
+
+    @classmethod
+    def from_snapshot(cls, snap: dict[str, Any]) -> "CellState":
+        if snap.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"unsupported snapshot version {snap.get('version')}")
+        s = cls(snap["cell"], max_gpus=int(snap["max_gpus"]))
+        for m in snap["models"]:
+            s.models.append(m)
+        for nd in snap["nodes"]:
+            row = s.add_node(nd["node_id"], nd["cpu_cap"], nd["mem_cap"], nd["gpu_count"],
+                             nd["gpu_model"], nd["meta"], nd["status"])
+            s.cpu_free[row] = nd["cpu_free"]
+            s.mem_free[row] = nd["mem_free"]
+            s.gpu_free[row, : nd["gpu_count"]] = nd["gpu_free"]
+            s._refresh_gpu_row(row)
+        s.clock = int(snap["clock"])
+        s.stamp = np.array(snap["stamps"], dtype=_I64)
+        s.tasks = _copy.deepcopy(snap["tasks"])
+        s.queue = [list(q) for q in snap["queue"]]
+        s.seq = int(snap["seq"])
+        s.offsets = dict(snap["offsets"])
+        s.policy = _copy.deepcopy(snap["policy"])
+        s.class_counts = dict(snap["class_counts"])
+        s.reservations = _copy.deepcopy(snap["reservations"])
+        s.decisions = int(snap["decisions"])
+        s._derived = {}
+        return s
+
+    def copy(self) -> "CellState":
+        return CellState.from_snapshot(self.to_snapshot())

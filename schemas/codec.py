@@ -1,0 +1,151 @@
+"""The Confluent wire format with fastavro: one codec for Faust agents and plain clients.
+
+A record value is ``0x00`` + a 4-byte big-endian schema id + the Avro binary body.
+Timestamps (``timestamp-millis``) are handled as plain ``int`` epoch milliseconds
+inside Suanli: the processors must never see wall-clock ``datetime`` objects, and ints
+keep replay byte-exact. The binary encoding is the same either way.
+"""
+from __future__ import annotations
+
+import io
+import struct
+import threading
+from typing import Any, Mapping
+
+import fastavro
+
+from suanli.errors import DecodeError, EncodeError, RegistryError
+from suanli.schemas.catalog import EventSchema, catalog
+from suanli.schemas.registry import RegistryClient
+
+MAGIC = 0
+HEADER = struct.Struct(">bI")
+
+
+def _strip_logical_types(schema: Any) -> Any:
+    """Copy of ``schema`` without ``logicalType`` annotations (same binary encoding)."""
+    if isinstance(schema, list):
+        return [_strip_logical_types(s) for s in schema]
+    if isinstance(schema, dict):
+        return {k: _strip_logical_types(v) for k, v in schema.items() if k != "logicalType"}
+    return schema
+
+
+def _parse(schema: dict) -> Any:
+    return fastavro.parse_schema(_strip_logical_types(schema), named_schemas={})
+
+
+def frame(schema_id: int, body: bytes) -> bytes:
+    """Prefix an Avro body with the Confluent header."""
+    return HEADER.pack(MAGIC, schema_id) + body
+
+
+def split_frame(data: bytes | None) -> tuple[int, memoryview]:
+    """Return ``(schema_id, body)``; raise ``ValueError`` if ``data`` is not framed."""
+    if data is None:
+        raise ValueError("record has no value (tombstone)")
+    if len(data) < HEADER.size:
+        raise ValueError(f"record is {len(data)} bytes, shorter than the 5-byte wire-format header")
+    magic, schema_id = HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise ValueError(f"magic byte is {magic:#04x}, not 0x00: not the Confluent wire format")
+    return schema_id, memoryview(data)[HEADER.size:]
+
+
+class Codec:
+    """Encodes Suanli events and decodes any registered Avro record.
+
+    ``encode`` registers (or looks up) each event schema once, lazily.
+    ``decode`` fetches unknown writer schemas by id once and caches them; it never
+    raises anything but :class:`DecodeError` for bad input.
+    """
+
+    def __init__(self, registry: RegistryClient, events: Mapping[str, EventSchema] | None = None):
+        self.registry = registry
+        self.events = dict(events or catalog())
+        self._ids: dict[str, int] = {}
+        self._writers: dict[str, Any] = {}
+        self._readers: dict[int, tuple[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    # -- registration ---------------------------------------------------------------
+    def schema_id(self, kind: str) -> int:
+        """Registry id of the current schema of event ``kind`` (registering it if needed)."""
+        schema_id = self._ids.get(kind)
+        if schema_id is None:
+            event = self._event(kind)
+            schema_id = self.registry.register(event.subject, event.schema)
+            with self._lock:
+                self._ids[kind] = schema_id
+                self._writers[kind] = _parse(event.schema)
+        return schema_id
+
+    def register_all(self) -> dict[str, int]:
+        """Register every event schema; returns ``{kind: id}``."""
+        return {kind: self.schema_id(kind) for kind in sorted(self.events)}
+
+    def _event(self, kind: str) -> EventSchema:
+        try:
+            return self.events[kind]
+        except KeyError:
+            raise EncodeError(f"unknown event kind {kind!r}; known: {', '.join(sorted(self.events))}") from None
+
+    # -- encode ---------------------------------------------------------------------
+    def encode(self, kind: str, payload: Mapping[str, Any]) -> bytes:
+        """Wire-format bytes of ``payload`` as event ``kind``; :class:`EncodeError` if it does not fit."""
+        schema_id = self.schema_id(kind)
+        buffer = io.BytesIO()
+        buffer.write(HEADER.pack(MAGIC, schema_id))
+        try:
+            fastavro.schemaless_writer(buffer, self._writers[kind], payload)
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError, struct.error) as exc:
+            raise EncodeError(f"{kind}: value does not fit the schema: {exc}") from exc
+        return buffer.getvalue()
+
+    # -- decode ---------------------------------------------------------------------
+    def decode(self, data: bytes | None, *, topic: str | None = None, partition: int | None = None,
+               offset: int | None = None) -> tuple[str, dict]:
+        """Return ``(kind, payload)`` where kind is the record's short name.
+
+        Raises :class:`DecodeError` (naming topic, partition and offset) for anything
+        that is not a complete record of a schema the registry knows.
+        """
+        where = {"topic": topic, "partition": partition, "offset": offset}
+        try:
+            schema_id, body = split_frame(data)
+        except ValueError as exc:
+            raise DecodeError(str(exc), **where) from None
+        kind, writer, reader = self._reader(schema_id, where)
+        stream = io.BytesIO(body)
+        try:
+            # Resolve against our current schema of the same name, so records written
+            # with an older (compatible) version come out with today's fields and defaults.
+            payload = fastavro.schemaless_reader(stream, writer, reader)
+        except Exception as exc:  # noqa: BLE001 - the wire is untrusted: any failure is a bad record
+            raise DecodeError(f"Avro body does not match schema id {schema_id} ({kind}): "
+                              f"{type(exc).__name__}: {exc}", schema_id=schema_id, **where) from None
+        if stream.tell() != len(body):
+            raise DecodeError(f"{len(body) - stream.tell()} trailing bytes after the {kind} record "
+                              f"(schema id {schema_id})", schema_id=schema_id, **where)
+        return kind, payload
+
+    def _reader(self, schema_id: int, where: dict) -> tuple[str, Any, Any]:
+        cached = self._readers.get(schema_id)
+        if cached is not None:
+            return cached
+        try:
+            schema = self.registry.schema_by_id(schema_id)
+        except RegistryError as exc:
+            raise DecodeError(f"cannot fetch schema id {schema_id}: {exc}", schema_id=schema_id, **where) from None
+        if schema is None:
+            raise DecodeError(f"unknown schema id {schema_id}", schema_id=schema_id, **where)
+        if not isinstance(schema, dict) or schema.get("type") != "record":
+            raise DecodeError(f"schema id {schema_id} is not an Avro record", schema_id=schema_id, **where)
+        name = schema["name"]
+        current = self.events.get(name)
+        same = current is not None and current.schema == schema
+        reader = None if current is None or same else _parse(current.schema)
+        entry = (name, _parse(schema), reader)
+        with self._lock:
+            self._readers[schema_id] = entry
+        return entry

@@ -1,0 +1,3 @@
+from suanli.cli import main
+
+raise SystemExit(main())

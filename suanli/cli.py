@@ -1,0 +1,104 @@
+"""The ``suanli`` command line.
+
+Every subcommand maps a :class:`~suanli.errors.SuanliError` to a one-line message on
+stderr and exit status 2, so scripts can tell "refused, with a reason" from a crash.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Callable, Sequence
+
+from suanli.config import REPO_ROOT, settings
+from suanli.errors import SuanliError
+
+
+def _stack_up(args: argparse.Namespace) -> int:
+    from suanli.deploy import stack
+
+    report = stack.up(settings())
+    rss = ", ".join(f"{k.removesuffix('_rss_mib')} {v:.0f} MiB" for k, v in report.items()
+                    if k.endswith("_rss_mib") and v is not None)
+    print(f"stack ready in {report['ready_seconds']:.1f}s" + (f" (RSS: {rss})" if rss else ""))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(report, out, indent=2)
+    return 0
+
+
+def _stack_down(args: argparse.Namespace) -> int:
+    from suanli.deploy import stack
+
+    stack.down(settings())
+    return 0
+
+
+def _stack_status(args: argparse.Namespace) -> int:
+    from suanli.deploy import stack
+
+    rows = stack.status(settings())
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for row in rows:
+            where = "embedded" if row["embedded"] else "external"
+            pid = f"pid {row['pid']}" if row["pid"] else "not running" if row["embedded"] else "-"
+            rss = f", {row['rss_mib']:.0f} MiB" if row["rss_mib"] else ""
+            state = "ready" if row["ready"] else "NOT READY"
+            print(f"{row['service']:<9} {state:<9} {row['address']} ({where}, {pid}{rss})")
+    return 0 if all(r["ready"] for r in rows) else 1
+
+
+def _test(args: argparse.Namespace) -> int:
+    """Start the stack if needed, run pytest, stop what this command started."""
+    from suanli.deploy import stack
+
+    s = settings()
+    was_running = all(r["ready"] for r in stack.status(s))
+    stack.up(s)
+    try:
+        cmd = [sys.executable, "-m", "pytest", *args.pytest_args]
+        return subprocess.call(cmd, cwd=REPO_ROOT)
+    finally:
+        if not was_running and not args.keep_stack:
+            stack.down(s)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="suanli", description="Suanli: an event-sourced control plane for heterogeneous compute.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    stack_p = sub.add_parser("stack", help="the embedded Kafka broker and schema registry")
+    stack_sub = stack_p.add_subparsers(dest="stack_command", required=True, metavar="ACTION")
+    up_p = stack_sub.add_parser("up", help="start the embedded stack and register the schemas")
+    up_p.add_argument("--json", metavar="FILE", help="write start-up time and memory to FILE")
+    up_p.set_defaults(func=_stack_up)
+    stack_sub.add_parser("down", help="stop everything the stack started").set_defaults(func=_stack_down)
+    st_p = stack_sub.add_parser("status", help="show each service and whether it is ready")
+    st_p.add_argument("--json", action="store_true", help="print JSON")
+    st_p.set_defaults(func=_stack_status)
+
+    test_p = sub.add_parser("test", help="run the test suite against the embedded stack")
+    test_p.add_argument("--keep-stack", action="store_true", help="leave the stack running afterwards")
+    test_p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments passed to pytest")
+    test_p.set_defaults(func=_test)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except SuanliError as exc:
+        print(f"suanli: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

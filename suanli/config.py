@@ -1,0 +1,91 @@
+"""Settings: where Kafka and the registry are, and where local state lives.
+
+Sources, highest priority first: environment variables (``SUANLI_KAFKA``,
+``SUANLI_REGISTRY``, ``SUANLI_HOME``, ``SUANLI_KAFKA_PORT`` ...), then a TOML config file
+named by ``SUANLI_CONFIG`` (keys as the field names below), then the defaults.
+
+With neither ``kafka`` nor ``registry`` set, Suanli uses the *embedded* stack that
+``suanli stack up`` starts on loopback. Set both to use an external Kafka cluster and any
+Confluent-compatible registry; nothing else changes.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from functools import cache
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from suanli.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    """Typed configuration. ``kafka``/``registry`` of None mean "the embedded stack"."""
+
+    model_config = SettingsConfigDict(env_prefix="SUANLI_", extra="forbid")
+
+    kafka: str | None = Field(None, description="External Kafka bootstrap servers, e.g. 'broker1:9092,broker2:9092'.")
+    registry: str | None = Field(None, description="External Confluent-compatible registry URL.")
+    home: Path = Field(REPO_ROOT / ".suanli", description="Directory for local state: broker data, logs, pids, caches.")
+    kafka_port: int = Field(19092, ge=1, le=65535, description="Embedded broker client port (loopback).")
+    controller_port: int = Field(19093, ge=1, le=65535, description="Embedded KRaft controller port (loopback).")
+    registry_port: int = Field(18081, ge=1, le=65535, description="Embedded schema registry port (loopback).")
+    kafka_heap: str = Field("512m", description="Max heap of the embedded broker JVM.")
+    registry_heap: str = Field("384m", description="Max heap of the embedded registry JVM.")
+    partitions: int = Field(4, ge=1, description="Partitions of the cell log and raw topics when Suanli creates them.")
+
+    @field_validator("kafka", "registry")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+    @property
+    def embedded_kafka(self) -> bool:
+        return self.kafka is None
+
+    @property
+    def embedded_registry(self) -> bool:
+        return self.registry is None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.kafka or f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def registry_url(self) -> str:
+        if self.registry:
+            return self.registry.rstrip("/")
+        from suanli.deploy.registry import ccompat_url
+        return ccompat_url(self.registry_port)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build :class:`Settings` from the environment and the optional config file.
+
+    Raises :class:`ConfigError` with every invalid key named.
+    """
+    file_values: dict[str, object] = {}
+    config_path = os.environ.get("SUANLI_CONFIG")
+    if config_path:
+        try:
+            file_values = tomllib.loads(Path(config_path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {config_path}: {exc}") from exc
+    env_names = {name for name in Settings.model_fields if f"SUANLI_{name.upper()}" in os.environ}
+    values = {k: v for k, v in file_values.items() if k not in env_names}
+    values.update(overrides)
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid configuration: {problems}") from exc
+
+
+@cache
+def settings() -> Settings:
+    """Process-wide settings (read once)."""
+    return load_settings()

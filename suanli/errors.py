@@ -1,0 +1,62 @@
+"""The one exception hierarchy of Suanli.
+
+Every error that Suanli raises on purpose derives from :class:`SuanliError`, so callers
+(the CLI, the API, the stream agents) can tell "we refused this, with a reason" from a bug.
+"""
+from __future__ import annotations
+
+
+class SuanliError(Exception):
+    """Base class of every deliberate Suanli error. ``str(err)`` is meant for people."""
+
+
+class ConfigError(SuanliError):
+    """The configuration (environment, config file, command line) is invalid."""
+
+
+class StackError(SuanliError):
+    """A local service (broker, registry, Connect, database) failed to prepare, start or stop."""
+
+
+class RegistryError(SuanliError):
+    """The schema registry refused a request or could not be reached."""
+
+    def __init__(self, message: str, *, status: int | None = None, error_code: int | None = None):
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
+
+
+class IncompatibleSchemaError(RegistryError):
+    """The registry (or the local checker) found a schema change that breaks compatibility."""
+
+
+class SchemaError(SuanliError):
+    """A schema file in ``schemas/`` is invalid or missing."""
+
+
+class DecodeError(SuanliError):
+    """A record could not be decoded from the Confluent wire format.
+
+    Carries the record's coordinates so a dead letter (or a person) can find it again.
+    """
+
+    def __init__(self, reason: str, *, topic: str | None = None, partition: int | None = None,
+                 offset: int | None = None, schema_id: int | None = None):
+        where = ""
+        if topic is not None:
+            where = f" at {topic}[{partition}]@{offset}"
+        super().__init__(f"cannot decode record{where}: {reason}")
+        self.reason = reason
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.schema_id = schema_id
+
+
+class EncodeError(SuanliError):
+    """A value does not fit its Avro schema."""
+
+
+class ValidationError(SuanliError):
+    """An event or request is well-formed on the wire but its values are invalid."""

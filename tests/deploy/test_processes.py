@@ -1,0 +1,26 @@
+"""Pid-file service handling: a process is started, found and stopped by its pid."""
+from __future__ import annotations
+
+import sys
+
+from suanli.deploy.processes import ServiceProcess
+
+
+def test_start_find_and_stop_by_pid(tmp_path):
+    marker = f"suanli-test-marker-{tmp_path.name}"
+    service = ServiceProcess("sleeper", tmp_path / "sleeper.pid", tmp_path / "sleeper.log", marker=marker)
+    assert service.pid() is None
+    pid = service.start([sys.executable, "-c", "import time,sys; print('up', flush=True); time.sleep(60)", marker])
+    assert service.pid() == pid
+    assert (service.rss_mib() or 0) > 0
+    assert service.stop(timeout=5) is True
+    assert service.pid() is None
+    assert not service.pid_file.exists()
+    assert service.stop() is False
+
+
+def test_a_recycled_pid_is_not_mistaken_for_the_service(tmp_path):
+    service = ServiceProcess("ghost", tmp_path / "ghost.pid", tmp_path / "ghost.log", marker="no-such-marker-xyz")
+    service.pid_file.write_text("1\n")  # pid 1 is alive but is not our service
+    assert service.pid() is None
+    assert not service.pid_file.exists()
