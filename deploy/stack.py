@@ -17,7 +17,7 @@ from suanli.deploy.processes import ServiceProcess
 
 
 def _registry():
-    from suanli.deploy import registry  # noqa: PLC0415 - imported lazily: only the embedded stack needs it
+    from suanli.deploy import registry  # imported lazily: only the embedded stack needs it
     return registry
 from suanli.errors import StackError
 
@@ -97,9 +97,12 @@ def up(settings: Settings, log: Callable[[str], None] = print) -> dict:
     if settings.embedded_registry:
         reg = registry_service(paths)
         if reg.pid() is None:
-            _registry().prepare(paths.cache / "registry", log=log)
-            argv, env = _registry().launch_command(work_dir=paths.cache / "registry", port=settings.registry_port,
-                                                kafka_bootstrap=bootstrap, data_dir=paths.registry_data)
+            try:
+                _registry().prepare(paths.cache / "registry", log=log)
+                argv, env = _registry().launch_command(work_dir=paths.cache / "registry", port=settings.registry_port,
+                                                       kafka_bootstrap=bootstrap, data_dir=paths.registry_data)
+            except RuntimeError as exc:
+                raise StackError(f"schema registry: {exc}") from exc
             paths.registry_data.mkdir(parents=True, exist_ok=True)
             reg.start(argv, env=env, cwd=paths.registry_data)
             log(f"registry: starting on {settings.registry_url} (log: {reg.log_file})")

@@ -52,6 +52,29 @@ def _stack_status(args: argparse.Namespace) -> int:
     return 0 if all(r["ready"] for r in rows) else 1
 
 
+def _up(args: argparse.Namespace) -> int:
+    """The main job. Until the scheduler workers land it runs the embedded stack in the
+    foreground: start, report, wait for Ctrl-C, stop what it started."""
+    import time
+
+    from suanli.deploy import stack
+
+    s = settings()
+    was_running = all(r["ready"] for r in stack.status(s))
+    report = stack.up(s)
+    print(f"suanli: stack ready in {report['ready_seconds']:.1f}s; Kafka {s.bootstrap_servers}, "
+          f"registry {s.registry_url}; logs in {s.home / 'logs'}. Ctrl-C stops.")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("\nsuanli: stopping")
+    finally:
+        if not was_running:
+            stack.down(s)
+    return 0
+
+
 def _test(args: argparse.Namespace) -> int:
     """Start the stack if needed, run pytest, stop what this command started."""
     from suanli.deploy import stack
@@ -80,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     st_p = stack_sub.add_parser("status", help="show each service and whether it is ready")
     st_p.add_argument("--json", action="store_true", help="print JSON")
     st_p.set_defaults(func=_stack_status)
+
+    sub.add_parser("up", help="run the control plane locally on the embedded stack").set_defaults(func=_up)
 
     test_p = sub.add_parser("test", help="run the test suite against the embedded stack")
     test_p.add_argument("--keep-stack", action="store_true", help="leave the stack running afterwards")

@@ -138,3 +138,11 @@ class RandomScore(Plugin):
             return None
         fit = np.flatnonzero(ctx.state.gpu_free[row] >= r.gpu_milli)
         return [int(fit[rng.draw(int(fit.size), ctx.seed, 0xD1CE)])]
+
+
+
+@REGISTRY.register
+class BestFitRaw(BestFit):
+    """BestFit's raw 0..100 score without min-max normalisation (for weighted blends)."""
+    name = "BestFitRaw"
+    normalize = False

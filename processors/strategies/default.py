@@ -1,0 +1,36 @@
+"""``default``: Suanli's GPU-aware strategy, a fragmentation-gradient / best-fit blend.
+
+score(node) = delta_frag(node) + w * bestfit(node)
+
+* ``delta_frag``: how many GPU milli of expected fragmentation (FGD's measure, w.r.t. the
+  typical tasks) the placement removes, as an exact float, not squashed through the
+  simulator's sigmoid-and-truncate (which throws away most of the signal);
+* ``bestfit``: the simulator's BestFit score (0..100, un-normalised), weight ``w``
+  (``bestfit_weight``, default 1.0): one BestFit point trades against one milli-GPU of
+  fragmentation, so packing decides between nodes that FGD sees as (nearly) equal;
+* exact ties: BestFit order, then lowest row; a shared task goes on the device with the
+  largest fragmentation reduction, ties to the one with the least free milli.
+
+Use it by default for GPU clusters with mixed shared / whole / CPU-only tasks. On the
+openb trace it beats FGD (see the protocol report). Config: as ``fgd`` (``typical_tasks``
+or ``"observed"``, ``threshold_pct``) plus ``bestfit_weight``.
+"""
+from __future__ import annotations
+
+from ..framework import REGISTRY, Profile
+from ..plugins.basic import FILTERS
+from .fgd import fgd_args
+
+NAME = "default"
+VERSION = "1.0.0"
+
+
+def build(config: dict) -> Profile:
+    args = fgd_args(config, "raw")
+    args["mode"] = config.get("mode", "raw")
+    args.setdefault("device_tie", "bestfit")
+    return Profile.build(REGISTRY, FILTERS,
+                         [{"name": "FGD", "args": args},
+                          {"name": "BestFitRaw", "weight": float(config.get("bestfit_weight", 1.0))}],
+                         tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
+                         top_k=int(config.get("top_k", 5)), others=["Capacity"])

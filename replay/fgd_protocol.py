@@ -1,0 +1,189 @@
+"""The FGD evaluation protocol (``/work/shared/data/openb/PROTOCOL.md``) run through the
+production core: every task goes through ``processors.decide`` with full provenance.
+
+1. Cluster: the node list, empty; registered through ``decide`` (NodeRegistered events).
+2. Order: the pod list shuffled with ``random.Random(seed)``.
+3. Tune 1.3: with the same RNG, tasks drawn uniformly from the original list are appended
+   (as copies named ``<name>-t<i>``) while the total requested GPU milli stays
+   <= 1.3 x cluster GPU milli; the first draw that would exceed it stops the inflation.
+4. Placement one by one; nothing departs; an unplaceable task stays pending forever
+   (never retried: nothing is ever released).
+5.-6. Fit / scores / ties: the strategies (``bestfit``, ``random``, ``fgd``, ``default``).
+   Their tie-break RNG is seeded with the same seed (``config.seed``) and the position.
+7. Metric: unallocated GPU % = 100 - allocated/capacity at the first task after which
+   arrived (cumulative requested GPU milli, placed or not) >= 100 % of capacity. Tasks
+   after that point cannot change the metric and are not run.
+8. Fragmentation: the paper's expected fragmented GPU milli w.r.t. the workload's typical
+   tasks, as % of capacity, at the same moment.
+
+Typical tasks: shapes (cpu, gpu count, gpu milli, accepted models) of the *original* pod
+list, most frequent first until 95 % of the tasks are covered (the simulator's setting),
+handed to the FGD-based strategies through their PolicyChanged config.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from suanli.processors import CellState, decide
+from suanli.processors.frag import TypicalTasks, cluster_frag_milli, shape_key, typical_from_counts
+
+from .openb import gpu_request, read_nodes, read_pods
+
+TOPIC = "cell.openb"
+TUNE = 1.3
+
+
+def typical_tasks(pods: list[dict[str, Any]], threshold_pct: float = 95.0) -> list[dict[str, Any]]:
+    counts: dict[str, int] = {}
+    for p in pods:
+        r = p["resources"]
+        k = shape_key(r["cpu_milli"], r["gpu_count"], r["gpu_milli"], r["gpu_models"])
+        counts[k] = counts.get(k, 0) + 1
+    return typical_from_counts(counts, threshold_pct)
+
+
+def workload(pods: list[dict[str, Any]], capacity: int, seed: int) -> list[dict[str, Any]]:
+    """Seeded shuffle, then tune-1.3 inflation by seeded resampling (steps 2-3)."""
+    rnd = random.Random(seed)
+    order = list(pods)
+    rnd.shuffle(order)
+    total = sum(gpu_request(p) for p in order)
+    limit = TUNE * capacity
+    i = 0
+    while True:
+        p = pods[rnd.randrange(len(pods))]
+        g = gpu_request(p)
+        if total + g > limit:
+            break
+        total += g
+        order.append({**p, "task_id": f"{p['task_id']}-t{i}", "event_id": f"{p['event_id']}-t{i}"})
+        i += 1
+    return order
+
+
+def policy_config(policy: str, seed: int, typical: list[dict[str, Any]]) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"seed": seed}
+    if policy in ("fgd", "default"):
+        cfg["typical_tasks"] = typical
+    return cfg
+
+
+def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
+                   full: bool = False) -> dict[str, Any]:
+    """One workload x policy x seed. Returns the metrics and timings."""
+    t0 = time.perf_counter()
+    nodes = read_nodes(nodes_csv)
+    pods = read_pods(pods_csv)
+    typical = typical_tasks(pods)
+    capacity = sum(a["count"] for n in nodes for a in n["accelerators"]) * 1000
+    tasks = workload(pods, capacity, seed)
+    t1 = time.perf_counter()
+
+    state = CellState("openb")
+    off = 0
+    for n in nodes:
+        state, _ = decide(state, "NodeRegistered", n, (TOPIC, 0, off))
+        off += 1
+    cfg = policy_config(policy, seed, typical)
+    state, _ = decide(state, "PolicyChanged", {"cell": "openb", "strategy": policy, "config": cfg, "at": 0},
+                      (TOPIC, 0, off))
+    off += 1
+    t2 = time.perf_counter()
+    arrived = allocated = placed = 0
+    unalloc = frag = None
+    n_run = 0
+    for task in tasks:
+        g = gpu_request(task)
+        arrived += g
+        state, outs = decide(state, "TaskSubmitted", task, (TOPIC, 0, off))
+        off += 1
+        n_run += 1
+        if outs and outs[0][0] == "TaskPlaced":
+            allocated += g
+            placed += 1
+        if unalloc is None and arrived >= capacity:
+            unalloc = 100.0 - 100.0 * allocated / capacity
+            frag = 100.0 * cluster_frag_milli(TypicalTasks.from_list(typical), state) / capacity
+            if not full:
+                break
+    t3 = time.perf_counter()
+    assert allocated == state.gpu_allocated_milli() or full
+    return {"policy": policy, "seed": seed, "unallocated_gpu_pct": unalloc, "frag_gpu_pct": frag,
+            "tasks_run": n_run, "tasks_placed": placed, "workload_tasks": len(tasks),
+            "seconds": t3 - t0, "decide_seconds": t3 - t2, "setup_seconds": t2 - t0}
+
+
+def _run_one(args: tuple) -> dict[str, Any]:
+    return run_experiment(*args)
+
+
+def _stats(xs: list[float]) -> dict[str, Any]:
+    return {"mean": round(statistics.fmean(xs), 4), "sd": round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
+            "per_seed": [round(x, 4) for x in xs]}
+
+
+def run_protocol(nodes_csv: str, pods_csv: str, policies: list[str], seeds: list[int],
+                 workers: int = 2) -> dict[str, Any]:
+    """All seeds of each policy (seeds in parallel on ``workers`` processes)."""
+    out: dict[str, Any] = {"protocol": "fgd", "workload": Path(pods_csv).stem, "policies": {}}
+    ctx = mp.get_context("fork") if sys.platform != "win32" else mp.get_context()
+    for pol in policies:
+        t0 = time.perf_counter()
+        jobs = [(nodes_csv, pods_csv, pol, s) for s in seeds]
+        if workers > 1:
+            with ctx.Pool(workers) as pool:
+                res = pool.map(_run_one, jobs)
+        else:
+            res = [_run_one(j) for j in jobs]
+        out["policies"][pol] = {
+            "unallocated_gpu_pct": _stats([r["unallocated_gpu_pct"] for r in res]),
+            "frag_gpu_pct": _stats([r["frag_gpu_pct"] for r in res]),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+    return out
+
+
+def _seeds(spec: str) -> list[int]:
+    out = []
+    for part in spec.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.extend(range(int(a), int(b) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m suanli.replay.fgd_protocol", description=__doc__.split("\n")[0])
+    ap.add_argument("--nodes", required=True)
+    ap.add_argument("--pods", required=True, nargs="+")
+    ap.add_argument("--policy", default="bestfit,fgd,default")
+    ap.add_argument("--seeds", default="42-51")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--json", help="write the results to this file")
+    a = ap.parse_args(argv)
+    results = []
+    for pods in a.pods:
+        r = run_protocol(a.nodes, pods, a.policy.split(","), _seeds(a.seeds), a.workers)
+        results.append(r)
+        print(f"\n{r['workload']}  (seeds {a.seeds})")
+        print(f"  {'policy':10s} {'unalloc GPU %':>16s} {'frag GPU %':>16s} {'wall s':>8s}")
+        for pol, v in r["policies"].items():
+            u, f = v["unallocated_gpu_pct"], v["frag_gpu_pct"]
+            print(f"  {pol:10s} {u['mean']:8.2f} ± {u['sd']:5.2f} {f['mean']:8.2f} ± {f['sd']:5.2f} {v['seconds']:8.2f}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(results if len(results) > 1 else results[0], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

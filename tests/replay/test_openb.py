@@ -1,0 +1,60 @@
+from pathlib import Path
+
+import pytest
+
+from suanli.replay.openb import read_nodes, read_pods
+from suanli.replay import fgd_protocol as fp
+
+DATA = Path("/work/shared/data/openb")
+pytestmark = pytest.mark.skipif(not DATA.exists(), reason="openb trace not available")
+
+
+def test_openb_import_counts():
+    nodes = read_nodes(DATA / "openb_node_list_gpu_node.csv")
+    assert len(nodes) == 1213
+    assert sum(a["count"] for n in nodes for a in n["accelerators"]) == 6212
+    pods = read_pods(DATA / "openb_pod_list_default.csv")
+    assert len(pods) == 8152
+    p = pods[1]
+    assert p["resources"]["gpu_count"] == 1 and p["resources"]["gpu_milli"] == 460
+    assert p["qos_tier"] == "GOLD" and p["labels"]["qos"] == "LS"
+    assert p["submitted_at"] == 427061 * 1000
+
+
+def test_multigpu20_has_five_columns():
+    pods = read_pods(DATA / "openb_pod_list_multigpu20.csv")
+    assert len(pods) == 8324 and pods[0]["submitted_at"] == 0
+
+
+def test_gpu_spec_parsed():
+    pods = read_pods(DATA / "openb_pod_list_gpuspec10.csv")
+    specs = {tuple(p["resources"]["gpu_models"]) for p in pods}
+    assert ("V100M16", "V100M32") in specs
+
+
+def _small(tmp_path):
+    nodes = (DATA / "openb_node_list_gpu_node.csv").read_text().splitlines()
+    pods = (DATA / "openb_pod_list_default.csv").read_text().splitlines()
+    n, p = tmp_path / "nodes.csv", tmp_path / "pods.csv"
+    n.write_text("\n".join(nodes[:1] + nodes[1::20]) + "\n")     # ~61 nodes
+    p.write_text("\n".join(pods[:1] + pods[1::20]) + "\n")       # ~408 pods
+    return str(n), str(p)
+
+
+@pytest.mark.parametrize("policy", ["bestfit", "random", "fgd", "default"])
+def test_protocol_small_subset_is_deterministic(tmp_path, policy):
+    n, p = _small(tmp_path)
+    a = fp.run_experiment(n, p, policy, 42)
+    b = fp.run_experiment(n, p, policy, 42)
+    assert a["unallocated_gpu_pct"] == b["unallocated_gpu_pct"] is not None
+    assert a["frag_gpu_pct"] == b["frag_gpu_pct"]
+    assert 0 <= a["unallocated_gpu_pct"] <= 100
+
+
+def test_run_protocol_shape(tmp_path):
+    n, p = _small(tmp_path)
+    r = fp.run_protocol(n, p, ["bestfit"], [42, 43], workers=1)
+    assert r["protocol"] == "fgd" and r["workload"] == "pods"
+    v = r["policies"]["bestfit"]
+    assert set(v) == {"unallocated_gpu_pct", "frag_gpu_pct", "seconds"}
+    assert len(v["unallocated_gpu_pct"]["per_seed"]) == 2
