@@ -36,10 +36,12 @@ HERE = Path(__file__).resolve().parent / "registry"
 POM = HERE / "pom.xml"
 PROPERTIES = HERE / "registry.properties"
 MIN_JAVA = 21
+_CDS_DYNAMIC_MAGIC = (0xF00BABA8).to_bytes(4, "little")  # header of a JDK dynamic CDS archive
 HEAP = "384m"
 JVM_OPTS = [
     f"-Xmx{HEAP}",
     "-XX:+UseSerialGC",          # smallest footprint; the registry sees little load
+    "-XX:TieredStopAtLevel=1",   # C1 only: ~1 s faster start, ~50 MB less RSS
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.util.logging.manager=org.jboss.logmanager.LogManager",
 ]
@@ -179,8 +181,23 @@ def launch_command(*, work_dir: Path, port: int, kafka_bootstrap: str, data_dir:
         ("apicurio.import.work-dir", str(tmp)),
     ]
     props = [f"-D{k}={v}" for k, v in _static_properties() + dynamic]
-    argv = [find_java(), *JVM_OPTS, f"-Djava.io.tmpdir={tmp}", *props, "-jar", str(jar)]
+    # Dynamic CDS archive (JDK >= 19): written at the first clean exit (SIGTERM; takes a few
+    # seconds once), reused afterwards (~1 s faster start). The JVM regenerates an archive of
+    # another JDK build, but keeps ignoring a corrupt one, so drop a file with a bad header.
+    jsa = home / "registry-cds.jsa"
+    try:
+        with open(jsa, "rb") as fh:
+            if fh.read(4) != _CDS_DYNAMIC_MAGIC:
+                jsa.unlink()
+    except FileNotFoundError:
+        pass
+    cds = ["-XX:+AutoCreateSharedArchive", f"-XX:SharedArchiveFile={jsa}"]
+    argv = [find_java(), *JVM_OPTS, *cds, f"-Djava.io.tmpdir={tmp}", *props, "-jar", str(jar)]
     return argv, {}
+
+
+# Loopback requests must never go through an http_proxy from the environment.
+_LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def ccompat_url(port: int) -> str:
@@ -198,11 +215,10 @@ def is_ready(port: int, timeout: float = 1.0, management_port: int | None = None
     """
     mport = port + 1 if management_port is None else management_port
     try:
-        with urllib.request.urlopen(f"{ccompat_url(port)}/subjects", timeout=timeout) as resp:
+        with _LOCAL.open(f"{ccompat_url(port)}/subjects", timeout=timeout) as resp:
             if resp.status != 200:
                 return False
-        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/health/ready",
-                                    timeout=timeout) as resp:
+        with _LOCAL.open(f"http://127.0.0.1:{mport}/health/ready", timeout=timeout) as resp:
             return resp.status == 200 and json.load(resp).get("status") == "UP"
     except (urllib.error.URLError, OSError, ValueError):
         return False

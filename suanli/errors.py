@@ -60,3 +60,7 @@ class EncodeError(SuanliError):
 
 class ValidationError(SuanliError):
     """An event or request is well-formed on the wire but its values are invalid."""
+
+
+class ConnectorError(SuanliError):
+    """A hardware connector cannot start or run: bad node list, bad options, its log unreadable."""

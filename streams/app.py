@@ -1,0 +1,198 @@
+"""The Faust shell: two worker roles around the pure core.
+
+``intake``    raw topics -> validate -> cell log (or dead letters)         (streams/intake.py)
+``scheduler`` cell log -> core -> decisions + dispatch commands             (streams/cell_runner.py)
+
+Both consume with ``stream.take_events`` (micro-batches), produce every output of a batch
+and *wait for the broker's acknowledgement* before the batch's offsets are acked, so a
+committed offset always means its outputs are durable (at-least-once). The scheduler
+keeps its cells' state in a RocksDB table (``rocksdb://`` via rocksdict) whose changelog
+is a Kafka topic: snapshots, written every ``SNAPSHOT_EVERY`` inputs or
+``SNAPSHOT_SECONDS``, plus silent re-application of the cell log after the snapshot.
+Values are raw bytes: our codec, not Faust's, decodes them, so bad bytes become dead
+letters instead of crashing an agent.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import weakref
+from typing import Any
+
+import faust
+from faust.streams import _current_event
+
+from suanli.config import Settings
+from suanli.schemas.codec import Codec
+from suanli.schemas.registry import RegistryClient
+from suanli.streams.cell_runner import CellRunner, chunk
+from suanli.streams.intake import OutRecord, RawRecord, triage
+from suanli.streams.kafka_io import read_range
+from suanli.streams.topics import CELL_LOG, RAW_TOPICS
+
+log = logging.getLogger("suanli.streams")
+
+BATCH = 1000
+BATCH_WITHIN = 0.02          # seconds a micro-batch waits to fill
+SNAPSHOT_EVERY = 5000        # inputs per partition between snapshots
+SNAPSHOT_SECONDS = 5.0
+
+
+def _broker_url(bootstrap: str) -> str:
+    return ";".join(f"kafka://{host.strip()}" for host in bootstrap.split(",") if host.strip())
+
+
+def make_app(role: str, settings: Settings) -> faust.App:
+    """A Faust app for one worker role ('intake' or 'scheduler')."""
+    (settings.home / "workers" / role).mkdir(parents=True, exist_ok=True)
+    return faust.App(
+        f"suanli-{role}",
+        broker=_broker_url(settings.bootstrap_servers),
+        store="rocksdb://",
+        datadir=str(settings.home / "workers" / role),
+        web_enabled=False,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=1,
+        topic_allow_declare=True,
+        processing_guarantee="at_least_once",
+        producer_acks=-1,
+        producer_linger_ms=2,
+        producer_max_batch_size=1 << 20,
+        key_serializer="raw",
+        value_serializer="raw",
+        consumer_auto_offset_reset="earliest",
+        broker_commit_every=1000,
+        broker_commit_interval=1.0,
+        table_standby_replicas=0,
+        stream_wait_empty=False,
+    )
+
+
+def _raw(message: Any) -> RawRecord:
+    ts = message.timestamp
+    return RawRecord(message.topic, message.partition, message.offset,
+                     int(ts * 1000) if ts is not None else 0, message.key, message.value)
+
+
+async def _produce_all(app: faust.App, records: list[OutRecord]) -> None:
+    """Send every record and wait until the broker has stored all of them."""
+    if not records:
+        return
+    futures = [await app.producer.send(r.topic, r.key, r.value, None, None, None) for r in records]
+    await asyncio.gather(*futures)
+
+
+def build_intake(settings: Settings) -> faust.App:
+    app = make_app("intake", settings)
+    codec = Codec(RegistryClient(settings.registry_url))
+    raw = app.topic(*RAW_TOPICS, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+
+    @app.agent(raw, name="intake")
+    async def intake(stream: faust.StreamT) -> None:
+        async for events in stream.take_events(BATCH, within=BATCH_WITHIN):
+            outputs: list[OutRecord] = []
+            for event in events:
+                outputs.extend(triage(codec, _raw(event.message)))
+            await _produce_all(app, outputs)
+
+    return app
+
+
+class SnapshotStore:
+    """Chunked snapshots of the scheduler's partitions in a Faust RocksDB table.
+
+    Layout: ``p{N}`` holds a manifest ``{"gen", "chunks", "as_of"}``; ``p{N}/g{gen}/{i}``
+    holds chunk ``i``. A new generation is written before its manifest, so a crash mid-write
+    leaves the previous snapshot intact.
+    """
+
+    def __init__(self, table: faust.Table):
+        self.table = table
+
+    @staticmethod
+    def _as_partition(event: Any) -> Any:
+        # Faust routes a table write to the partition of the "current event". A micro-batch
+        # spans partitions, so we point the context at an event of the partition we write.
+        return _current_event.set(weakref.ref(event))
+
+    def load(self, event: Any, partition: int) -> bytes | None:
+        token = self._as_partition(event)
+        try:
+            manifest = self.table.get(f"p{partition}")
+            if manifest is None:
+                return None
+            meta = json.loads(manifest)
+            parts = [self.table.get(f"p{partition}/g{meta['gen']}/{i}") for i in range(meta["chunks"])]
+            if any(p is None for p in parts):
+                log.warning("snapshot of partition %s generation %s incomplete; replaying from the start",
+                            partition, meta["gen"])
+                return None
+            return b"".join(parts)
+        finally:
+            _current_event.reset(token)
+
+    def save(self, event: Any, partition: int, blob: bytes, as_of: int) -> None:
+        token = self._as_partition(event)
+        try:
+            old = self.table.get(f"p{partition}")
+            old_meta = json.loads(old) if old else None
+            gen = (old_meta["gen"] + 1) if old_meta else 0
+            pieces = chunk(blob)
+            for i, piece in enumerate(pieces):
+                self.table[f"p{partition}/g{gen}/{i}"] = piece
+            self.table[f"p{partition}"] = json.dumps({"gen": gen, "chunks": len(pieces), "as_of": as_of}).encode()
+            if old_meta:
+                for i in range(old_meta["chunks"]):
+                    self.table.pop(f"p{partition}/g{old_meta['gen']}/{i}", None)
+        finally:
+            _current_event.reset(token)
+
+
+def build_scheduler(settings: Settings) -> faust.App:
+    app = make_app("scheduler", settings)
+    codec = Codec(RegistryClient(settings.registry_url))
+    runner = CellRunner(codec)
+    cell_log = app.topic(CELL_LOG, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+    table = app.Table("cell-snapshots", key_type=str, value_type=bytes, partitions=settings.partitions)
+    snapshots = SnapshotStore(table)
+    started: set[int] = set()
+    since_snapshot: dict[int, int] = {}
+    last_snapshot: dict[int, float] = {}
+
+    async def recover(event: Any, partition: int, first_offset: int) -> None:
+        """Restore the partition's snapshot and silently re-apply the log up to ``first_offset``."""
+        blob = snapshots.load(event, partition)
+        as_of = runner.restore(partition, blob) if blob else -1
+        missing = await read_range(settings.bootstrap_servers, CELL_LOG, partition, as_of + 1, first_offset)
+        runner.catch_up(_raw(r) for r in missing)
+        log.warning("scheduler: partition %s recovered: snapshot as of %s, re-applied %s records, resuming at %s",
+                    partition, as_of, len(missing), first_offset)
+
+    @app.agent(cell_log, name="scheduler")
+    async def schedule(stream: faust.StreamT) -> None:
+        async for events in stream.take_events(BATCH, within=BATCH_WITHIN):
+            outputs: list[OutRecord] = []
+            last_event: dict[int, Any] = {}
+            for event in events:
+                message = event.message
+                if message.partition not in started:
+                    await recover(event, message.partition, message.offset)
+                    started.add(message.partition)
+                    last_snapshot[message.partition] = time.monotonic()
+                outputs.extend(runner.apply(_raw(message)))
+                last_event[message.partition] = event
+                since_snapshot[message.partition] = since_snapshot.get(message.partition, 0) + 1
+            await _produce_all(app, outputs)
+            now = time.monotonic()
+            for partition, event in last_event.items():
+                if since_snapshot[partition] >= SNAPSHOT_EVERY or now - last_snapshot[partition] >= SNAPSHOT_SECONDS:
+                    snapshots.save(event, partition, runner.snapshot(partition), runner.partition(partition).as_of)
+                    since_snapshot[partition] = 0
+                    last_snapshot[partition] = now
+
+    return app
+
+
+BUILDERS = {"intake": build_intake, "scheduler": build_scheduler}

@@ -1,0 +1,137 @@
+"""The scheduler worker's logic, free of Faust: cell-log records in, Kafka records out.
+
+For each cell-log record the runner decodes it, refuses events about unknown nodes
+(dead letter), runs the pure core (``processors.core.decide``) on the cell's state,
+encodes the decisions for the decisions topic, and turns each placement into a
+DispatchCommand for the node's connector (the dispatcher). Everything it emits is a pure
+function of the cell log, so replaying the log yields the same records byte for byte.
+
+Durability: the states of all cells on a partition are snapshotted together with the
+partition offset they are *as of* (:meth:`snapshot` / :meth:`restore`). After a crash the
+worker restores the last snapshot and silently re-applies the cell log from ``as_of + 1``
+up to where Faust resumes (:meth:`catch_up`); decisions are re-derived, not re-emitted.
+Records Faust redelivers are re-decided deterministically, so any duplicate output has
+the same event id as the original and consumers drop it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from suanli.errors import DecodeError
+from suanli.processors.core import decide
+from suanli.processors.state import CellState
+from suanli.schemas.codec import Codec
+from suanli.streams.intake import OutRecord, RawRecord, dead_letter
+from suanli.streams.topics import CELL_INPUTS, DECISIONS, dispatch_topic
+
+SNAPSHOT_FORMAT = 1
+_NODE_EVENTS = frozenset({"NodeStatusChanged", "TaskStatusChanged"})
+
+
+@dataclass
+class PartitionState:
+    """The cells whose log lives on one partition, and how far they have been applied."""
+
+    as_of: int = -1                      # last cell-log offset applied on this partition
+    cells: dict[str, CellState] = field(default_factory=dict)
+
+
+class CellRunner:
+    """Applies cell-log records to per-cell state; see the module docstring."""
+
+    def __init__(self, codec: Codec):
+        self.codec = codec
+        self.partitions: dict[int, PartitionState] = {}
+
+    # ----------------------------------------------------------------- processing
+    def partition(self, partition: int) -> PartitionState:
+        return self.partitions.setdefault(partition, PartitionState())
+
+    def apply(self, record: RawRecord, *, emit: bool = True) -> list[OutRecord]:
+        """Apply one cell-log record; return what to produce (nothing when ``emit`` is False)."""
+        part = self.partition(record.partition)
+        if record.offset <= part.as_of:
+            return []                                   # already applied (redelivery)
+        part.as_of = record.offset
+        try:
+            kind, payload = self.codec.decode(record.value, topic=record.topic,
+                                              partition=record.partition, offset=record.offset)
+        except DecodeError as exc:
+            # Intake validated it, so this means a registry outage or a foreign writer.
+            return [dead_letter(self.codec, record, "UNDECODABLE", str(exc), exc.schema_id)] if emit else []
+        if kind not in CELL_INPUTS:
+            return []
+        cell = payload.get("cell") or (record.key or b"").decode(errors="replace")
+        state = part.cells.get(cell)
+        if state is None:
+            state = part.cells[cell] = CellState(cell)
+        if kind in _NODE_EVENTS and payload.get("node_id") not in state.node_index:
+            if not emit:
+                return []
+            return [dead_letter(self.codec, record, "UNKNOWN_NODE",
+                                f"{kind} names node {payload.get('node_id')!r}, which is not registered in cell {cell!r}")]
+        _, outputs = decide(state, kind, payload, (record.topic, record.partition, record.offset))
+        if not emit:
+            return []
+        out: list[OutRecord] = []
+        key = cell.encode()
+        for out_kind, out_payload in outputs:
+            out.append(OutRecord(DECISIONS, key, self.codec.encode(out_kind, out_payload)))
+            if out_kind == "TaskPlaced":
+                out.append(self._dispatch(state, out_payload))
+        return out
+
+    def _dispatch(self, state: CellState, placed: dict[str, Any]) -> OutRecord:
+        """The dispatcher: a placement becomes a command on the node's connector topic."""
+        task = state.tasks[placed["task_id"]]
+        connector = (state.node_meta.get(placed["node_id"]) or {}).get("connector") or "sim"
+        command = {
+            "event_id": f"{placed['decision_id']}/dispatch", "dispatch_id": placed["decision_id"],
+            "task_id": placed["task_id"], "tenant": placed["tenant"], "cell": placed["cell"],
+            "node_id": placed["node_id"], "connector": connector,
+            "gpu_devices": placed["gpu_devices"], "gpu_milli": placed["gpu_milli"],
+            "cpu_milli": placed["cpu_milli"], "memory_mib": placed["memory_mib"],
+            "command": task.get("command"), "duration_estimate_ms": task.get("duration_ms"),
+            "issued_at": placed["provenance"]["decided_at"],
+        }
+        return OutRecord(dispatch_topic(connector), placed["node_id"].encode(),
+                         self.codec.encode("DispatchCommand", command))
+
+    def catch_up(self, records: Iterable[RawRecord]) -> int:
+        """Re-apply records already processed before a crash, emitting nothing."""
+        n = 0
+        for record in records:
+            self.apply(record, emit=False)
+            n += 1
+        return n
+
+    # ----------------------------------------------------------------- snapshots
+    def snapshot(self, partition: int) -> bytes:
+        """Compressed snapshot of one partition's cells, with its ``as_of`` offset."""
+        part = self.partition(partition)
+        doc = {"format": SNAPSHOT_FORMAT, "as_of": part.as_of,
+               "cells": {cell: state.to_snapshot() for cell, state in sorted(part.cells.items())}}
+        return zlib.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), 3)
+
+    def restore(self, partition: int, blob: bytes) -> int:
+        """Load a snapshot made by :meth:`snapshot`; returns its ``as_of`` offset."""
+        doc = json.loads(zlib.decompress(blob))
+        if doc.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"unsupported snapshot format {doc.get('format')}")
+        self.partitions[partition] = PartitionState(
+            as_of=int(doc["as_of"]),
+            cells={cell: CellState.from_snapshot(snap) for cell, snap in doc["cells"].items()})
+        return int(doc["as_of"])
+
+    def digest(self, partition: int) -> str:
+        """Stable fingerprint of a partition's state (for tests and the crash check)."""
+        return hashlib.sha256(self.snapshot(partition)).hexdigest()
+
+
+def chunk(blob: bytes, size: int = 512 * 1024) -> list[bytes]:
+    """Split a snapshot into pieces below Kafka's default 1 MB record limit."""
+    return [blob[i:i + size] for i in range(0, len(blob), size)] or [b""]

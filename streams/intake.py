@@ -1,0 +1,80 @@
+"""Intake: decode, validate and route raw records to the cell log, or dead-letter them.
+
+:func:`triage` is pure (given the codec's schema cache): the Faust agent in
+``streams/app.py`` only moves its results to Kafka. Valid scheduler inputs are forwarded
+*verbatim* (the producer's own bytes, schema id and all), keyed by cell, so the cell log
+holds exactly what producers sent; the scheduler resolves old schema versions on read.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from suanli.errors import DecodeError
+from suanli.schemas.codec import Codec
+from suanli.schemas.models import validate_event
+from suanli.streams.topics import CELL_INPUTS, CELL_LOG, DEAD_LETTERS
+
+
+@dataclass(frozen=True)
+class OutRecord:
+    """A record to produce: topic, key and already-encoded value."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def dead_letter(codec: Codec, record: RawRecord, error_kind: str, reason: str,
+                schema_id: int | None = None) -> OutRecord:
+    """The DeadLetter for ``record``: its reason, coordinates and original bytes."""
+    payload = {
+        "event_id": f"dlq:{record.topic}:{record.partition}:{record.offset}",
+        "source_topic": record.topic, "source_partition": record.partition, "source_offset": record.offset,
+        "key": record.key, "value": record.value, "error_kind": error_kind, "reason": reason,
+        "schema_id": schema_id, "at": max(0, int(record.timestamp or 0)),
+    }
+    return OutRecord(DEAD_LETTERS, record.key, codec.encode("DeadLetter", payload))
+
+
+def triage(codec: Codec, record: RawRecord) -> list[OutRecord]:
+    """What intake produces for one raw record (possibly nothing).
+
+    - undecodable bytes / unknown schema id -> DeadLetter (UNDECODABLE / UNKNOWN_SCHEMA)
+    - a value that fails validation -> DeadLetter (INVALID) with pydantic's message
+    - a scheduler input -> forwarded verbatim to the cell log, keyed by its cell
+    - a DispatchAck -> TaskStatusChanged DISPATCHED (accepted) or FAILED (refused)
+    - anything else (heartbeats, metrics) -> nothing here; projections read raw topics
+    """
+    try:
+        kind, payload = codec.decode(record.value, topic=record.topic, partition=record.partition,
+                                     offset=record.offset)
+    except DecodeError as exc:
+        error_kind = "UNKNOWN_SCHEMA" if "unknown schema id" in exc.reason else "UNDECODABLE"
+        return [dead_letter(codec, record, error_kind, str(exc), exc.schema_id)]
+    problem = validate_event(kind, payload)
+    if problem is not None:
+        return [dead_letter(codec, record, "INVALID", f"{problem} (at {record.topic}[{record.partition}]@{record.offset})")]
+    if kind in CELL_INPUTS:
+        return [OutRecord(CELL_LOG, payload["cell"].encode(), bytes(record.value))]
+    if kind == "DispatchAck":
+        if not payload.get("cell"):
+            return [dead_letter(codec, record, "INVALID", "invalid DispatchAck: cell: must name the task's cell")]
+        status = {
+            "event_id": f"{payload['event_id']}:status", "task_id": payload["task_id"], "cell": payload["cell"],
+            "node_id": payload["node_id"], "status": "DISPATCHED" if payload["accepted"] else "FAILED",
+            "at": payload["at"], "exit_code": None,
+            "message": payload.get("message") or ("" if payload["accepted"] else "refused by connector"),
+            "usage": None,
+        }
+        return [OutRecord(CELL_LOG, payload["cell"].encode(), codec.encode("TaskStatusChanged", status))]
+    return []

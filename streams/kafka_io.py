@@ -1,0 +1,185 @@
+"""Thin asyncio helpers over aiokafka that speak Suanli events in the wire format.
+
+Used by connectors, drivers, tools and tests. The Faust workers use Faust's own producer
+and consumer with the same :class:`~suanli.schemas.codec.Codec`.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Iterable
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from suanli.errors import DecodeError
+from suanli.schemas.codec import Codec
+from suanli.streams.topics import RAW_ROUTES, TopicSpec
+
+
+async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec]) -> None:
+    """Create the topics that do not exist yet (idempotent)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        new = [NewTopic(s.name, s.partitions, 1,
+                        topic_configs={"cleanup.policy": "compact"} if s.compact else {"retention.ms": "-1"})
+               for s in specs if s.name not in existing]
+        if new:
+            try:
+                await admin.create_topics(new)
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        await admin.close()
+
+
+class EventProducer:
+    """Idempotent producer (acks=all) of Suanli events."""
+
+    def __init__(self, bootstrap: str, codec: Codec, *, linger_ms: int = 5):
+        self.codec = codec
+        self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
+                                          linger_ms=linger_ms, max_batch_size=1 << 20)
+
+    async def __aenter__(self) -> EventProducer:
+        await self._producer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._producer.stop()
+
+    async def send(self, topic: str, kind: str, payload: dict[str, Any], key: str | bytes | None) -> asyncio.Future:
+        """Queue one event; returns a future resolved with its RecordMetadata when stored."""
+        value = self.codec.encode(kind, payload)
+        return await self.send_raw(topic, value, key)
+
+    async def send_raw(self, topic: str, value: bytes | None, key: str | bytes | None) -> asyncio.Future:
+        """Queue already-encoded bytes (used to forward records verbatim)."""
+        key_bytes = key.encode() if isinstance(key, str) else key
+        return await self._producer.send(topic, value, key=key_bytes)
+
+    async def publish(self, kind: str, payload: dict[str, Any]) -> asyncio.Future:
+        """Send a producer-side event to its raw topic, keyed as :data:`RAW_ROUTES` says."""
+        topic, key_field = RAW_ROUTES[kind]
+        return await self.send(topic, kind, payload, key=str(payload[key_field]))
+
+    async def flush(self) -> None:
+        await self._producer.flush()
+
+
+@dataclass(frozen=True)
+class Received:
+    """One consumed record: decoded, or with the reason it could not be."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    kind: str | None
+    payload: dict[str, Any] | None
+    error: DecodeError | None
+
+
+class EventConsumer:
+    """Consumes topics and decodes every record; bad records come back with ``error`` set.
+
+    ``group_id=None`` reads without a consumer group (from ``from_beginning`` or the end).
+    """
+
+    def __init__(self, bootstrap: str, codec: Codec, topics: Iterable[str], *, group_id: str | None = None,
+                 from_beginning: bool = True, **kwargs: Any):
+        self.codec = codec
+        self._consumer = AIOKafkaConsumer(
+            *topics, bootstrap_servers=bootstrap, group_id=group_id,
+            auto_offset_reset="earliest" if from_beginning else "latest",
+            enable_auto_commit=group_id is not None, **kwargs)
+
+    async def __aenter__(self) -> EventConsumer:
+        await self._consumer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._consumer.stop()
+
+    @property
+    def raw(self) -> AIOKafkaConsumer:
+        return self._consumer
+
+    def _decode(self, record: Any) -> Received:
+        try:
+            kind, payload = self.codec.decode(record.value, topic=record.topic,
+                                              partition=record.partition, offset=record.offset)
+            error = None
+        except DecodeError as exc:
+            kind, payload, error = None, None, exc
+        return Received(record.topic, record.partition, record.offset, record.timestamp,
+                        record.key, record.value, kind, payload, error)
+
+    async def batches(self, timeout_ms: int = 500, max_records: int = 2000) -> AsyncIterator[list[Received]]:
+        """Yield lists of decoded records (possibly empty on timeouts) forever."""
+        while True:
+            fetched = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+            out = [self._decode(r) for tp in sorted(fetched, key=lambda t: (t.topic, t.partition))
+                   for r in fetched[tp]]
+            yield out
+
+    async def read_until_end(self, idle_ms: int = 1500) -> list[Received]:
+        """Everything currently in the subscribed topics, stopping after ``idle_ms`` of silence."""
+        out: list[Received] = []
+        while True:
+            fetched = await self._consumer.getmany(timeout_ms=idle_ms, max_records=10000)
+            if not fetched:
+                return out
+            for tp in sorted(fetched, key=lambda t: (t.topic, t.partition)):
+                out.extend(self._decode(r) for r in fetched[tp])
+
+
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """``{partition: next offset}`` of a topic."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic) or set()
+        if not partitions:
+            await consumer._client.force_metadata_update()  # noqa: SLF001 - first metadata fetch
+            partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        ends = await consumer.end_offsets(tps) if tps else {}
+        return {tp.partition: off for tp, off in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+async def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int) -> list[Any]:
+    """The raw records of ``topic[partition]`` with ``start <= offset < end``, in order."""
+    if end <= start:
+        return []
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    out: list[Any] = []
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        while True:
+            fetched = await consumer.getmany(tp, timeout_ms=2000, max_records=5000)
+            records = fetched.get(tp, [])
+            if not records:
+                position = await consumer.position(tp)
+                if position >= end:
+                    return out
+                continue
+            for record in records:
+                if record.offset >= end:
+                    return out
+                out.append(record)
+            if records[-1].offset >= end - 1:
+                return out
+    finally:
+        await consumer.stop()

@@ -1,0 +1,60 @@
+"""Topic names and which events travel on which topic.
+
+Producers (any language) write to the *raw* topics. Intake validates and forwards to the
+*cell log*, the one ordered input of each scheduler cell (DESIGN.md invariant 3). The
+scheduler writes *decisions*; the dispatcher routes placements to one *dispatch* topic per
+connector; connectors report back on ``raw.status``. Bad input goes to *dead letters*.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "suanli"
+RAW_TASKS = f"{PREFIX}.raw.tasks"      # TaskSubmitted, TaskCancelled, ReservationBid; key: task_id / bid_id
+RAW_NODES = f"{PREFIX}.raw.nodes"      # NodeRegistered, NodeHeartbeat, NodeMetrics, NodeStatusChanged; key: node_id
+RAW_STATUS = f"{PREFIX}.raw.status"    # TaskStatusChanged, DispatchAck from connectors; key: task_id
+RAW_POLICY = f"{PREFIX}.raw.policy"    # PolicyChanged; key: cell
+CELL_LOG = f"{PREFIX}.cells"           # every scheduler input, key: cell (one partition per cell)
+DECISIONS = f"{PREFIX}.decisions"      # TaskPlaced, TaskPending, ...; key: cell
+DEAD_LETTERS = f"{PREFIX}.deadletter"  # DeadLetter; key: the bad record's key
+RAW_TOPICS = (RAW_TASKS, RAW_NODES, RAW_STATUS, RAW_POLICY)
+
+
+def dispatch_topic(connector: str) -> str:
+    """The topic a connector consumes its DispatchCommands from."""
+    return f"{PREFIX}.dispatch.{connector}"
+
+
+# Which raw topic each event kind is produced to, and the payload field used as its key.
+RAW_ROUTES: dict[str, tuple[str, str]] = {
+    "TaskSubmitted": (RAW_TASKS, "task_id"),
+    "TaskCancelled": (RAW_TASKS, "task_id"),
+    "ReservationBid": (RAW_TASKS, "bid_id"),
+    "NodeRegistered": (RAW_NODES, "node_id"),
+    "NodeHeartbeat": (RAW_NODES, "node_id"),
+    "NodeMetrics": (RAW_NODES, "node_id"),
+    "NodeStatusChanged": (RAW_NODES, "node_id"),
+    "TaskStatusChanged": (RAW_STATUS, "task_id"),
+    "DispatchAck": (RAW_STATUS, "task_id"),
+    "PolicyChanged": (RAW_POLICY, "cell"),
+}
+
+# Kinds the scheduler cell consumes from its log (everything else stops at intake).
+CELL_INPUTS = frozenset({
+    "TaskSubmitted", "TaskCancelled", "TaskStatusChanged", "NodeRegistered",
+    "NodeStatusChanged", "PolicyChanged",
+})
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    compact: bool = False
+
+
+def core_topics(partitions: int) -> list[TopicSpec]:
+    """Topics the control plane needs before its workers start."""
+    return [TopicSpec(t, partitions) for t in (*RAW_TOPICS, CELL_LOG, DECISIONS)] + [
+        TopicSpec(DEAD_LETTERS, 1),
+    ]
