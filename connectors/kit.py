@@ -1,0 +1,437 @@
+"""The connector adapter kit (C13): three small adapter interfaces and one runner.
+
+An adapter says what a piece of infrastructure can do; :class:`ConnectorRunner` does all of
+its Kafka I/O, so adapters never touch a producer, a consumer or the wire format.
+
+=====================  ==========================================  =============================
+interface              adapter returns / does                      runner turns it into
+=====================  ==========================================  =============================
+``discover()``         NodeRegistered payloads                     RAW_NODES, key node_id
+``monitor(at, seq)``   ``[(kind, payload)]`` heartbeats + metrics  RAW_NODES, key node_id
+``admit(command)``     ``None`` (accept) or the reason to refuse   DispatchAck on RAW_STATUS
+``execute(cmd, rep)``  runs it, reporting through ``rep``          TaskStatusChanged on RAW_STATUS
+=====================  ==========================================  =============================
+
+Event ids are deterministic: ``{dispatch_id}:ack``, ``{dispatch_id}:running``,
+``{dispatch_id}:completed`` / ``:failed``, so a consumer that drops duplicate ids sees each
+fact once even if a connector re-sends it.
+
+**Effectively once.** Dispatch topics are read at least once (offsets are committed only
+after the acks of a batch are stored), and every dispatch id is remembered, so a redelivered
+command is acknowledged and run once. The set of seen dispatch ids is not private state: at
+start the runner rebuilds it from its own DispatchAcks on RAW_STATUS (``recover=True``). A
+dispatch it had accepted but never finished (the connector died mid-run) is closed with a
+FAILED event, because its outcome is unknown and the process is gone; the scheduler decides
+whether to retry. Limitation: run one instance per connector name. Two live instances would
+not see each other's in-flight dispatches, and recovery would close the other one's tasks.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from abc import ABC, abstractmethod
+from contextlib import suppress
+from dataclasses import asdict, dataclass
+from typing import Any, Awaitable, Callable
+
+from aiokafka import TopicPartition
+from aiokafka.errors import KafkaError
+
+from suanli.config import settings as load_settings
+from suanli.errors import ConnectorError
+from suanli.schemas.codec import Codec
+from suanli.streams.kafka_io import EventConsumer, EventProducer, Received, end_offsets, ensure_topics
+from suanli.streams.topics import DEAD_LETTERS, RAW_NODES, RAW_STATUS, TopicSpec, dispatch_topic
+
+log = logging.getLogger("suanli.connectors")
+
+TERMINAL = frozenset({"COMPLETED", "FAILED"})
+EMITTED_KINDS = ("NodeRegistered", "NodeHeartbeat", "NodeMetrics", "DispatchAck", "TaskStatusChanged", "DeadLetter")
+
+
+def wall_ms() -> int:
+    """Wall-clock epoch milliseconds. Connectors are edges, not deterministic processors."""
+    return time.time_ns() // 1_000_000
+
+
+# ---- the three adapter interfaces --------------------------------------------------------
+class Discovery(ABC):
+    @abstractmethod
+    def discover(self) -> list[dict[str, Any]]:
+        """The nodes this connector owns, as complete NodeRegistered payloads.
+
+        Each payload's ``connector`` must be the adapter's name (that is how the dispatcher
+        routes work back here) and its ``event_id`` should be deterministic.
+        """
+
+
+class Monitoring(ABC):
+    @abstractmethod
+    def monitor(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+        """Heartbeats and metrics sampled at ``at`` (epoch ms): ``[("NodeHeartbeat"|"NodeMetrics", payload)]``.
+
+        ``seq`` increases with every call (also across restarts: it is derived from ``at``);
+        use it in event ids and as the heartbeat ``seq``. Must not block: it is called on
+        the event loop, for every node at once.
+        """
+
+
+class Dispatching(ABC):
+    @abstractmethod
+    def admit(self, command: dict[str, Any]) -> str | None:
+        """``None`` to accept a DispatchCommand, or a human-readable reason to refuse it."""
+
+    @abstractmethod
+    async def execute(self, command: dict[str, Any], report: TaskReporter) -> None:
+        """Run an admitted command; call ``report.running()`` once started, then exactly one of
+        ``report.completed()`` / ``report.failed()``.
+
+        Cancellation means the connector is stopping: stop the work (kill the process) and
+        re-raise; the runner reports the task FAILED. An exception is reported as FAILED too.
+        """
+
+
+class Adapter(Discovery, Monitoring, Dispatching):
+    """A complete connector: a ``name`` (its dispatch topic and node ``connector`` field),
+    a default ``cell``, and the three interfaces."""
+
+    name: str
+    cell: str
+
+    def now_ms(self) -> int:
+        """The adapter's clock for event times (wall clock unless overridden)."""
+        return wall_ms()
+
+    async def aclose(self) -> None:
+        """Release resources (thread pools ...). Called once, after every task has ended."""
+
+
+# ---- progress reporting ------------------------------------------------------------------
+def status_event(command: dict[str, Any], status: str, at: int, *, exit_code: int | None = None,
+                 message: str = "", usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The TaskStatusChanged payload for a dispatch; event id ``{dispatch_id}:{status}``."""
+    return {"event_id": f"{command['dispatch_id']}:{status.lower()}", "task_id": command["task_id"],
+            "cell": command["cell"], "node_id": command["node_id"], "status": status, "at": at,
+            "exit_code": exit_code, "message": message, "usage": usage}
+
+
+def ack_event(command: dict[str, Any], connector: str, accepted: bool, message: str, at: int) -> dict[str, Any]:
+    """The DispatchAck payload for a dispatch; event id ``{dispatch_id}:ack``."""
+    return {"event_id": f"{command['dispatch_id']}:ack", "dispatch_id": command["dispatch_id"],
+            "task_id": command["task_id"], "node_id": command["node_id"], "connector": connector,
+            "accepted": accepted, "message": message, "at": at}
+
+
+class TaskReporter:
+    """What an adapter calls to report one dispatch's progress.
+
+    Idempotent: a status is reported at most once, and nothing after a terminal status, so
+    an adapter (or the runner's safety nets) can never emit contradictory outcomes.
+    """
+
+    def __init__(self, command: dict[str, Any], clock: Callable[[], int],
+                 emit: Callable[[dict[str, Any]], Awaitable[None]]):
+        self.command = command
+        self._clock = clock
+        self._emit = emit
+        self.reported: list[str] = []
+
+    @property
+    def outcome(self) -> str | None:
+        """COMPLETED or FAILED once reported, else None."""
+        return next((s for s in self.reported if s in TERMINAL), None)
+
+    async def running(self, message: str = "") -> None:
+        await self._report("RUNNING", message=message)
+
+    async def completed(self, usage: dict[str, Any] | None = None, message: str = "") -> None:
+        await self._report("COMPLETED", exit_code=0, message=message, usage=usage)
+
+    async def failed(self, exit_code: int | None, message: str, usage: dict[str, Any] | None = None) -> None:
+        await self._report("FAILED", exit_code=exit_code, message=message, usage=usage)
+
+    async def _report(self, status: str, **fields: Any) -> None:
+        if status in self.reported or self.outcome is not None:
+            return
+        self.reported.append(status)  # before the await: a concurrent second call is a no-op
+        await self._emit(status_event(self.command, status, self._clock(), **fields))
+
+
+# ---- the runner --------------------------------------------------------------------------
+@dataclass
+class RunnerStats:
+    """Counters, for logs and tests."""
+
+    nodes_published: int = 0
+    accepted: int = 0
+    refused: int = 0
+    duplicates: int = 0
+    foreign: int = 0
+    bad_records: int = 0
+    completed: int = 0
+    failed: int = 0
+    monitor_ticks: int = 0
+    monitor_events: int = 0
+    recovered_seen: int = 0
+    recovered_lost: int = 0
+
+
+class ConnectorRunner:
+    """Runs one adapter against Kafka until cancelled.
+
+    ``await runner.run()``: ensures its topics, rebuilds the seen dispatch ids from RAW_STATUS
+    (``recover``), publishes the discovered nodes, then consumes ``dispatch_topic(name)`` in
+    group ``suanli-connector-<name>`` while sending heartbeats and metrics every
+    ``monitor_interval_s`` (``None`` or 0: never). ``runner.ready`` is set once it consumes.
+    Cancelling ``run()`` stops cleanly: running tasks are stopped and reported FAILED, the
+    consumer and producer are closed, no task is left behind.
+
+    Bad records on the dispatch topic (undecodable, unknown schema, not a DispatchCommand)
+    are logged, counted, copied to the dead-letter topic with their reason, and skipped.
+    Kafka failures (broker gone) are not swallowed: ``run()`` raises and a supervisor
+    restarts the connector, which then recovers from the log.
+    """
+
+    def __init__(self, adapter: Adapter, *, codec: Codec, bootstrap: str | None = None,
+                 monitor_interval_s: float | None = 15.0, partitions: int | None = None,
+                 recover: bool = True, recover_timeout_s: float = 120.0, poll_timeout_ms: int = 500):
+        if not getattr(adapter, "name", ""):
+            raise ConnectorError("an adapter needs a non-empty name")
+        self.adapter = adapter
+        self.codec = codec
+        self.name = adapter.name
+        self.bootstrap = bootstrap or load_settings().bootstrap_servers
+        self.topic = dispatch_topic(self.name)
+        self.group_id = f"suanli-connector-{self.name}"
+        self.monitor_interval_s = monitor_interval_s
+        self.partitions = partitions or load_settings().partitions
+        self.recover = recover
+        self.recover_timeout_s = recover_timeout_s
+        self.poll_timeout_ms = poll_timeout_ms
+        self.ready = asyncio.Event()
+        self.stats = RunnerStats()
+        self.nodes: list[dict[str, Any]] = []
+        self._seen: set[str] = set()
+        self._runs: set[asyncio.Task] = set()
+        self._producer: EventProducer | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def run(self) -> None:
+        await ensure_topics(self.bootstrap, [TopicSpec(RAW_NODES, self.partitions),
+                                             TopicSpec(RAW_STATUS, self.partitions),
+                                             TopicSpec(self.topic, self.partitions), TopicSpec(DEAD_LETTERS, 1)])
+        # Registry calls are blocking HTTP: make them once, off the event loop.
+        await asyncio.to_thread(lambda: [self.codec.schema_id(k) for k in EMITTED_KINDS])
+        try:
+            async with EventProducer(self.bootstrap, self.codec) as producer:
+                self._producer = producer
+                if self.recover:
+                    await self._recover()
+                await self._publish_nodes()
+                # Auto-commit would commit offsets of records not yet acknowledged (an
+                # at-most-once window); commit by hand after each batch instead.
+                async with EventConsumer(self.bootstrap, self.codec, [self.topic], group_id=self.group_id,
+                                         auto_commit_interval_ms=24 * 3600 * 1000) as consumer:
+                    monitor = asyncio.create_task(self._monitor_loop(), name=f"{self.name}-monitor")
+                    try:
+                        self.ready.set()
+                        await self._consume(consumer)
+                    finally:
+                        monitor.cancel()
+                        await self._stop_runs()
+                        with suppress(asyncio.CancelledError):
+                            await monitor
+        finally:
+            self._producer = None
+            await self.adapter.aclose()
+
+    async def _stop_runs(self) -> None:
+        runs = list(self._runs)
+        for task in runs:
+            task.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+
+    # -- recovery: the seen set is a fold over our own acks --------------------------------
+    async def _recover(self) -> None:
+        """Rebuild the seen dispatch ids from RAW_STATUS; close dispatches left in flight."""
+        started = time.monotonic()
+        ends = {p: e for p, e in (await end_offsets(self.bootstrap, RAW_STATUS)).items() if e > 0}
+        acks: dict[str, dict[str, Any]] = {}
+        cells: dict[str, str] = {}
+        finished: set[str] = set()
+        if ends:
+            async with EventConsumer(self.bootstrap, self.codec, [], group_id=None) as consumer:
+                consumer.raw.assign([TopicPartition(RAW_STATUS, p) for p in ends])
+                await consumer.raw.seek_to_beginning()
+                async for batch in consumer.batches(timeout_ms=200, max_records=5000):
+                    for r in batch:
+                        self._fold_status(r, acks, cells, finished)
+                    for p in list(ends):
+                        if await consumer.raw.position(TopicPartition(RAW_STATUS, p)) >= ends[p]:
+                            del ends[p]
+                    if not ends:
+                        break
+                    if time.monotonic() - started > self.recover_timeout_s:
+                        raise ConnectorError(f"connector {self.name}: reading {RAW_STATUS} to rebuild its seen "
+                                             f"dispatch ids took over {self.recover_timeout_s:.0f}s")
+        self._seen.update(acks)
+        self.stats.recovered_seen = len(acks)
+        lost = [a for did, a in acks.items() if a["accepted"] and did not in finished]
+        for ack in lost:
+            command = {"dispatch_id": ack["dispatch_id"], "task_id": ack["task_id"], "node_id": ack["node_id"],
+                       "cell": cells.get(ack["dispatch_id"], self.adapter.cell)}
+            reporter = TaskReporter(command, self.adapter.now_ms, self._emit_status)
+            await reporter.failed(None, f"connector {self.name} restarted while the task was in flight; "
+                                        "its outcome is unknown")
+        self.stats.recovered_lost = len(lost)
+        log.info("connector %s: recovered %d dispatch id(s), closed %d lost one(s) in %.1fs",
+                 self.name, len(acks), len(lost), time.monotonic() - started)
+
+    def _fold_status(self, r: Received, acks: dict, cells: dict, finished: set) -> None:
+        if r.error is not None or r.payload is None:
+            return
+        if r.kind == "DispatchAck":
+            if r.payload["connector"] == self.name:
+                acks[r.payload["dispatch_id"]] = r.payload
+        elif r.kind == "TaskStatusChanged":
+            dispatch_id, _, suffix = r.payload["event_id"].rpartition(":")
+            if dispatch_id in acks:
+                cells[dispatch_id] = r.payload["cell"]
+                if suffix in ("completed", "failed"):
+                    finished.add(dispatch_id)
+
+    # -- discovery and monitoring ---------------------------------------------------------
+    async def _publish_nodes(self) -> None:
+        self.nodes = self.adapter.discover()
+        await self._send_all(RAW_NODES, [("NodeRegistered", n) for n in self.nodes])
+        self.stats.nodes_published += len(self.nodes)
+
+    async def _send_all(self, topic: str, events: list[tuple[str, dict[str, Any]]]) -> None:
+        """Queue every event, then wait once: thousands of nodes go out as a few produce batches."""
+        assert self._producer is not None
+        futures = [await self._producer.send(topic, kind, payload, key=str(payload["node_id"]))
+                   for kind, payload in events]
+        await asyncio.gather(*futures)
+
+    async def _monitor_loop(self) -> None:
+        if not self.monitor_interval_s:
+            return
+        interval_ms = max(1, int(self.monitor_interval_s * 1000))
+        seq = -1
+        while True:
+            tick = time.monotonic()
+            at = self.adapter.now_ms()
+            # Derived from the time so that it keeps increasing across restarts.
+            seq = max(at // interval_ms, seq + 1)
+            try:
+                events = self.adapter.monitor(at, seq)
+            except Exception:  # noqa: BLE001 - a broken probe must not stop heartbeats for good
+                log.exception("connector %s: monitor failed", self.name)
+                events = []
+            await self._send_all(RAW_NODES, events)
+            self.stats.monitor_ticks += 1
+            self.stats.monitor_events += len(events)
+            await asyncio.sleep(max(0.0, self.monitor_interval_s - (time.monotonic() - tick)))
+
+    # -- dispatch ----------------------------------------------------------------------------
+    async def _consume(self, consumer: EventConsumer) -> None:
+        async for batch in consumer.batches(timeout_ms=self.poll_timeout_ms):
+            if not batch:
+                continue
+            handling = asyncio.ensure_future(self._handle_batch(batch))
+            try:
+                await asyncio.shield(handling)
+            except asyncio.CancelledError:
+                # Finish acknowledging what was consumed, so the offsets committed on close are true.
+                with suppress(Exception):
+                    await handling
+                raise
+            try:
+                await consumer.raw.commit()
+            except KafkaError as exc:  # a rebalance: the batch is redelivered and deduplicated
+                log.warning("connector %s: offset commit failed (%s); redelivery will be deduplicated",
+                            self.name, exc)
+
+    async def _handle_batch(self, batch: list[Received]) -> None:
+        assert self._producer is not None
+        futures, admitted = [], []
+        for r in batch:
+            if r.error is not None or r.kind != "DispatchCommand":
+                futures.append(await self._dead_letter(r))
+                continue
+            command = r.payload
+            if command["connector"] != self.name:
+                self.stats.foreign += 1
+                log.warning("connector %s: skipping dispatch %s addressed to connector %r",
+                            self.name, command["dispatch_id"], command["connector"])
+                continue
+            if command["dispatch_id"] in self._seen:
+                self.stats.duplicates += 1
+                log.info("connector %s: duplicate dispatch %s ignored", self.name, command["dispatch_id"])
+                continue
+            self._seen.add(command["dispatch_id"])
+            reason = self._admit(command)
+            if reason is None:
+                self.stats.accepted += 1
+                admitted.append(command)
+            else:
+                self.stats.refused += 1
+            ack = ack_event(command, self.name, reason is None, reason or "accepted", self.adapter.now_ms())
+            futures.append(await self._producer.send(RAW_STATUS, "DispatchAck", ack, key=command["task_id"]))
+        await asyncio.gather(*futures)  # acks are stored before any task starts
+        for command in admitted:
+            task = asyncio.create_task(self._run(command), name=f"{self.name}-{command['dispatch_id']}")
+            self._runs.add(task)
+            task.add_done_callback(self._runs.discard)
+
+    def _admit(self, command: dict[str, Any]) -> str | None:
+        try:
+            return self.adapter.admit(command)
+        except Exception as exc:  # noqa: BLE001 - a refusal, not a crash
+            log.exception("connector %s: admit failed for %s", self.name, command["dispatch_id"])
+            return f"connector error while admitting: {type(exc).__name__}: {exc}"
+
+    async def _dead_letter(self, r: Received) -> asyncio.Future:
+        self.stats.bad_records += 1
+        if r.error is not None:
+            reason, schema_id = str(r.error), r.error.schema_id
+            kind = "UNKNOWN_SCHEMA" if r.error.reason.startswith("unknown schema id") else "UNDECODABLE"
+        else:
+            reason, schema_id, kind = f"expected a DispatchCommand, got {r.kind}", None, "INVALID"
+        log.warning("connector %s: skipping bad record %s[%d]@%d: %s", self.name, r.topic, r.partition,
+                    r.offset, reason)
+        letter = {"event_id": f"deadletter:{r.topic}:{r.partition}:{r.offset}", "source_topic": r.topic,
+                  "source_partition": r.partition, "source_offset": r.offset, "key": r.key, "value": r.value,
+                  "error_kind": kind, "reason": reason, "schema_id": schema_id, "at": r.timestamp}
+        assert self._producer is not None
+        return await self._producer.send(DEAD_LETTERS, "DeadLetter", letter, key=r.key)
+
+    async def _run(self, command: dict[str, Any]) -> None:
+        reporter = TaskReporter(command, self.adapter.now_ms, self._emit_status)
+        try:
+            await self.adapter.execute(command, reporter)
+        except asyncio.CancelledError:
+            with suppress(Exception):
+                await asyncio.wait_for(reporter.failed(None, f"connector {self.name} stopped while the task "
+                                                             "was running"), 10)
+            raise
+        except Exception as exc:  # noqa: BLE001 - one task's failure is that task's outcome
+            log.exception("connector %s: dispatch %s failed in the adapter", self.name, command["dispatch_id"])
+            await reporter.failed(None, f"connector error: {type(exc).__name__}: {exc}")
+        if reporter.outcome is None:
+            await reporter.failed(None, "the adapter returned without reporting an outcome")
+
+    async def _emit_status(self, payload: dict[str, Any]) -> None:
+        assert self._producer is not None
+        await (await self._producer.send(RAW_STATUS, "TaskStatusChanged", payload, key=payload["task_id"]))
+        if payload["status"] == "COMPLETED":
+            self.stats.completed += 1
+        elif payload["status"] == "FAILED":
+            self.stats.failed += 1
+
+    def describe(self) -> dict[str, Any]:
+        """A summary for start messages and logs."""
+        return {"connector": self.name, "cell": self.adapter.cell, "nodes": len(self.nodes),
+                "dispatch_topic": self.topic, "group": self.group_id, "kafka": self.bootstrap,
+                **{k: v for k, v in asdict(self.stats).items() if k.startswith("recovered")}}
