@@ -120,7 +120,7 @@ def ack_event(command: dict[str, Any], connector: str, accepted: bool, message: 
     """The DispatchAck payload for a dispatch; event id ``{dispatch_id}:ack``."""
     return {"event_id": f"{command['dispatch_id']}:ack", "dispatch_id": command["dispatch_id"],
             "task_id": command["task_id"], "node_id": command["node_id"], "connector": connector,
-            "accepted": accepted, "message": message, "at": at}
+            "cell": command["cell"], "accepted": accepted, "message": message, "at": at}
 
 
 class TaskReporter:

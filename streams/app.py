@@ -46,12 +46,13 @@ def _broker_url(bootstrap: str) -> str:
 
 def make_app(role: str, settings: Settings) -> faust.App:
     """A Faust app for one worker role ('intake' or 'scheduler')."""
-    (settings.home / "workers" / role).mkdir(parents=True, exist_ok=True)
+    datadir = settings.home / "workers" / settings.namespace / role
+    datadir.mkdir(parents=True, exist_ok=True)
     return faust.App(
-        f"suanli-{role}",
+        f"{settings.namespace}-{role}",
         broker=_broker_url(settings.bootstrap_servers),
         store="rocksdb://",
-        datadir=str(settings.home / "workers" / role),
+        datadir=str(datadir),
         web_enabled=False,
         topic_partitions=settings.partitions,
         topic_replication_factor=1,

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PREFIX = "suanli"
+from suanli.config import settings
+
+# Every topic (and Faust app id) starts with the namespace, so several control planes
+# (or test runs) can share one Kafka cluster without seeing each other's records.
+PREFIX = settings().namespace
 RAW_TASKS = f"{PREFIX}.raw.tasks"      # TaskSubmitted, TaskCancelled, ReservationBid; key: task_id / bid_id
 RAW_NODES = f"{PREFIX}.raw.nodes"      # NodeRegistered, NodeHeartbeat, NodeMetrics, NodeStatusChanged; key: node_id
 RAW_STATUS = f"{PREFIX}.raw.status"    # TaskStatusChanged, DispatchAck from connectors; key: task_id
@@ -20,9 +24,47 @@ DEAD_LETTERS = f"{PREFIX}.deadletter"  # DeadLetter; key: the bad record's key
 RAW_TOPICS = (RAW_TASKS, RAW_NODES, RAW_STATUS, RAW_POLICY)
 
 
-def dispatch_topic(connector: str) -> str:
+def dispatch_topic(connector: str, namespace: str = PREFIX) -> str:
     """The topic a connector consumes its DispatchCommands from."""
-    return f"{PREFIX}.dispatch.{connector}"
+    return f"{namespace}.dispatch.{connector}"
+
+
+@dataclass(frozen=True)
+class TopicNames:
+    """The topic names of one namespace (for tools that look at another namespace)."""
+
+    namespace: str
+
+    @property
+    def raw_tasks(self) -> str:
+        return f"{self.namespace}.raw.tasks"
+
+    @property
+    def raw_nodes(self) -> str:
+        return f"{self.namespace}.raw.nodes"
+
+    @property
+    def raw_status(self) -> str:
+        return f"{self.namespace}.raw.status"
+
+    @property
+    def raw_policy(self) -> str:
+        return f"{self.namespace}.raw.policy"
+
+    @property
+    def cell_log(self) -> str:
+        return f"{self.namespace}.cells"
+
+    @property
+    def decisions(self) -> str:
+        return f"{self.namespace}.decisions"
+
+    @property
+    def dead_letters(self) -> str:
+        return f"{self.namespace}.deadletter"
+
+    def dispatch(self, connector: str) -> str:
+        return dispatch_topic(connector, self.namespace)
 
 
 # Which raw topic each event kind is produced to, and the payload field used as its key.
@@ -53,8 +95,9 @@ class TopicSpec:
     compact: bool = False
 
 
-def core_topics(partitions: int) -> list[TopicSpec]:
+def core_topics(partitions: int, namespace: str = PREFIX, connectors: tuple[str, ...] = ("sim", "local")) -> list[TopicSpec]:
     """Topics the control plane needs before its workers start."""
-    return [TopicSpec(t, partitions) for t in (*RAW_TOPICS, CELL_LOG, DECISIONS)] + [
-        TopicSpec(DEAD_LETTERS, 1),
-    ]
+    n = TopicNames(namespace)
+    names = (n.raw_tasks, n.raw_nodes, n.raw_status, n.raw_policy, n.cell_log, n.decisions,
+             *(n.dispatch(c) for c in connectors))
+    return [TopicSpec(t, partitions) for t in names] + [TopicSpec(n.dead_letters, 1)]

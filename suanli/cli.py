@@ -53,26 +53,25 @@ def _stack_status(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    """The main job. Until the scheduler workers land it runs the embedded stack in the
-    foreground: start, report, wait for Ctrl-C, stop what it started."""
-    import time
+    """The main job: the whole control plane on the embedded stack (see deploy/plane.py)."""
+    from pathlib import Path
 
-    from suanli.deploy import stack
+    from suanli.deploy.plane import PlaneOptions, run_plane
 
-    s = settings()
-    was_running = all(r["ready"] for r in stack.status(s))
-    report = stack.up(s)
-    print(f"suanli: stack ready in {report['ready_seconds']:.1f}s; Kafka {s.bootstrap_servers}, "
-          f"registry {s.registry_url}; logs in {s.home / 'logs'}. Ctrl-C stops.")
+    options = PlaneOptions(tasks=args.tasks, rate=args.rate, time_scale=args.time_scale,
+                           exit_when_drained=args.exit_when_drained,
+                           json_path=Path(args.json) if args.json else None,
+                           nodes_csv=Path(args.nodes) if args.nodes else None,
+                           pods_csv=Path(args.pods) if args.pods else None, cell=args.cell)
     try:
-        while True:
-            time.sleep(3600)
+        result = run_plane(settings(), options)
     except KeyboardInterrupt:
-        print("\nsuanli: stopping")
-    finally:
-        if not was_running:
-            stack.down(s)
-    return 0
+        print("\nsuanli: stopped")
+        return 0
+    summary = {k: result[k] for k in ("submitted", "placed", "running", "completed", "pending",
+                                      "dead_lettered", "capacity_violations")}
+    print(f"suanli: drained in {result['seconds']:.1f}s: {json.dumps(summary)}")
+    return 0 if result["capacity_violations"] == 0 else 1
 
 
 def _test(args: argparse.Namespace) -> int:
@@ -104,7 +103,18 @@ def build_parser() -> argparse.ArgumentParser:
     st_p.add_argument("--json", action="store_true", help="print JSON")
     st_p.set_defaults(func=_stack_status)
 
-    sub.add_parser("up", help="run the control plane locally on the embedded stack").set_defaults(func=_up)
+    up = sub.add_parser("up", help="run the control plane locally: stack, workers, simulated cluster, workload")
+    up.add_argument("--tasks", type=int, default=2000, help="openb tasks to submit (default 2000)")
+    up.add_argument("--rate", type=float, default=500.0, help="submissions per second (0 = unthrottled)")
+    up.add_argument("--time-scale", type=float, default=0.0001,
+                    help="wall seconds per simulated second of task run time (default 0.0001)")
+    up.add_argument("--exit-when-drained", action="store_true",
+                    help="exit once every task has a decision (running, terminal, or pending with a reason)")
+    up.add_argument("--json", metavar="FILE", help="write the final figures to FILE")
+    up.add_argument("--nodes", help="node list CSV (default: openb all nodes)")
+    up.add_argument("--pods", help="pod list CSV (default: openb default workload)")
+    up.add_argument("--cell", help="cell name (default: a new cell per run)")
+    up.set_defaults(func=_up)
 
     test_p = sub.add_parser("test", help="run the test suite against the embedded stack")
     test_p.add_argument("--keep-stack", action="store_true", help="leave the stack running afterwards")

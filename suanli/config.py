@@ -31,11 +31,15 @@ class Settings(BaseSettings):
     kafka: str | None = Field(None, description="External Kafka bootstrap servers, e.g. 'broker1:9092,broker2:9092'.")
     registry: str | None = Field(None, description="External Confluent-compatible registry URL.")
     home: Path = Field(REPO_ROOT / ".suanli", description="Directory for local state: broker data, logs, pids, caches.")
+    openb_dir: Path = Field(REPO_ROOT.parent / "shared" / "data" / "openb",
+                            description="The Alibaba openb trace (node and pod lists) used by `suanli up` and tests.")
     kafka_port: int = Field(19092, ge=1, le=65535, description="Embedded broker client port (loopback).")
     controller_port: int = Field(19093, ge=1, le=65535, description="Embedded KRaft controller port (loopback).")
     registry_port: int = Field(18081, ge=1, le=65535, description="Embedded schema registry port (loopback).")
     kafka_heap: str = Field("512m", description="Max heap of the embedded broker JVM.")
     registry_heap: str = Field("384m", description="Max heap of the embedded registry JVM.")
+    namespace: str = Field("suanli", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
+                           description="Prefix of every topic and worker group: one control plane per namespace.")
     partitions: int = Field(4, ge=1, description="Partitions of the cell log and raw topics when Suanli creates them.")
 
     @field_validator("kafka", "registry")
@@ -89,3 +93,12 @@ def load_settings(**overrides: object) -> Settings:
 def settings() -> Settings:
     """Process-wide settings (read once)."""
     return load_settings()
+
+
+def to_env(s: Settings) -> dict[str, str]:
+    """``SUANLI_*`` variables that reproduce ``s`` in a child process."""
+    env: dict[str, str] = {}
+    for name, value in s.model_dump().items():
+        if value is not None:
+            env[f"SUANLI_{name.upper()}"] = str(value)
+    return env

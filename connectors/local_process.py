@@ -1,0 +1,240 @@
+"""The 'local' connector: runs each DispatchCommand's ``command`` as a real process on this machine.
+
+The machine registers as one node (CPU count from the affinity mask, memory from
+``/proc/meminfo``, no accelerators, tier ``onprem``). A command runs without a shell, argv as
+given, in a new session (so the whole process group can be stopped), with
+``SUANLI_TASK_ID``, ``SUANLI_DISPATCH_ID``, ``SUANLI_CPU_MILLI`` and ``SUANLI_MEMORY_MIB``
+added to the environment, stdin from /dev/null and stdout+stderr into a temporary file whose
+tail goes into the FAILED message.
+
+Usage comes from ``os.wait4`` on the command: ``cpu_seconds`` = user + system time
+(including descendants it waited for), ``max_rss_mib`` = peak RSS, ``wall_ms``. Linux
+charges a child, at exec, with the RSS high-water mark of the process it was forked from, so
+waiting for the command directly from this (large) connector process would report the
+connector's RSS for every small task. Hence ``asyncio.create_subprocess_exec`` starts a tiny
+trampoline (``python -S -I``, about 8 MiB: the floor of ``max_rss_mib``) that spawns the
+command, ``wait4``s it and writes the exit status and rusage to a pipe.
+
+Outcomes: exit 0 -> COMPLETED; non-zero -> FAILED with that exit code; killed by a signal ->
+FAILED with the negative signal number; cannot exec -> FAILED with 127 (not found) or 126.
+A command that is missing, empty, names an executable not on PATH, or targets another node
+is refused in its DispatchAck. At most ``max_concurrent`` processes run at once; the rest
+wait (accepted) for a slot. Resource limits (cpu_milli, memory_mib) are not enforced.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import suppress
+from typing import Any
+
+from suanli.connectors.kit import Adapter, TaskReporter
+from suanli.errors import ConnectorError
+
+# Runs (as ``python -S -I -c``) between the connector and the command: it spawns the command,
+# waits for it with wait4 and writes ``{status, utime, stime, maxrss_kib, wall_ms}`` as JSON
+# to the fd named by argv[1]. It ignores SIGTERM/SIGINT (the command gets them with default
+# handling via setsigdef) so that a stop request reaches the command and the report is kept.
+TRAMPOLINE = """\
+import json, os, signal, sys, time
+fd = int(sys.argv[1]); argv = sys.argv[2:]
+os.set_inheritable(fd, False)
+for s in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(s, signal.SIG_IGN)
+t0 = time.monotonic()
+try:
+    pid = os.posix_spawnp(argv[0], argv, os.environ, setsigdef=(signal.SIGTERM, signal.SIGINT))
+except OSError as e:
+    os.write(fd, json.dumps({"error": e.strerror or str(e), "errno": e.errno}).encode()); sys.exit(127)
+_, status, ru = os.wait4(pid, 0)
+os.write(fd, json.dumps({"status": status, "utime": ru.ru_utime, "stime": ru.ru_stime,
+                         "maxrss_kib": ru.ru_maxrss, "wall_ms": int((time.monotonic() - t0) * 1000)}).encode())
+"""
+
+ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64", "riscv64": "riscv64"}
+
+
+def read_meminfo(path: str = "/proc/meminfo") -> dict[str, int]:
+    """``/proc/meminfo`` as ``{field: kB}``."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            parts = rest.split()
+            if parts and parts[0].isdigit():
+                out[name] = int(parts[0])
+    return out
+
+
+def cpu_count() -> int:
+    """CPUs this process may run on (the affinity mask, which containers narrow)."""
+    return len(os.sched_getaffinity(0))
+
+
+def describe_machine(node_id: str, cell: str, connector: str = "local") -> dict[str, Any]:
+    """The NodeRegistered payload (without ``registered_at``) of this machine."""
+    host = socket.gethostname()
+    return {"event_id": f"{connector}/{node_id}/registered", "node_id": node_id, "cell": cell,
+            "site": "local", "region": "local", "zone": "local", "tier": "onprem",
+            "arch": ARCH.get(platform.machine().lower(), "other"), "cpu_milli": cpu_count() * 1000,
+            "memory_mib": read_meminfo()["MemTotal"] // 1024, "accelerators": [], "pricing": "ON_DEMAND",
+            "price_per_hour": 0.0, "pue": 1.0, "carbon_g_per_kwh": 0.0, "connector": connector,
+            "labels": {"hostname": host, "os": platform.system().lower(), "kernel": platform.release()}}
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    total = sum(values[:8])  # guest time is already counted in user
+    return total - idle, total
+
+
+def exit_message(code: int, tail: str) -> str:
+    """Human-readable reason for a non-zero exit."""
+    if code < 0:
+        with suppress(ValueError):
+            what = f"killed by {signal.Signals(-code).name}"
+            return f"{what}; output: {tail}" if tail else what
+    what = f"exited with code {code}"
+    return f"{what}; output: {tail}" if tail else what
+
+
+class LocalProcesses(Adapter):
+    """The 'local' connector. ``node_id`` defaults to ``local-<hostname>``."""
+
+    def __init__(self, *, cell: str = "local", name: str = "local", node_id: str | None = None,
+                 max_concurrent: int | None = None, kill_grace_s: float = 5.0, tail_chars: int = 500):
+        self.name, self.cell = name, cell
+        self.node_id = node_id or f"local-{socket.gethostname()}"
+        self.max_concurrent = cpu_count() if max_concurrent is None else max_concurrent
+        if self.max_concurrent < 1:
+            raise ConnectorError(f"local: max_concurrent must be >= 1, not {max_concurrent}")
+        self.kill_grace_s, self.tail_chars = kill_grace_s, tail_chars
+        self._slots = asyncio.Semaphore(self.max_concurrent)
+        self.pids: set[int] = set()
+        self._cpu_prev: tuple[int, int] | None = None
+
+    # -- discover / monitor ------------------------------------------------------------------
+    def discover(self) -> list[dict[str, Any]]:
+        return [{**describe_machine(self.node_id, self.cell, self.name), "registered_at": self.now_ms()}]
+
+    def monitor(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+        mem = read_meminfo()
+        load1 = os.getloadavg()[0]
+        busy, total = _cpu_times()
+        if self._cpu_prev is None or total <= self._cpu_prev[1]:
+            cpu_util = min(1.0, load1 / cpu_count())  # no interval yet: approximate from the load
+        else:
+            cpu_util = (busy - self._cpu_prev[0]) / (total - self._cpu_prev[1])
+        self._cpu_prev = (busy, total)
+        prefix = f"{self.name}/{self.node_id}"
+        return [
+            ("NodeHeartbeat", {"event_id": f"{prefix}/hb/{seq}", "node_id": self.node_id, "cell": self.cell,
+                               "seq": seq, "at": at}),
+            ("NodeMetrics", {"event_id": f"{prefix}/metrics/{seq}", "node_id": self.node_id, "cell": self.cell,
+                             "at": at, "cpu_util": round(max(0.0, min(1.0, cpu_util)), 4),
+                             "memory_used_mib": (mem["MemTotal"] - mem.get("MemAvailable", mem.get("MemFree", 0))) // 1024,
+                             "gpu_util": [], "gpu_memory_used_mib": [], "load1": load1, "disk_iops": 0.0,
+                             "net_rx_mbps": 0.0, "net_tx_mbps": 0.0, "power_w": 0.0,
+                             "extended": {"running_processes": float(len(self.pids))}}),
+        ]
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def admit(self, command: dict[str, Any]) -> str | None:
+        argv = command.get("command")
+        if not argv:
+            return ("the DispatchCommand has no command: the local connector runs an OS process "
+                    "and needs `command` (an argv list)")
+        if command["node_id"] != self.node_id:
+            return f"node {command['node_id']!r} is not this machine ({self.node_id!r})"
+        if shutil.which(argv[0]) is None:
+            return f"executable {argv[0]!r} not found (PATH={os.environ.get('PATH', '')})"
+        return None
+
+    async def execute(self, command: dict[str, Any], report: TaskReporter) -> None:
+        async with self._slots:
+            await self._run(command, report)
+
+    async def _run(self, command: dict[str, Any], report: TaskReporter) -> None:
+        argv = list(command["command"])
+        env = {**os.environ, "SUANLI_TASK_ID": command["task_id"], "SUANLI_DISPATCH_ID": command["dispatch_id"],
+               "SUANLI_CPU_MILLI": str(command["cpu_milli"]), "SUANLI_MEMORY_MIB": str(command["memory_mib"])}
+        started = time.monotonic()
+        read_fd, write_fd = os.pipe()
+        with tempfile.TemporaryFile() as output, open(read_fd, "rb") as result:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-S", "-I", "-c", TRAMPOLINE, str(write_fd), *argv,
+                    stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, env=env,
+                    pass_fds=(write_fd,), start_new_session=True)
+            finally:
+                os.close(write_fd)  # the trampoline holds the only write end now: EOF when it exits
+            self.pids.add(proc.pid)
+            try:
+                await report.running(f"process group {proc.pid}")
+                await proc.wait()
+            except BaseException:  # cancelled (connector stopping) or reporting failed: stop the process
+                await self._stop(proc)
+                raise
+            finally:
+                self.pids.discard(proc.pid)
+            _kill_group(proc.pid, signal.SIGKILL)  # stragglers the task left behind in its session
+            outcome = _parse_result(result.read(), proc.returncode, started)
+            if "error" in outcome:
+                await report.failed(outcome["exit_code"], f"cannot start {argv[0]!r}: {outcome['error']}")
+            elif outcome["exit_code"] == 0:
+                await report.completed(outcome["usage"])
+            else:
+                await report.failed(outcome["exit_code"], exit_message(outcome["exit_code"], self._tail(output)),
+                                    outcome["usage"])
+
+    async def _stop(self, proc: asyncio.subprocess.Process) -> None:
+        """SIGTERM the task's process group, SIGKILL it after the grace period, and reap it."""
+        _kill_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), self.kill_grace_s)
+        except (TimeoutError, asyncio.CancelledError):
+            _kill_group(proc.pid, signal.SIGKILL)
+            await asyncio.shield(proc.wait())
+        _kill_group(proc.pid, signal.SIGKILL)
+
+    def _tail(self, output: Any) -> str:
+        size = output.seek(0, os.SEEK_END)
+        output.seek(max(0, size - 4 * self.tail_chars))
+        text = output.read().decode("utf-8", errors="replace").strip()
+        return text[-self.tail_chars:]
+
+
+
+def _parse_result(data: bytes, returncode: int | None, started: float) -> dict[str, Any]:
+    """The trampoline's report, or (if it was killed before writing one) what its own exit says."""
+    try:
+        report = json.loads(data)
+    except ValueError:
+        code = returncode if returncode is not None else -signal.SIGKILL
+        return {"exit_code": code, "usage": {"cpu_seconds": 0.0, "max_rss_mib": 0,
+                                             "wall_ms": int((time.monotonic() - started) * 1000)}}
+    if "error" in report:
+        return {"exit_code": 127 if report["errno"] == errno.ENOENT else 126, "error": report["error"]}
+    return {"exit_code": os.waitstatus_to_exitcode(report["status"]),
+            "usage": {"cpu_seconds": round(report["utime"] + report["stime"], 6),
+                      "max_rss_mib": math.ceil(report["maxrss_kib"] / 1024), "wall_ms": report["wall_ms"]}}
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    # Safe after the leader is reaped: Linux never reuses a pid while it names a live process group.
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,178 @@
+"""A simulated heterogeneous cluster: the openb node list, given a topology, running tasks as sleeps.
+
+Nodes come from an openb node CSV through :func:`suanli.replay.openb.read_nodes`, so their
+CPU, memory and GPU counts are the trace's. What the trace lacks is filled in
+deterministically from a hash of the node id (never Python's salted ``hash``): region,
+zone and site (3 regions x 3 zones x 2 sites), pricing model and price, PUE and the
+region's grid carbon intensity, and the per-device memory of known GPU models. The same
+file always describes the same cluster, so topology-, cost- and carbon-aware strategies
+have something stable to work with.
+
+A dispatched task "runs" for ``duration_estimate_ms * time_scale`` seconds of wall time
+(``default_duration_ms`` when the command has no estimate), then COMPLETES with exit code
+0, or FAILS with exit code 1 if :func:`fails` selects its task id (``fail_fraction``,
+seeded). Reported usage is in *simulated* time: what the task would have used unscaled.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from suanli.config import settings
+from suanli.connectors.kit import Adapter, TaskReporter
+from suanli.errors import ConnectorError
+from suanli.replay.openb import read_nodes
+
+DEFAULT_NODES = settings().openb_dir / "openb_node_list_all_node.csv"
+REGIONS = ("cn-beijing", "cn-hangzhou", "cn-shenzhen")
+CARBON_G_PER_KWH = {"cn-beijing": 580.0, "cn-hangzhou": 510.0, "cn-shenzhen": 420.0}
+ZONES = ("a", "b", "c")
+SITES_PER_ZONE = 2
+# Nominal per-device memory (MiB) of the trace's GPU models; G2/G3 are unpublished (0 = unknown).
+GPU_MEMORY_MIB = {"A10": 24576, "A100": 40960, "P100": 16384, "T4": 16384, "V100M16": 16384, "V100M32": 32768}
+# On-demand price per GPU-hour by model; CPU and memory are priced per core and per GiB.
+GPU_PRICE = {"A10": 1.2, "A100": 3.0, "G2": 1.5, "G3": 2.0, "P100": 1.0, "T4": 0.6, "V100M16": 2.0, "V100M32": 2.5}
+PRICING = (("ON_DEMAND", 1.0), ("RESERVED", 0.6), ("SPOT", 0.3))
+
+
+def unit_hash(*parts: object) -> float:
+    """A deterministic number in [0, 1) from its arguments."""
+    digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2 ** 64
+
+
+def _bucket(node_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(node_id.encode(), digest_size=8).digest(), "big")
+
+
+def topology(node_id: str) -> tuple[str, str, str]:
+    """``(region, zone, site)`` of a node, from a hash of its id."""
+    h = _bucket(node_id)
+    region = REGIONS[h % len(REGIONS)]
+    zone = f"{region}-{ZONES[(h // len(REGIONS)) % len(ZONES)]}"
+    site = f"{zone}-dc{(h // (len(REGIONS) * len(ZONES))) % SITES_PER_ZONE + 1}"
+    return region, zone, site
+
+
+def content_id(connector: str, node: dict[str, Any]) -> str:
+    """A deterministic NodeRegistered event id: the same description always gets the same id,
+    a changed one a new id (so consumers that drop duplicate ids keep real changes)."""
+    body = {k: v for k, v in node.items() if k not in ("event_id", "registered_at")}
+    digest = hashlib.blake2b(json.dumps(body, sort_keys=True).encode(), digest_size=8).hexdigest()
+    return f"{connector}/{node['node_id']}/registered/{digest}"
+
+
+def describe_node(node: dict[str, Any], connector: str = "sim") -> dict[str, Any]:
+    """Complete one ``read_nodes`` payload with topology, price, carbon and GPU memory."""
+    out = dict(node)
+    region, zone, site = topology(node["node_id"])
+    pricing, factor = PRICING[_pick_pricing(node["node_id"])]
+    accelerators = [{**a, "memory_mib": a["memory_mib"] or GPU_MEMORY_MIB.get(a["model"], 0)}
+                    for a in node["accelerators"]]
+    price = (node["cpu_milli"] / 1000 * 0.04 + node["memory_mib"] / 1024 * 0.005
+             + sum(a["count"] * GPU_PRICE.get(a["model"], 1.0) for a in accelerators))
+    out.update(region=region, zone=zone, site=site, accelerators=accelerators, connector=connector,
+               pricing=pricing, price_per_hour=round(price * factor, 4),
+               pue=round(1.15 + 0.35 * unit_hash("pue", site), 3),
+               carbon_g_per_kwh=CARBON_G_PER_KWH[region],
+               labels={**node.get("labels", {}), "source": "openb-sim"})
+    out["event_id"] = content_id(connector, out)
+    return out
+
+
+def _pick_pricing(node_id: str) -> int:
+    u = unit_hash("pricing", node_id)
+    return 0 if u < 0.7 else 1 if u < 0.9 else 2  # 70% on demand, 20% reserved, 10% spot
+
+
+def scaled_duration_s(duration_ms: int | None, time_scale: float, default_ms: int) -> float:
+    """Wall seconds a task with this estimate runs for in the simulator."""
+    return max(0.0, (default_ms if duration_ms is None else duration_ms) * time_scale / 1000.0)
+
+
+def fails(task_id: str, fraction: float, seed: int = 0) -> bool:
+    """Whether the simulator fails this task: a seeded, deterministic ``fraction`` of task ids."""
+    return fraction > 0 and unit_hash("fail", seed, task_id) < fraction
+
+
+class SimulatedCluster(Adapter):
+    """The 'sim' connector. ``nodes_csv`` is an openb node list (CSV: sn,cpu_milli,memory_mib,gpu,model)."""
+
+    def __init__(self, nodes_csv: str | Path = DEFAULT_NODES, *, cell: str = "openb", name: str = "sim",
+                 time_scale: float = 0.001, default_duration_ms: int = 60_000, fail_fraction: float = 0.0,
+                 seed: int = 0):
+        if time_scale < 0 or not 0.0 <= fail_fraction <= 1.0 or default_duration_ms < 0:
+            raise ConnectorError("sim: time_scale and default_duration_ms must be >= 0, fail_fraction in [0, 1]")
+        try:
+            raw = read_nodes(nodes_csv, cell)
+        except (OSError, KeyError, ValueError) as exc:
+            raise ConnectorError(f"sim: cannot read node list {nodes_csv}: {exc}") from exc
+        if not raw:
+            raise ConnectorError(f"sim: node list {nodes_csv} has no nodes")
+        self.name, self.cell = name, cell
+        self.time_scale, self.default_duration_ms = time_scale, default_duration_ms
+        self.fail_fraction, self.seed = fail_fraction, seed
+        self.nodes = {n["node_id"]: describe_node(n, name) for n in raw}
+        self.running: dict[str, dict[str, dict[str, Any]]] = {}  # node_id -> dispatch_id -> command
+
+    # -- discover ----------------------------------------------------------------------------
+    def discover(self) -> list[dict[str, Any]]:
+        at = self.now_ms()
+        return [{**n, "registered_at": at} for n in self.nodes.values()]
+
+    # -- monitor -----------------------------------------------------------------------------
+    def monitor(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        for node_id, node in self.nodes.items():
+            prefix = f"{self.name}/{node_id}"
+            out.append(("NodeHeartbeat", {"event_id": f"{prefix}/hb/{seq}", "node_id": node_id,
+                                          "cell": self.cell, "seq": seq, "at": at}))
+            out.append(("NodeMetrics", self._metrics(node, at, seq, f"{prefix}/metrics/{seq}")))
+        return out
+
+    def _metrics(self, node: dict[str, Any], at: int, seq: int, event_id: str) -> dict[str, Any]:
+        """Utilisation = what the running simulated tasks asked for, plus a small seeded idle load."""
+        tasks = self.running.get(node["node_id"], {}).values()
+        idle = 0.02 + 0.06 * unit_hash("idle", node["node_id"], seq)
+        cpu_util = min(1.0, idle + sum(t["cpu_milli"] for t in tasks) / max(1, node["cpu_milli"]))
+        memory = min(node["memory_mib"], int(node["memory_mib"] * idle) + sum(t["memory_mib"] for t in tasks))
+        gpus = sum(a["count"] for a in node["accelerators"])
+        per_gpu_mem = node["accelerators"][0]["memory_mib"] if gpus else 0
+        gpu_util = [0.0] * gpus
+        for t in tasks:
+            for device in t["gpu_devices"]:
+                if 0 <= device < gpus:
+                    gpu_util[device] = min(1.0, gpu_util[device] + (t["gpu_milli"] or 1000) / 1000)
+        cores = node["cpu_milli"] / 1000
+        return {"event_id": event_id, "node_id": node["node_id"], "cell": self.cell, "at": at,
+                "cpu_util": round(cpu_util, 4), "memory_used_mib": memory, "gpu_util": gpu_util,
+                "gpu_memory_used_mib": [int(u * per_gpu_mem) for u in gpu_util], "load1": round(cpu_util * cores, 3),
+                "disk_iops": 0.0, "net_rx_mbps": 0.0, "net_tx_mbps": 0.0,
+                "power_w": round(60 + 4 * cores * cpu_util + sum(30 + 220 * u for u in gpu_util), 1),
+                "extended": {}}
+
+    # -- dispatch ----------------------------------------------------------------------------
+    def admit(self, command: dict[str, Any]) -> str | None:
+        if command["node_id"] not in self.nodes:
+            return f"node {command['node_id']!r} is not in the simulated cluster {self.name!r}"
+        return None
+
+    async def execute(self, command: dict[str, Any], report: TaskReporter) -> None:
+        node_id, dispatch_id = command["node_id"], command["dispatch_id"]
+        duration_ms = command["duration_estimate_ms"]
+        simulated_ms = self.default_duration_ms if duration_ms is None else duration_ms
+        await report.running(f"simulated on {node_id}")
+        self.running.setdefault(node_id, {})[dispatch_id] = command
+        try:
+            await asyncio.sleep(scaled_duration_s(duration_ms, self.time_scale, self.default_duration_ms))
+        finally:
+            self.running[node_id].pop(dispatch_id, None)
+        usage = {"cpu_seconds": command["cpu_milli"] / 1000 * simulated_ms / 1000,
+                 "max_rss_mib": command["memory_mib"], "wall_ms": simulated_ms}
+        if fails(command["task_id"], self.fail_fraction, self.seed):
+            await report.failed(1, f"simulated failure (fail_fraction={self.fail_fraction}, seed={self.seed})", usage)
+        else:
+            await report.completed(usage)

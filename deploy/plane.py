@@ -1,0 +1,241 @@
+"""``suanli up``: the whole control plane on this machine.
+
+Starts (and on exit stops, by pid) the embedded stack if it is not running, the two Faust
+workers (intake, scheduler), the simulated cluster connector built from the openb node
+list, and a workload driver that replays openb tasks. While it runs it prints a live
+summary from the log; headless (``--exit-when-drained``) it stops once every submitted
+task has a decision and writes the figures as JSON.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from suanli.config import Settings, to_env
+from suanli.deploy import stack
+from suanli.deploy.processes import ServiceProcess
+from suanli.errors import StackError
+
+DECIDED = frozenset({"RUNNING", "COMPLETED", "FAILED", "CANCELLED", "PENDING", "UNSCHEDULABLE"})
+
+
+@dataclass
+class PlaneOptions:
+    tasks: int = 2000
+    rate: float = 500.0                 # submissions per second (0 = as fast as possible)
+    time_scale: float = 0.0001          # simulated seconds -> wall seconds
+    exit_when_drained: bool = False
+    json_path: Path | None = None
+    nodes_csv: Path | None = None
+    pods_csv: Path | None = None
+    cell: str | None = None
+    drain_timeout: float = 600.0
+
+
+def worker_processes(settings: Settings) -> dict[str, tuple[ServiceProcess, list[str]]]:
+    """The plane's processes: name -> (service handle, argv)."""
+    run, logs, ns = settings.home / "run", settings.home / "logs", settings.namespace
+    py = sys.executable
+
+    def svc(name: str, argv: list[str]) -> tuple[ServiceProcess, list[str]]:
+        marker = _marker(ns)
+        return (ServiceProcess(name, run / f"{ns}-{name}.pid", logs / f"{ns}-{name}.log", marker),
+                [py, "-X", marker, *argv])
+
+    return {
+        "intake": svc("intake", ["-m", "suanli.streams.worker", "intake"]),
+        "scheduler": svc("scheduler", ["-m", "suanli.streams.worker", "scheduler"]),
+    }
+
+
+def _marker(namespace: str) -> str:
+    # CPython accepts and ignores unknown -X options: a harmless tag in the command line
+    # that tells our processes from any other process that inherits a recycled pid.
+    return f"suanli-plane={namespace}"
+
+
+def connector_process(settings: Settings, cell: str, nodes_csv: Path, time_scale: float) -> tuple[ServiceProcess, list[str]]:
+    ns = settings.namespace
+    marker = _marker(ns)
+    argv = [sys.executable, "-X", marker, "-m", "suanli.connectors", "sim", "--nodes", str(nodes_csv),
+            "--cell", cell, "--time-scale", str(time_scale), "--interval", "15", "--log-level", "WARNING"]
+    return ServiceProcess("sim", settings.home / "run" / f"{ns}-sim.pid",
+                          settings.home / "logs" / f"{ns}-sim.log", marker), argv
+
+
+class Plane:
+    """One run of the local control plane (see the module docstring)."""
+
+    def __init__(self, settings: Settings, options: PlaneOptions, out: Callable[[str], None] = print):
+        self.s = settings
+        self.o = options
+        self.out = out
+        self.run_id = time.strftime("r%m%d%H%M%S") + secrets.token_hex(2)
+        self.cell = options.cell or f"openb-{self.run_id}"
+        self.nodes_csv = options.nodes_csv or settings.openb_dir / "openb_node_list_all_node.csv"
+        self.pods_csv = options.pods_csv or settings.openb_dir / "openb_pod_list_default.csv"
+        self.started_stack = False
+        self.services: list[ServiceProcess] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        from suanli.streams.kafka_io import ensure_topics
+        from suanli.streams.topics import core_topics
+
+        for path in (self.nodes_csv, self.pods_csv):
+            if not Path(path).exists():
+                raise StackError(f"trace file {path} not found (set SUANLI_OPENB_DIR)")
+        was_up = all(r["ready"] for r in stack.status(self.s))
+        stack.up(self.s, log=self.out)
+        self.started_stack = not was_up
+        asyncio.run(ensure_topics(self.s.bootstrap_servers, core_topics(self.s.partitions, self.s.namespace)))
+        env = to_env(self.s)
+        for service, argv in [*worker_processes(self.s).values(),
+                              connector_process(self.s, self.cell, self.nodes_csv, self.o.time_scale)]:
+            if service.pid() is None:
+                service.start(argv, env=env)
+            self.services.append(service)
+        self.out(f"suanli: run {self.run_id}: workers and simulated cluster starting in cell {self.cell}; "
+                 f"logs in {self.s.home / 'logs'}")
+
+    def stop(self) -> None:
+        for service in reversed(self.services):
+            service.stop()
+        self.services.clear()
+        if self.started_stack:
+            stack.down(self.s, log=lambda _m: None)
+
+    def check_alive(self) -> None:
+        for service in self.services:
+            if service.pid() is None:
+                raise StackError(f"{service.name} exited; last lines of {service.log_file}:\n{service.log_tail()}")
+
+    # ------------------------------------------------------------------ the run
+    async def run(self) -> dict[str, Any]:
+        from suanli.projections.lifecycle import LifecycleView
+        from suanli.replay.driver import drive, openb_tasks
+        from suanli.schemas.codec import Codec
+        from suanli.schemas.registry import RegistryClient
+        from suanli.streams.kafka_io import EventConsumer, EventProducer
+        from suanli.streams.topics import TopicNames
+
+        names = TopicNames(self.s.namespace)
+        began = time.monotonic()
+        start_ms = int(time.time() * 1000)
+        expected_nodes = sum(1 for _ in open(self.nodes_csv)) - 1
+        tasks = openb_tasks(Path(self.pods_csv), self.o.tasks, run_id=self.run_id, cell=self.cell)
+        task_ids = {t["task_id"] for t in tasks}
+        view = LifecycleView()
+        first_placement: float | None = None
+        with RegistryClient(self.s.registry_url) as registry:
+            codec = Codec(registry)
+            async with EventConsumer(self.s.bootstrap_servers, codec,
+                                     [names.cell_log, names.decisions, names.dead_letters]) as consumer, \
+                    EventProducer(self.s.bootstrap_servers, codec) as producer:
+                batches = consumer.batches(timeout_ms=250)
+
+                async def pump() -> None:
+                    nonlocal first_placement
+                    for r in await anext(batches):
+                        if r.kind is None:
+                            continue
+                        if r.kind == "DeadLetter":
+                            if r.timestamp >= start_ms:
+                                view.apply(r.kind, r.payload)
+                        elif r.payload.get("cell") == self.cell:
+                            view.apply(r.kind, r.payload)
+                            if r.kind == "TaskPlaced" and first_placement is None:
+                                first_placement = time.monotonic() - began
+
+                deadline = time.monotonic() + 180
+                while sum(1 for (c, _n) in view.nodes if c == self.cell) < expected_nodes:
+                    self.check_alive()
+                    if time.monotonic() > deadline:
+                        raise StackError(f"only {len(view.nodes)} of {expected_nodes} nodes registered after 180 s")
+                    await pump()
+                self.out(f"suanli: {expected_nodes} nodes registered after {time.monotonic() - began:.1f}s; "
+                         f"submitting {len(tasks)} tasks at {self.o.rate:g}/s")
+                driver = asyncio.create_task(drive(producer.publish, tasks, self.o.rate))
+                last_print = 0.0
+                deadline = time.monotonic() + self.o.drain_timeout
+                try:
+                    while True:
+                        await pump()
+                        now = time.monotonic()
+                        if now - last_print >= 1.0:
+                            self.check_alive()
+                            self.out(self._summary_line(view, now - began, len(tasks)))
+                            last_print = now
+                        if driver.done():
+                            driver.result()
+                            if self.o.exit_when_drained and self._drained(view, task_ids):
+                                break
+                        if self.o.exit_when_drained and now > deadline:
+                            raise StackError(f"not drained after {self.o.drain_timeout:.0f}s: "
+                                             f"{len(view.undecided(task_ids))} tasks without a decision")
+                finally:
+                    driver.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await driver
+            result = await self._final_figures(codec, names, task_ids, start_ms)
+        result.update(run_id=self.run_id, cell=self.cell, seconds=round(time.monotonic() - began, 2),
+                      first_placement_s=None if first_placement is None else round(first_placement, 2))
+        return result
+
+    @staticmethod
+    def _drained(view: Any, task_ids: set[str]) -> bool:
+        return all((t := view.tasks.get(i)) is not None and t.status in DECIDED for i in task_ids)
+
+    def _summary_line(self, view: Any, elapsed: float, total: int) -> str:
+        c = view.counts()
+        return (f"[{elapsed:6.1f}s] submitted {c['submitted']}/{total}  placed {c['placed']}  "
+                f"pending {c['pending']}  running {c['running']}  completed {c['completed']}  "
+                f"GPU alloc {view.gpu_allocation_pct():5.1f}%  dead letters {c['dead_lettered']}")
+
+    async def _final_figures(self, codec: Any, names: Any, task_ids: set[str], start_ms: int) -> dict[str, Any]:
+        """Recount from the log in a safe order: the cell log (nodes, submissions), then decisions."""
+        from suanli.projections.lifecycle import LifecycleView
+        from suanli.streams.kafka_io import EventConsumer
+
+        view = LifecycleView()
+        dead = 0
+        for topic in (names.cell_log, names.decisions, names.dead_letters):
+            async with EventConsumer(self.s.bootstrap_servers, codec, [topic]) as consumer:
+                for r in await consumer.read_until_end(idle_ms=1000):
+                    if r.kind == "DeadLetter":
+                        dead += r.timestamp >= start_ms
+                    elif r.kind is not None and r.payload.get("cell") == self.cell:
+                        view.apply(r.kind, r.payload)
+        statuses = [view.tasks[t].status if t in view.tasks else "SUBMITTED" for t in task_ids]
+        return {
+            "submitted": len(task_ids),
+            "placed": sum(1 for t in task_ids if t in view.tasks and view.tasks[t].placed_once),
+            "running": sum(statuses.count(s) for s in ("PLACED", "DISPATCHED", "RUNNING")),
+            "completed": statuses.count("COMPLETED"),
+            "failed": statuses.count("FAILED"),
+            "pending": statuses.count("PENDING"),
+            "unschedulable": statuses.count("UNSCHEDULABLE"),
+            "dead_lettered": dead,
+            "capacity_violations": len(view.violations),
+            "violations": view.violations[:20],
+        }
+
+
+def run_plane(settings: Settings, options: PlaneOptions, out: Callable[[str], None] = print) -> dict[str, Any]:
+    """Start, run until drained (or Ctrl-C), stop everything; returns the figures."""
+    plane = Plane(settings, options, out)
+    try:
+        plane.start()
+        result = asyncio.run(plane.run())
+    finally:
+        plane.stop()
+    if options.json_path is not None:
+        options.json_path.write_text(json.dumps(result, indent=2) + "\n")
+    return result

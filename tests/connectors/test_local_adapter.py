@@ -1,0 +1,151 @@
+"""The local-process connector without services: real processes, real exit codes and rusage."""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+import pytest
+
+from suanli.connectors.kit import TaskReporter
+from suanli.connectors.local_process import LocalProcesses, cpu_count, read_meminfo
+from suanli.errors import ConnectorError
+
+PY = sys.executable
+
+
+def _command(argv, i: str = "1", node_id: str = "test-node") -> dict:
+    return {"dispatch_id": f"d{i}", "task_id": f"t{i}", "cell": "local", "node_id": node_id, "connector": "local",
+            "cpu_milli": 1000, "memory_mib": 256, "gpu_devices": [], "gpu_milli": 0, "command": argv,
+            "duration_estimate_ms": None}
+
+
+async def _execute(adapter: LocalProcesses, command: dict, out: list[dict] | None = None) -> list[dict]:
+    out = [] if out is None else out
+
+    async def emit(payload: dict) -> None:
+        out.append(payload)
+
+    assert adapter.admit(command) is None
+    await adapter.execute(command, TaskReporter(command, adapter.now_ms, emit))
+    return out
+
+
+@pytest.fixture()
+def local() -> LocalProcesses:
+    return LocalProcesses(cell="local", node_id="test-node", kill_grace_s=2.0)
+
+
+def test_describes_this_machine(local):
+    [node] = local.discover()
+    assert node["node_id"] == "test-node" and node["connector"] == "local" and node["cell"] == "local"
+    assert node["cpu_milli"] == cpu_count() * 1000 > 0
+    assert node["memory_mib"] == read_meminfo()["MemTotal"] // 1024 > 0
+    assert node["accelerators"] == [] and node["tier"] == "onprem"
+    kinds = [k for k, _ in local.monitor(1_700_000_000_000, 5)]
+    assert kinds == ["NodeHeartbeat", "NodeMetrics"]
+
+
+def test_a_failing_command_reports_its_exit_code(local):
+    events = asyncio.run(_execute(local, _command([PY, "-c", "import sys; print('bad input'); sys.exit(3)"])))
+    assert [e["status"] for e in events] == ["RUNNING", "FAILED"]
+    failed = events[1]
+    assert failed["exit_code"] == 3 and failed["event_id"] == "d1:failed"
+    assert failed["message"] == "exited with code 3; output: bad input"
+    assert failed["usage"]["wall_ms"] >= 0 and failed["usage"]["cpu_seconds"] > 0
+
+
+def test_a_successful_command_completes_with_its_usage(local):
+    burn = "import time; b = bytearray(120 * 2**20); t = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    events = asyncio.run(_execute(local, _command([PY, "-c", burn])))
+    assert [e["status"] for e in events] == ["RUNNING", "COMPLETED"]
+    usage = events[1]["usage"]
+    assert events[1]["exit_code"] == 0
+    assert 0.3 <= usage["cpu_seconds"] < 5
+    assert 120 <= usage["max_rss_mib"] < 400  # the command's own peak, not the connector's
+    assert usage["wall_ms"] >= 300
+
+
+def test_small_commands_are_not_charged_the_connector_memory(local):
+    ballast = bytearray(300 * 2**20)  # make this (the connector) process big
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    events = asyncio.run(_execute(local, _command(["true"])))
+    assert events[1]["status"] == "COMPLETED" and events[1]["usage"]["max_rss_mib"] < 64
+
+
+def test_a_signal_is_a_negative_exit_code(local):
+    events = asyncio.run(_execute(local, _command(["sh", "-c", "kill -9 $$"])))
+    assert events[1]["status"] == "FAILED" and events[1]["exit_code"] == -9
+    assert events[1]["message"].startswith("killed by SIGKILL")
+
+
+def test_commands_that_cannot_run_are_refused(local):
+    assert "has no command" in local.admit(_command(None))
+    assert "has no command" in local.admit(_command([]))
+    assert "not found" in local.admit(_command(["/no/such/binary-xyz"]))
+    assert "is not this machine" in local.admit(_command(["true"], node_id="elsewhere"))
+    with pytest.raises(ConnectorError):
+        LocalProcesses(max_concurrent=0)
+
+
+def _group_gone(pgid: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)  # killed members may briefly linger as zombies until init reaps them
+    return False
+
+
+def test_cancelling_stops_the_whole_process_group(local):
+    out: list[dict] = []
+
+    async def scenario():
+        run = asyncio.create_task(_execute(local, _command(["sh", "-c", "sleep 30 & sleep 30"]), out))
+        while not out:
+            await asyncio.sleep(0.02)
+        started = time.monotonic()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        return time.monotonic() - started
+
+    took = asyncio.run(scenario())
+    assert [e["status"] for e in out] == ["RUNNING"]  # the runner, not the adapter, reports the stop
+    assert took < 3
+    assert _group_gone(int(out[0]["message"].split()[-1]))
+    assert not local.pids
+
+
+def test_a_term_ignoring_command_is_killed_after_the_grace_period():
+    local = LocalProcesses(cell="local", node_id="test-node", kill_grace_s=0.5)
+    out: list[dict] = []
+    stubborn = [PY, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(30)"]
+
+    async def scenario():
+        run = asyncio.create_task(_execute(local, _command(stubborn), out))
+        await asyncio.sleep(0.5)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    started = time.monotonic()
+    asyncio.run(scenario())
+    assert time.monotonic() - started < 4
+    assert _group_gone(int(out[0]["message"].split()[-1]))
+
+
+def test_at_most_max_concurrent_processes_run():
+    local = LocalProcesses(cell="local", node_id="test-node", max_concurrent=1)
+    out: list[dict] = []
+
+    async def scenario():
+        await asyncio.gather(*(_execute(local, _command([PY, "-c", "import time; time.sleep(0.2)"], str(i)), out)
+                               for i in range(2)))
+
+    asyncio.run(scenario())
+    assert [(e["task_id"], e["status"]) for e in out] == [
+        ("t0", "RUNNING"), ("t0", "COMPLETED"), ("t1", "RUNNING"), ("t1", "COMPLETED")]

@@ -1,0 +1,154 @@
+"""The simulated cluster without services: node description, topology, durations, failures."""
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from suanli.connectors.kit import TaskReporter
+from suanli.connectors.simulated import (DEFAULT_NODES, SimulatedCluster, describe_node, fails,
+                                          scaled_duration_s, topology)
+from suanli.errors import ConnectorError
+from suanli.replay.openb import read_nodes
+from suanli.schemas.catalog import catalog
+from suanli.schemas.codec import _strip_logical_types
+
+pytestmark = pytest.mark.skipif(not DEFAULT_NODES.exists(), reason="openb trace not available")
+
+
+def fits(kind: str, payload: dict) -> bool:
+    schema = fastavro.parse_schema(_strip_logical_types(catalog()[kind].schema), named_schemas={})
+    return fastavro.validation.validate(payload, schema, raise_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sim() -> SimulatedCluster:
+    return SimulatedCluster(DEFAULT_NODES, cell="openb")
+
+
+def test_describes_every_openb_node_with_its_gpus(sim):
+    nodes = sim.discover()
+    trace = {n["node_id"]: n for n in read_nodes(DEFAULT_NODES)}
+    assert len(nodes) == 1523 == len(trace)
+    for node in nodes:
+        original = trace[node["node_id"]]
+        assert [(a["model"], a["count"]) for a in node["accelerators"]] == \
+            [(a["model"], a["count"]) for a in original["accelerators"]]
+        assert (node["cpu_milli"], node["memory_mib"]) == (original["cpu_milli"], original["memory_mib"])
+        assert node["connector"] == "sim" and node["cell"] == "openb" and node["registered_at"] > 0
+    assert sum(a["count"] for n in nodes for a in n["accelerators"]) == 6212
+    assert fits("NodeRegistered", nodes[0]) and fits("NodeRegistered", max(nodes, key=lambda n: len(n["accelerators"])))
+    v100 = next(n for n in nodes if n["accelerators"] and n["accelerators"][0]["model"] == "V100M32")
+    assert v100["accelerators"][0]["memory_mib"] == 32768
+
+
+def test_topology_is_deterministic_nested_and_spread(sim):
+    again = SimulatedCluster(DEFAULT_NODES, cell="openb")
+    first, second = sim.discover(), again.discover()
+    assert [(n["region"], n["zone"], n["site"], n["event_id"], n["price_per_hour"]) for n in first] == \
+        [(n["region"], n["zone"], n["site"], n["event_id"], n["price_per_hour"]) for n in second]
+    assert topology("openb-node-0000") == topology("openb-node-0000")
+    for n in first:
+        assert n["zone"].startswith(n["region"] + "-") and n["site"].startswith(n["zone"] + "-dc")
+    zones = Counter(n["zone"] for n in first)
+    assert len({n["region"] for n in first}) == 3 and len(zones) == 9 and len({n["site"] for n in first}) == 18
+    assert min(zones.values()) > 1523 / 9 * 0.6  # a hash spreads nodes, it does not clump them
+
+
+def test_registration_ids_are_content_addressed():
+    node = read_nodes(DEFAULT_NODES)[0]
+    assert describe_node(node, "sim")["event_id"] == describe_node(node, "sim")["event_id"]
+    bigger = {**node, "cpu_milli": node["cpu_milli"] * 2}
+    assert describe_node(bigger, "sim")["event_id"] != describe_node(node, "sim")["event_id"]
+    assert describe_node(node, "sim2")["event_id"] != describe_node(node, "sim")["event_id"]
+
+
+def test_duration_scaling():
+    assert scaled_duration_s(60_000, 0.001, 1000) == pytest.approx(0.06)
+    assert scaled_duration_s(None, 0.001, 5000) == pytest.approx(0.005)
+    assert scaled_duration_s(3_600_000, 0.0, 1000) == 0.0
+    assert scaled_duration_s(2000, 1.0, 1) == pytest.approx(2.0)
+
+
+def test_failure_selection_is_seeded_and_proportional():
+    ids = [f"task-{i}" for i in range(4000)]
+    picked = [t for t in ids if fails(t, 0.25, seed=7)]
+    assert picked == [t for t in ids if fails(t, 0.25, seed=7)]
+    assert 0.22 < len(picked) / len(ids) < 0.28
+    assert picked != [t for t in ids if fails(t, 0.25, seed=8)]
+    assert not any(fails(t, 0.0) for t in ids) and all(fails(t, 1.0) for t in ids)
+    # a larger fraction fails a superset: raising the knob never rescues a task
+    assert set(picked) <= {t for t in ids if fails(t, 0.5, seed=7)}
+
+
+def test_bad_options_are_refused(tmp_path: Path):
+    with pytest.raises(ConnectorError):
+        SimulatedCluster(tmp_path / "missing.csv")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("sn,cpu_milli,memory_mib,gpu,model\n")
+    with pytest.raises(ConnectorError, match="no nodes"):
+        SimulatedCluster(empty)
+    with pytest.raises(ConnectorError):
+        SimulatedCluster(DEFAULT_NODES, fail_fraction=1.5)
+
+
+def _command(task_id: str, node_id: str, duration_ms: int | None = 40_000, **extra) -> dict:
+    return {"dispatch_id": f"d-{task_id}", "task_id": task_id, "cell": "openb", "node_id": node_id,
+            "connector": "sim", "cpu_milli": 4000, "memory_mib": 2048, "gpu_devices": [], "gpu_milli": 0,
+            "duration_estimate_ms": duration_ms, "command": None, **extra}
+
+
+async def _execute(sim: SimulatedCluster, command: dict) -> list[dict]:
+    out: list[dict] = []
+
+    async def emit(payload: dict) -> None:
+        out.append(payload)
+
+    await sim.execute(command, TaskReporter(command, sim.now_ms, emit))
+    return out
+
+
+def test_a_task_runs_for_its_scaled_duration_then_completes(sim):
+    gpu_node = next(n for n in sim.nodes.values() if sum(a["count"] for a in n["accelerators"]) >= 2)["node_id"]
+    command = _command("ok-1", gpu_node, gpu_devices=[1], gpu_milli=500)
+    assert sim.admit(command) is None
+
+    async def scenario():
+        run = asyncio.create_task(_execute(sim, command))
+        await asyncio.sleep(0.01)
+        busy = next(p for kind, p in sim.monitor(1_000, 1) if kind == "NodeMetrics" and p["node_id"] == gpu_node)
+        return await run, busy
+
+    events, busy = asyncio.run(scenario())
+    assert [e["status"] for e in events] == ["RUNNING", "COMPLETED"]
+    assert [e["event_id"] for e in events] == ["d-ok-1:running", "d-ok-1:completed"]
+    assert events[1]["exit_code"] == 0
+    assert events[1]["usage"] == {"cpu_seconds": 160.0, "max_rss_mib": 2048, "wall_ms": 40_000}
+    assert 0.03 <= (events[1]["at"] - events[0]["at"]) / 1000 < 1.0  # 40 s simulated at 0.001
+    assert busy["node_id"] == gpu_node and busy["gpu_util"][1] == 0.5 and busy["gpu_util"][0] == 0.0
+    assert busy["cpu_util"] > 4000 / sim.nodes[gpu_node]["cpu_milli"]
+    assert not sim.running[gpu_node]
+
+
+def test_selected_tasks_fail_and_unknown_nodes_are_refused():
+    sim = SimulatedCluster(DEFAULT_NODES, fail_fraction=0.5, seed=3)
+    node = next(iter(sim.nodes))
+    failing = next(f"t{i}" for i in range(100) if fails(f"t{i}", 0.5, 3))
+    events = asyncio.run(_execute(sim, _command(failing, node, duration_ms=None)))
+    assert [e["status"] for e in events] == ["RUNNING", "FAILED"] and events[1]["exit_code"] == 1
+    assert "simulated failure" in events[1]["message"]
+    assert "not in the simulated cluster" in sim.admit(_command("x", "no-such-node"))
+
+
+def test_monitor_covers_every_node_and_fits_the_contract(sim):
+    events = sim.monitor(1_700_000_000_000, 42)
+    assert len(events) == 2 * 1523
+    assert Counter(kind for kind, _ in events) == {"NodeHeartbeat": 1523, "NodeMetrics": 1523}
+    hb, metrics = events[0][1], events[1][1]
+    assert hb["seq"] == 42 and hb["event_id"] == f"sim/{hb['node_id']}/hb/42"
+    assert fits("NodeHeartbeat", hb) and fits("NodeMetrics", metrics)
+    assert all(0.0 <= p["cpu_util"] <= 1.0 for _, p in events if "cpu_util" in p)
+    assert sim.monitor(1_700_000_000_000, 42) == events  # seeded, not random

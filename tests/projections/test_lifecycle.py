@@ -1,0 +1,98 @@
+"""The lifecycle fold and its capacity audit, on hand-made event sequences."""
+from __future__ import annotations
+
+from suanli.projections.lifecycle import LifecycleView
+
+
+def _node(node_id="n1", gpus=2, cpu=8000, mem=16384):
+    return ("NodeRegistered", {"event_id": f"reg-{node_id}", "node_id": node_id, "cell": "c", "cpu_milli": cpu,
+                               "memory_mib": mem, "connector": "sim",
+                               "accelerators": [{"kind": "GPU", "model": "T4", "count": gpus, "memory_mib": 0}]})
+
+
+def _submit(task_id, gpu_count=1, gpu_milli=500):
+    return ("TaskSubmitted", {"event_id": f"sub-{task_id}", "task_id": task_id, "tenant": "t", "cell": "c",
+                              "submitted_at": 1, "resources": {"cpu_milli": 1000, "memory_mib": 1024,
+                                                               "gpu_count": gpu_count, "gpu_milli": gpu_milli}})
+
+
+def _prov(offset=1):
+    return {"input": {"topic": "cells", "partition": 0, "offset": offset}, "decided_at": offset}
+
+
+def _placed(task_id, devices, milli=500, cpu=1000, node="n1", decision=None):
+    decision = decision or f"d-{task_id}"
+    return ("TaskPlaced", {"event_id": f"{decision}/TaskPlaced", "decision_id": decision, "task_id": task_id,
+                           "tenant": "t", "cell": "c", "node_id": node, "gpu_devices": devices, "gpu_milli": milli,
+                           "cpu_milli": cpu, "memory_mib": 1024, "provenance": _prov()})
+
+
+def _released(task_id, cause="COMPLETED"):
+    return ("TaskReleased", {"event_id": f"rel-{task_id}", "decision_id": f"rel-{task_id}", "task_id": task_id,
+                             "tenant": "t", "cell": "c", "node_id": "n1", "cause": cause, "gpu_devices": [],
+                             "provenance": _prov(9)})
+
+
+def _fold(events):
+    view = LifecycleView()
+    for kind, payload in events:
+        view.apply(kind, payload)
+    return view
+
+
+def test_lifecycle_counts_and_no_violations_for_a_valid_history():
+    view = _fold([_node(), _submit("a"), _submit("b"), _placed("a", [0]), _placed("b", [0]),
+                  ("TaskStatusChanged", {"event_id": "run-a", "task_id": "a", "cell": "c", "node_id": "n1",
+                                         "status": "RUNNING", "at": 5}),
+                  _released("b")])
+    counts = view.counts()
+    assert counts["submitted"] == 2 and counts["placed"] == 2 and counts["completed"] == 1
+    assert view.tasks["a"].status == "RUNNING"
+    assert counts["capacity_violations"] == 0
+    assert view.gpu_allocation_pct() == 25.0
+
+
+def test_over_committed_gpu_is_a_violation():
+    view = _fold([_node(), _submit("a"), _submit("b"), _placed("a", [1], milli=700), _placed("b", [1], milli=400)])
+    assert view.counts()["capacity_violations"] == 1
+    assert "GPU 1 at 1100 milli" in view.violations[0]
+
+
+def test_over_committed_cpu_and_missing_device_are_violations():
+    view = _fold([_node(cpu=1500), _submit("a"), _submit("b"), _placed("a", [0]), _placed("b", [5])])
+    assert any("CPU 2000/1500" in v for v in view.violations)
+    assert any("GPU 5 does not exist" in v for v in view.violations)
+
+
+def test_released_capacity_can_be_reused():
+    view = _fold([_node(gpus=1), _submit("a", 1, 1000), _submit("b", 1, 1000), _placed("a", [0], 1000),
+                  _released("a"), _placed("b", [0], 1000)])
+    assert view.violations == []
+
+
+def test_duplicate_events_count_once_and_a_second_live_placement_is_flagged():
+    placed = _placed("a", [0])
+    view = _fold([_node(), _submit("a"), placed, placed])
+    assert view.violations == [] and view.counts()["placed"] == 1
+    view.apply(*_placed("a", [1], decision="other"))
+    assert len(view.violations) == 1 and "placed again" in view.violations[0]
+
+
+def test_pending_queue_lists_reasons_in_queue_order():
+    view = _fold([_node(), _submit("a"), _submit("b")])
+    for task_id, pos in (("b", 2), ("a", 1)):
+        view.apply("TaskPending", {"event_id": f"p-{task_id}", "decision_id": f"p-{task_id}", "task_id": task_id,
+                                   "tenant": "t", "cell": "c", "queue_position": pos,
+                                   "reasons": [{"reason": "insufficient GPU milli", "nodes": 1}],
+                                   "provenance": _prov()})
+    assert [t.task_id for t in view.pending()] == ["a", "b"]
+    assert view.pending()[0].reasons[0]["reason"] == "insufficient GPU milli"
+    assert view.undecided() == []
+
+
+def test_a_connector_status_read_before_its_placement_is_applied_after_it():
+    running = ("TaskStatusChanged", {"event_id": "run-a", "task_id": "a", "cell": "c", "node_id": "n1",
+                                     "status": "RUNNING", "at": 5})
+    view = _fold([_node(), _submit("a"), running, _placed("a", [0])])
+    assert view.tasks["a"].status == "RUNNING"
+    assert view.violations == []
