@@ -22,8 +22,9 @@ command is acknowledged and run once. The set of seen dispatch ids is not privat
 start the runner rebuilds it from its own DispatchAcks on RAW_STATUS (``recover=True``). A
 dispatch it had accepted but never finished (the connector died mid-run) is closed with a
 FAILED event, because its outcome is unknown and the process is gone; the scheduler decides
-whether to retry. Limitation: run one instance per connector name. Two live instances would
-not see each other's in-flight dispatches, and recovery would close the other one's tasks.
+whether to retry. Limitation: run one instance per connector name (and namespace). Two
+live instances would not see each other's in-flight dispatches, and recovery would close
+the other one's tasks.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from suanli.config import settings as load_settings
 from suanli.errors import ConnectorError
 from suanli.schemas.codec import Codec
 from suanli.streams.kafka_io import EventConsumer, EventProducer, Received, end_offsets, ensure_topics
-from suanli.streams.topics import DEAD_LETTERS, RAW_NODES, RAW_STATUS, TopicSpec, dispatch_topic
+from suanli.streams.topics import DEAD_LETTERS, PREFIX, RAW_NODES, RAW_STATUS, TopicSpec, dispatch_topic
 
 log = logging.getLogger("suanli.connectors")
 
@@ -182,7 +183,7 @@ class ConnectorRunner:
 
     ``await runner.run()``: ensures its topics, rebuilds the seen dispatch ids from RAW_STATUS
     (``recover``), publishes the discovered nodes, then consumes ``dispatch_topic(name)`` in
-    group ``suanli-connector-<name>`` while sending heartbeats and metrics every
+    group ``<namespace>-connector-<name>`` (``suanli-connector-<name>``) while sending heartbeats and metrics every
     ``monitor_interval_s`` (``None`` or 0: never). ``runner.ready`` is set once it consumes.
     Cancelling ``run()`` stops cleanly: running tasks are stopped and reported FAILED, the
     consumer and producer are closed, no task is left behind.
@@ -203,7 +204,7 @@ class ConnectorRunner:
         self.name = adapter.name
         self.bootstrap = bootstrap or load_settings().bootstrap_servers
         self.topic = dispatch_topic(self.name)
-        self.group_id = f"suanli-connector-{self.name}"
+        self.group_id = f"{PREFIX}-connector-{self.name}"  # PREFIX is the namespace ('suanli' by default)
         self.monitor_interval_s = monitor_interval_s
         self.partitions = partitions or load_settings().partitions
         self.recover = recover
@@ -279,8 +280,9 @@ class ConnectorRunner:
         self.stats.recovered_seen = len(acks)
         lost = [a for did, a in acks.items() if a["accepted"] and did not in finished]
         for ack in lost:
+            cell = cells.get(ack["dispatch_id"]) or ack.get("cell") or self.adapter.cell  # old acks carry no cell
             command = {"dispatch_id": ack["dispatch_id"], "task_id": ack["task_id"], "node_id": ack["node_id"],
-                       "cell": cells.get(ack["dispatch_id"], self.adapter.cell)}
+                       "cell": cell}
             reporter = TaskReporter(command, self.adapter.now_ms, self._emit_status)
             await reporter.failed(None, f"connector {self.name} restarted while the task was in flight; "
                                         "its outcome is unknown")
@@ -384,6 +386,9 @@ class ConnectorRunner:
             task = asyncio.create_task(self._run(command), name=f"{self.name}-{command['dispatch_id']}")
             self._runs.add(task)
             task.add_done_callback(self._runs.discard)
+        # Let the new tasks enter _run: a task cancelled before its first step never runs its
+        # handler, and a shutdown right now would then leave an accepted dispatch unreported.
+        await asyncio.sleep(0)
 
     def _admit(self, command: dict[str, Any]) -> str | None:
         try:

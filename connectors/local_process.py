@@ -141,12 +141,13 @@ class LocalProcesses(Adapter):
             cpu_util = (busy - self._cpu_prev[0]) / (total - self._cpu_prev[1])
         self._cpu_prev = (busy, total)
         prefix = f"{self.name}/{self.node_id}"
+        used_kib = mem["MemTotal"] - mem.get("MemAvailable", mem.get("MemFree", 0))
         return [
             ("NodeHeartbeat", {"event_id": f"{prefix}/hb/{seq}", "node_id": self.node_id, "cell": self.cell,
                                "seq": seq, "at": at}),
             ("NodeMetrics", {"event_id": f"{prefix}/metrics/{seq}", "node_id": self.node_id, "cell": self.cell,
                              "at": at, "cpu_util": round(max(0.0, min(1.0, cpu_util)), 4),
-                             "memory_used_mib": (mem["MemTotal"] - mem.get("MemAvailable", mem.get("MemFree", 0))) // 1024,
+                             "memory_used_mib": used_kib // 1024,
                              "gpu_util": [], "gpu_memory_used_mib": [], "load1": load1, "disk_iops": 0.0,
                              "net_rx_mbps": 0.0, "net_tx_mbps": 0.0, "power_w": 0.0,
                              "extended": {"running_processes": float(len(self.pids))}}),

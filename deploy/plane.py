@@ -37,6 +37,10 @@ class PlaneOptions:
     pods_csv: Path | None = None
     cell: str | None = None
     drain_timeout: float = 600.0
+    quiet: bool = False                 # no live summary lines
+    # Replaces the default workload (publish every task at ``rate``): called with the
+    # producer's ``publish`` and ``send_raw`` and the tasks; must publish every task.
+    workload: Callable[..., Any] | None = None
 
 
 def worker_processes(settings: Settings) -> dict[str, tuple[ServiceProcess, list[str]]]:
@@ -82,7 +86,9 @@ class Plane:
         self.nodes_csv = options.nodes_csv or settings.openb_dir / "openb_node_list_all_node.csv"
         self.pods_csv = options.pods_csv or settings.openb_dir / "openb_pod_list_default.csv"
         self.started_stack = False
-        self.services: list[ServiceProcess] = []
+        self.services: list[tuple[ServiceProcess, list[str]]] = []
+        self.restarts: dict[str, int] = {}
+        self._env: dict[str, str] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -96,26 +102,35 @@ class Plane:
         stack.up(self.s, log=self.out)
         self.started_stack = not was_up
         asyncio.run(ensure_topics(self.s.bootstrap_servers, core_topics(self.s.partitions, self.s.namespace)))
-        env = to_env(self.s)
+        self._env = to_env(self.s)
         for service, argv in [*worker_processes(self.s).values(),
                               connector_process(self.s, self.cell, self.nodes_csv, self.o.time_scale)]:
             if service.pid() is None:
-                service.start(argv, env=env)
-            self.services.append(service)
+                service.start(argv, env=self._env)
+            self.services.append((service, argv))
         self.out(f"suanli: run {self.run_id}: workers and simulated cluster starting in cell {self.cell}; "
                  f"logs in {self.s.home / 'logs'}")
 
     def stop(self) -> None:
-        for service in reversed(self.services):
+        for service, _argv in reversed(self.services):
             service.stop()
         self.services.clear()
         if self.started_stack:
             stack.down(self.s, log=lambda _m: None)
 
     def check_alive(self) -> None:
-        for service in self.services:
+        """Supervise: restart a worker that died (its state comes back from the log).
+
+        Gives up with the log tail when one service keeps dying (more than 20 restarts).
+        """
+        for service, argv in self.services:
             if service.pid() is None:
-                raise StackError(f"{service.name} exited; last lines of {service.log_file}:\n{service.log_tail()}")
+                count = self.restarts[service.name] = self.restarts.get(service.name, 0) + 1
+                if count > 20:
+                    raise StackError(f"{service.name} keeps exiting; last lines of {service.log_file}:\n"
+                                     f"{service.log_tail()}")
+                self.out(f"suanli: {service.name} exited; restarting it (restart {count})")
+                service.start(argv, env=self._env)
 
     # ------------------------------------------------------------------ the run
     async def run(self) -> dict[str, Any]:
@@ -138,7 +153,7 @@ class Plane:
             codec = Codec(registry)
             async with EventConsumer(self.s.bootstrap_servers, codec,
                                      [names.cell_log, names.decisions, names.dead_letters]) as consumer, \
-                    EventProducer(self.s.bootstrap_servers, codec) as producer:
+                    EventProducer(self.s.bootstrap_servers, codec, namespace=self.s.namespace) as producer:
                 batches = consumer.batches(timeout_ms=250)
 
                 async def pump() -> None:
@@ -162,7 +177,11 @@ class Plane:
                     await pump()
                 self.out(f"suanli: {expected_nodes} nodes registered after {time.monotonic() - began:.1f}s; "
                          f"submitting {len(tasks)} tasks at {self.o.rate:g}/s")
-                driver = asyncio.create_task(drive(producer.publish, tasks, self.o.rate))
+                if self.o.workload is not None:
+                    work = self.o.workload(producer.publish, producer.send_raw, tasks, names)
+                else:
+                    work = drive(producer.publish, tasks, self.o.rate)
+                driver = asyncio.create_task(work)
                 last_print = 0.0
                 deadline = time.monotonic() + self.o.drain_timeout
                 try:
@@ -171,6 +190,9 @@ class Plane:
                         now = time.monotonic()
                         if now - last_print >= 1.0:
                             self.check_alive()
+                            if self.o.quiet:
+                                last_print = now
+                                continue
                             self.out(self._summary_line(view, now - began, len(tasks)))
                             last_print = now
                         if driver.done():
@@ -184,8 +206,10 @@ class Plane:
                     driver.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await driver
+                    await producer.flush()
             result = await self._final_figures(codec, names, task_ids, start_ms)
         result.update(run_id=self.run_id, cell=self.cell, seconds=round(time.monotonic() - began, 2),
+                      worker_restarts=dict(self.restarts),
                       first_placement_s=None if first_placement is None else round(first_placement, 2))
         return result
 

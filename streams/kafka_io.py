@@ -15,7 +15,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from suanli.errors import DecodeError
 from suanli.schemas.codec import Codec
-from suanli.streams.topics import RAW_ROUTES, TopicSpec
+from suanli.streams.topics import PREFIX, TopicSpec, raw_route
 
 
 async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec]) -> None:
@@ -39,8 +39,9 @@ async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec]) -> None:
 class EventProducer:
     """Idempotent producer (acks=all) of Suanli events."""
 
-    def __init__(self, bootstrap: str, codec: Codec, *, linger_ms: int = 5):
+    def __init__(self, bootstrap: str, codec: Codec, *, linger_ms: int = 5, namespace: str = PREFIX):
         self.codec = codec
+        self.namespace = namespace
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
                                           linger_ms=linger_ms, max_batch_size=1 << 20)
 
@@ -62,9 +63,9 @@ class EventProducer:
         return await self._producer.send(topic, value, key=key_bytes)
 
     async def publish(self, kind: str, payload: dict[str, Any]) -> asyncio.Future:
-        """Send a producer-side event to its raw topic, keyed as :data:`RAW_ROUTES` says."""
-        topic, key_field = RAW_ROUTES[kind]
-        return await self.send(topic, kind, payload, key=str(payload[key_field]))
+        """Send a producer-side event to its raw topic in this producer's namespace."""
+        topic, key = raw_route(kind, payload, self.namespace)
+        return await self.send(topic, kind, payload, key=key)
 
     async def flush(self) -> None:
         await self._producer.flush()

@@ -67,19 +67,27 @@ class TopicNames:
         return dispatch_topic(connector, self.namespace)
 
 
-# Which raw topic each event kind is produced to, and the payload field used as its key.
+# Which raw topic (a TopicNames attribute) each event kind is produced to, and the
+# payload field used as its key.
 RAW_ROUTES: dict[str, tuple[str, str]] = {
-    "TaskSubmitted": (RAW_TASKS, "task_id"),
-    "TaskCancelled": (RAW_TASKS, "task_id"),
-    "ReservationBid": (RAW_TASKS, "bid_id"),
-    "NodeRegistered": (RAW_NODES, "node_id"),
-    "NodeHeartbeat": (RAW_NODES, "node_id"),
-    "NodeMetrics": (RAW_NODES, "node_id"),
-    "NodeStatusChanged": (RAW_NODES, "node_id"),
-    "TaskStatusChanged": (RAW_STATUS, "task_id"),
-    "DispatchAck": (RAW_STATUS, "task_id"),
-    "PolicyChanged": (RAW_POLICY, "cell"),
+    "TaskSubmitted": ("raw_tasks", "task_id"),
+    "TaskCancelled": ("raw_tasks", "task_id"),
+    "ReservationBid": ("raw_tasks", "bid_id"),
+    "NodeRegistered": ("raw_nodes", "node_id"),
+    "NodeHeartbeat": ("raw_nodes", "node_id"),
+    "NodeMetrics": ("raw_nodes", "node_id"),
+    "NodeStatusChanged": ("raw_nodes", "node_id"),
+    "TaskStatusChanged": ("raw_status", "task_id"),
+    "DispatchAck": ("raw_status", "task_id"),
+    "PolicyChanged": ("raw_policy", "cell"),
 }
+
+
+def raw_route(kind: str, payload: dict, namespace: str = PREFIX) -> tuple[str, str]:
+    """``(topic, key)`` a producer uses for an event of ``kind``."""
+    attribute, key_field = RAW_ROUTES[kind]
+    return getattr(TopicNames(namespace), attribute), str(payload[key_field])
+
 
 # Kinds the scheduler cell consumes from its log (everything else stops at intake).
 CELL_INPUTS = frozenset({

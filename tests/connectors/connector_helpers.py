@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import time
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 from aiokafka import TopicPartition
 
+from suanli.connectors.kit import ConnectorRunner
 from suanli.streams.kafka_io import EventConsumer, Received, end_offsets
 
 
@@ -67,8 +70,10 @@ class Tail:
 
 
 def summary(records: list[Received]) -> list[tuple]:
+    """What was read, without the heartbeats and metrics (they would drown the rest)."""
     return [(r.kind, (r.payload or {}).get("task_id") or (r.payload or {}).get("node_id"),
-             (r.payload or {}).get("status") or (r.payload or {}).get("accepted")) for r in records]
+             (r.payload or {}).get("status") or (r.payload or {}).get("accepted")) for r in records
+            if r.kind not in ("NodeHeartbeat", "NodeMetrics")]
 
 
 def status_trail(records: list[Received], task_id: str) -> list[str]:
@@ -90,3 +95,55 @@ async def stop(task: asyncio.Task, timeout: float = 15.0) -> None:
     done, _ = await asyncio.wait({task}, timeout=timeout)
     assert done, "the runner did not stop within the timeout"
     assert task.cancelled() or task.exception() is None, task.exception()
+
+
+def assert_no_tasks_left() -> None:
+    """Nothing but the caller still runs (call it once every consumer and runner is closed)."""
+    leftovers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    assert not leftovers, f"tasks left behind: {leftovers}"
+
+
+@contextlib.asynccontextmanager
+async def running(runner: ConnectorRunner, ready_timeout: float = 20.0) -> AsyncIterator[asyncio.Task]:
+    """Run ``runner`` in a task for the block; stop it (cleanly, asserted) when the block ends.
+
+    Stopping it here, rather than leaving it to ``asyncio.run``, matters when a test fails:
+    asyncio.run cancels aiokafka's internal tasks together with the runner, and their
+    shutdown then waits out request timeouts (40 s).
+    """
+    task = asyncio.create_task(runner.run())
+    try:
+        ready = asyncio.create_task(runner.ready.wait())
+        await asyncio.wait({task, ready}, timeout=ready_timeout, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        if task.done():
+            task.result()  # the runner failed to start: raise its error
+        assert runner.ready.is_set(), f"the runner was not ready within {ready_timeout}s"
+        yield task
+    finally:
+        if not task.done():
+            await stop(task)
+
+
+def live_members(pgid: int) -> list[int]:
+    """Pids in process group ``pgid`` that are not zombies (killed orphans wait for init to reap them)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+def group_gone(pgid: int, timeout: float = 2.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while live_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

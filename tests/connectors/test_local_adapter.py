@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 
 import pytest
 
+from connector_helpers import group_gone
 from suanli.connectors.kit import TaskReporter
 from suanli.connectors.local_process import LocalProcesses, cpu_count, read_meminfo
 from suanli.errors import ConnectorError
@@ -89,17 +89,6 @@ def test_commands_that_cannot_run_are_refused(local):
         LocalProcesses(max_concurrent=0)
 
 
-def _group_gone(pgid: int, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)  # killed members may briefly linger as zombies until init reaps them
-    return False
-
-
 def test_cancelling_stops_the_whole_process_group(local):
     out: list[dict] = []
 
@@ -116,26 +105,27 @@ def test_cancelling_stops_the_whole_process_group(local):
     took = asyncio.run(scenario())
     assert [e["status"] for e in out] == ["RUNNING"]  # the runner, not the adapter, reports the stop
     assert took < 3
-    assert _group_gone(int(out[0]["message"].split()[-1]))
+    assert group_gone(int(out[0]["message"].split()[-1]))
     assert not local.pids
 
 
 def test_a_term_ignoring_command_is_killed_after_the_grace_period():
     local = LocalProcesses(cell="local", node_id="test-node", kill_grace_s=0.5)
     out: list[dict] = []
-    stubborn = [PY, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(30)"]
+    stubborn = [PY, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"]
 
     async def scenario():
         run = asyncio.create_task(_execute(local, _command(stubborn), out))
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.8)  # long enough for the child to install its handler
+        started = time.monotonic()
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
+        return time.monotonic() - started
 
-    started = time.monotonic()
-    asyncio.run(scenario())
-    assert time.monotonic() - started < 4
-    assert _group_gone(int(out[0]["message"].split()[-1]))
+    took = asyncio.run(scenario())
+    assert 0.45 <= took < 3  # SIGTERM ignored, so it waited out the grace period, then SIGKILL
+    assert group_gone(int(out[0]["message"].split()[-1]))
 
 
 def test_at_most_max_concurrent_processes_run():

@@ -1,0 +1,170 @@
+"""The control plane end to end on the real broker and registry: `suanli up` headless,
+dead letters, and SIGKILLs of the scheduler worker.
+
+Each test runs its own plane in a namespace of its own (topics, consumer groups and
+RocksDB directories), against the stack that `suanli test` started.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import struct
+import threading
+import time
+import uuid
+
+import pytest
+
+from suanli.config import load_settings
+from suanli.deploy.plane import Plane, PlaneOptions
+from suanli.replay.log_replay import first_divergence, regenerate
+from suanli.schemas.codec import Codec
+from suanli.schemas.registry import RegistryClient
+from suanli.streams.intake import RawRecord
+from suanli.streams.kafka_io import EventConsumer
+
+pytestmark = pytest.mark.stack
+
+
+def _plane(stack, **options) -> Plane:
+    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
+    options.setdefault("drain_timeout", 240)
+    return Plane(settings, PlaneOptions(exit_when_drained=True, quiet=True, **options), out=lambda _m: None)
+
+
+def _run(plane: Plane) -> dict:
+    plane.start()
+    try:
+        return asyncio.run(plane.run())
+    finally:
+        plane.stop()
+
+
+async def _read(settings, topic: str) -> list:
+    with RegistryClient(settings.registry_url) as registry:
+        async with EventConsumer(settings.bootstrap_servers, Codec(registry), [topic]) as consumer:
+            return await consumer.read_until_end(idle_ms=1500)
+
+
+def test_thousand_openb_tasks_on_the_full_cluster(stack):
+    plane = _plane(stack, tasks=1000, rate=1000)
+    result = _run(plane)
+    assert result["submitted"] == 1000
+    decided = result["placed"] + result["pending"] + result["unschedulable"]
+    assert decided == 1000, result
+    assert result["placed"] > 900, result
+    assert result["capacity_violations"] == 0, result["violations"]
+    assert result["dead_lettered"] == 0
+    for service, _argv in plane.services:
+        assert service.pid() is None  # stop() left nothing behind
+    _report("e2e-1000", result)
+
+
+def test_bad_input_is_dead_lettered_and_valid_input_scheduled(stack):
+    async def workload(publish, send_raw, tasks, names):
+        rng = random.Random(11)
+        for i, task in enumerate(tasks):
+            await publish("TaskSubmitted", task)
+            kind = i % 4
+            if kind == 0:       # undecodable bytes
+                await send_raw(names.raw_tasks, b"\x7f" + bytes(rng.getrandbits(8) for _ in range(20)), f"bad-{i}")
+            elif kind == 1:     # a schema id the registry never issued
+                await send_raw(names.raw_tasks, struct.pack(">bI", 0, 1_900_000_000 + i) + b"\x02\x04", f"bad-{i}")
+            elif kind == 2:     # invalid values: negative GPUs
+                bad = dict(task, task_id=f"{task['task_id']}-neg", event_id=f"{task['event_id']}-neg",
+                           resources=dict(task["resources"], gpu_count=-2))
+                await publish("TaskSubmitted", bad)
+            else:               # a status for a node that never registered
+                await publish("NodeStatusChanged", {"event_id": f"ghost-{i}", "node_id": f"ghost-node-{i}",
+                                                    "cell": task["cell"], "status": "DOWN", "reason": "", "at": 1})
+
+    plane = _plane(stack, tasks=1000, rate=0, workload=workload)
+    result = _run(plane)
+    assert result["worker_restarts"] == {}
+    assert result["dead_lettered"] == 1000, result
+    assert result["placed"] + result["pending"] + result["unschedulable"] == 1000
+    assert result["capacity_violations"] == 0
+    letters = asyncio.run(_read(plane.s, f"{plane.s.namespace}.deadletter"))
+    kinds = {}
+    for letter in letters:
+        kinds[letter.payload["error_kind"]] = kinds.get(letter.payload["error_kind"], 0) + 1
+        assert letter.payload["reason"]
+        assert letter.payload["value"]  # the original bytes are kept
+    assert kinds == {"UNDECODABLE": 250, "UNKNOWN_SCHEMA": 250, "INVALID": 250, "UNKNOWN_NODE": 250}
+    invalid = next(l for l in letters if l.payload["error_kind"] == "INVALID")
+    assert "resources.gpu_count" in invalid.payload["reason"]
+    _report("dead-letters", {**result, "by_kind": kinds})
+
+
+def test_scheduler_survives_sigkill_without_lost_or_duplicated_placements(stack):
+    plane = _plane(stack, tasks=5000, rate=400, time_scale=0.00005)
+    plane.start()
+    kills: list[float] = []
+    stop = threading.Event()
+
+    def killer() -> None:
+        rng = random.Random(2026)
+        scheduler = next(s for s, _ in plane.services if s.name == "scheduler")
+        time.sleep(4)
+        while len(kills) < 5 and not stop.is_set():
+            pid = scheduler.pid()
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                kills.append(time.monotonic())
+            stop.wait(rng.uniform(2.0, 5.0))
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        result = asyncio.run(plane.run())
+    finally:
+        stop.set()
+        thread.join()
+        plane.stop()
+    assert len(kills) == 5, f"only {len(kills)} kills happened before the run drained"
+    assert result["worker_restarts"].get("scheduler", 0) >= 5
+    assert result["submitted"] == 5000
+    assert result["placed"] + result["pending"] + result["unschedulable"] == 5000, result  # none lost
+    assert result["capacity_violations"] == 0, result["violations"]
+
+    settings = plane.s
+    cell_log = asyncio.run(_read(settings, f"{settings.namespace}.cells"))
+    decisions = asyncio.run(_read(settings, f"{settings.namespace}.decisions"))
+    # Duplicates from redelivery carry the same event id and bytes; keep first occurrences.
+    seen, recorded, placements = set(), [], {}
+    for d in decisions:
+        if d.payload["event_id"] in seen:
+            continue
+        seen.add(d.payload["event_id"])
+        recorded.append(d.value)
+        if d.kind == "TaskPlaced":
+            assert d.payload["task_id"] not in placements, f"{d.payload['task_id']} placed twice"
+            placements[d.payload["task_id"]] = (d.payload["node_id"], d.payload["gpu_devices"])
+    with RegistryClient(settings.registry_url) as registry:
+        codec = Codec(registry)
+        records = [RawRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
+                   for r in sorted(cell_log, key=lambda r: (r.partition, r.offset))]
+        regenerated = regenerate(codec, records)
+        crash_free = {}
+        for value in regenerated:
+            kind, payload = codec.decode(value)
+            if kind == "TaskPlaced":
+                crash_free[payload["task_id"]] = (payload["node_id"], payload["gpu_devices"])
+    assert placements == crash_free
+    assert first_divergence(recorded, regenerated) is None
+    report = {"kills": len(kills), "restarts": result["worker_restarts"], "decision_records": len(decisions),
+              "distinct_decisions": len(recorded), "duplicates_dropped": len(decisions) - len(recorded),
+              "placed": len(placements), "seconds": result["seconds"]}
+    _report("crash", report)
+
+
+def _report(name: str, figures: dict) -> None:
+    """Keep a test's measured figures (for the closing note) and show them with -s."""
+    import json
+
+    out = load_settings().home / "reports"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(figures, indent=2))
+    print(f"{name}: {json.dumps(figures)}")
