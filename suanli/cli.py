@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--cell", help="cell name (default: a new cell per run)")
     up.set_defaults(func=_up)
 
+    from suanli import cli_strategy, cli_tasks
+    from suanli.replay import cli as replay_cli
+
+    for module in (cli_tasks, replay_cli, cli_strategy):
+        module.add_commands(sub)
+
     test_p = sub.add_parser("test", help="run the test suite against the embedded stack")
     test_p.add_argument("--keep-stack", action="store_true", help="leave the stack running afterwards")
     test_p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments passed to pytest")
