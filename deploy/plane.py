@@ -224,19 +224,10 @@ class Plane:
                 f"GPU alloc {view.gpu_allocation_pct():5.1f}%  dead letters {c['dead_lettered']}")
 
     async def _final_figures(self, codec: Any, names: Any, task_ids: set[str], start_ms: int) -> dict[str, Any]:
-        """Recount from the log in a safe order: the cell log (nodes, submissions), then decisions."""
-        from suanli.projections.lifecycle import LifecycleView
-        from suanli.streams.kafka_io import EventConsumer
+        """Recount from the log (cell log first, then decisions: see projections/reader.py)."""
+        from suanli.projections.reader import load_lifecycle
 
-        view = LifecycleView()
-        dead = 0
-        for topic in (names.cell_log, names.decisions, names.dead_letters):
-            async with EventConsumer(self.s.bootstrap_servers, codec, [topic]) as consumer:
-                for r in await consumer.read_until_end(idle_ms=1000):
-                    if r.kind == "DeadLetter":
-                        dead += r.timestamp >= start_ms
-                    elif r.kind is not None and r.payload.get("cell") == self.cell:
-                        view.apply(r.kind, r.payload)
+        view = await load_lifecycle(self.s, cell=self.cell, since_ms=start_ms, codec=codec)
         statuses = [view.tasks[t].status if t in view.tasks else "SUBMITTED" for t in task_ids]
         return {
             "submitted": len(task_ids),
@@ -246,7 +237,7 @@ class Plane:
             "failed": statuses.count("FAILED"),
             "pending": statuses.count("PENDING"),
             "unschedulable": statuses.count("UNSCHEDULABLE"),
-            "dead_lettered": dead,
+            "dead_lettered": view.dead_letters,
             "capacity_violations": len(view.violations),
             "violations": view.violations[:20],
         }

@@ -132,6 +132,9 @@ class CellState:
         self.stamp = app(self.stamp, 0)
         self.touch(row)
         self._derived.pop("capacity", None)
+        tags = self._derived.get("gpu_tags")
+        if tags is not None:
+            tags.append({})
         return row
 
     def set_node_status(self, node_id: str, status: str) -> None:
@@ -165,6 +168,7 @@ class CellState:
         if devices:
             self.gpu_free[row, devices] -= gpu_milli
             self._refresh_gpu_row(row)
+            self._tag_delta(row, len(devices), gpu_milli, +1)
         self.touch(row)
 
     def free(self, node_id: str, devices: Iterable[int], gpu_milli: int, cpu_milli: int,
@@ -172,12 +176,46 @@ class CellState:
         """Give back what :meth:`allocate` took."""
         row = self.node_index[node_id]
         devices = list(devices)
+        if devices:
+            self._tag_delta(row, len(devices), gpu_milli, -1)
         self.cpu_free[row] = min(self.cpu_free[row] + cpu_milli, self.cpu_cap[row])
         self.mem_free[row] = min(self.mem_free[row] + memory_mib, self.mem_cap[row])
         if devices:
             self.gpu_free[row, devices] = np.minimum(self.gpu_free[row, devices] + gpu_milli, GPU_MILLI)
             self._refresh_gpu_row(row)
         self.touch(row)
+
+    # ------------------------------------------------------- GPU affinity tags
+    @staticmethod
+    def gpu_tag(n_devices: int, gpu_milli: int) -> str:
+        """The GPU "affinity" of a task shape: ``share`` (part of one GPU) or ``<n>-gpu``."""
+        return "share" if n_devices == 1 and gpu_milli < GPU_MILLI else f"{n_devices}-gpu"
+
+    def gpu_tags(self) -> list[dict[str, int]]:
+        """Per row: how many GPU tasks of each affinity tag the node holds (derived from
+        ``tasks``; built lazily, then maintained by :meth:`allocate` / :meth:`free`)."""
+        tags = self._derived.get("gpu_tags")
+        if tags is None:
+            tags = [{} for _ in range(self.n_nodes)]
+            for t in self.tasks.values():
+                if t["status"] in HOLDING and t["devices"]:
+                    d = tags[self.node_index[t["node"]]]
+                    k = self.gpu_tag(len(t["devices"]), t["gpu_milli"])
+                    d[k] = d.get(k, 0) + 1
+            self._derived["gpu_tags"] = tags
+        return tags
+
+    def _tag_delta(self, row: int, n: int, milli: int, sign: int) -> None:
+        tags = self._derived.get("gpu_tags")
+        if tags is None:
+            return
+        d = tags[row]
+        k = self.gpu_tag(n, milli)
+        v = d.get(k, 0) + sign
+        if v > 0:
+            d[k] = v
+        else:
+            d.pop(k, None)
 
     # ------------------------------------------------------------------ queue
     def enqueue(self, task_id: str) -> int:

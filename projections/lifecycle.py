@@ -37,6 +37,11 @@ class TaskView:
     submitted_at: int = 0
     placed_once: bool = False
     message: str = ""
+    priority: int = 0
+    seq: int = 0                         # submission order within the view
+    qos_tier: str = ""
+    path: list[str] = field(default_factory=list)   # decision path of the latest decision
+    strategy: str = ""
 
 
 @dataclass
@@ -66,6 +71,7 @@ class LifecycleView:
         # Connector statuses travel on another topic than decisions and can be read before
         # the placement they follow; they wait here until it arrives.
         self._early: dict[str, list[dict[str, Any]]] = {}
+        self._seq = 0
 
     def apply(self, kind: str, p: dict[str, Any]) -> None:
         event_id = p.get("event_id")
@@ -89,6 +95,10 @@ class LifecycleView:
         r = p["resources"]
         view.submitted_at = p["submitted_at"]
         view.gpu_request = r.get("gpu_count", 0) * r.get("gpu_milli", 0)
+        view.priority = p.get("priority", 0)
+        view.qos_tier = p.get("qos_tier", "")
+        self._seq += 1
+        view.seq = self._seq
 
     def _on_NodeRegistered(self, p: dict[str, Any]) -> None:
         gpus = [a for a in p.get("accelerators", []) if a.get("kind") == "GPU"]
@@ -117,6 +127,8 @@ class LifecycleView:
     def _decided(self, view: TaskView, p: dict[str, Any]) -> None:
         view.decision_id = p["decision_id"]
         view.decided_at = p["provenance"]["decided_at"]
+        view.path = list(p["provenance"].get("path") or [])
+        view.strategy = (p["provenance"].get("strategy") or {}).get("name", "")
         view.tenant = p.get("tenant", view.tenant)
         view.cell = p.get("cell", view.cell)
 
@@ -201,10 +213,19 @@ class LifecycleView:
         pool = self.tasks if task_ids is None else {t: self.tasks.get(t) for t in task_ids}
         return sorted(t for t, v in pool.items() if v is None or v.status == "SUBMITTED")
 
-    def pending(self) -> list[TaskView]:
-        """Pending tasks in queue order (then by id), each with its reasons."""
-        return sorted((t for t in self.tasks.values() if t.status == "PENDING"),
-                      key=lambda t: (t.queue_position, t.task_id))
+    def pending(self, cell: str | None = None) -> list[TaskView]:
+        """Pending tasks in the scheduler's queue order, with their current positions.
+
+        The core queues by priority (highest first), then arrival; ``queue_position`` is
+        recomputed here per cell, so it reflects tasks placed since the pending decision.
+        """
+        waiting = sorted((t for t in self.tasks.values() if t.status == "PENDING" and cell in (None, t.cell)),
+                         key=lambda t: (t.cell, -t.priority, t.seq, t.task_id))
+        position: dict[str, int] = {}
+        for t in waiting:
+            position[t.cell] = position.get(t.cell, 0) + 1
+            t.queue_position = position[t.cell]
+        return waiting
 
     def gpu_allocation_pct(self) -> float:
         total = sum(n.gpus for n in self.nodes.values()) * 1000

@@ -15,9 +15,9 @@ from typing import Any
 
 from .. import plugins as _plugins  # noqa: F401  (registers the built-in plugins)
 from ..framework import Profile
-from . import bestfit, default, fgd, random
+from . import bestfit, default, dotprod, fgd, gpu_clustering, gpu_packing, random
 
-MODULES = {m.NAME: m for m in (random, bestfit, fgd, default)}
+MODULES = {m.NAME: m for m in (random, dotprod, gpu_clustering, gpu_packing, bestfit, fgd, default)}
 
 
 def canonical_json(obj: Any) -> str:

@@ -50,15 +50,21 @@ async def _read(settings, topic: str) -> list:
 
 def test_thousand_openb_tasks_on_the_full_cluster(stack):
     plane = _plane(stack, tasks=1000, rate=1000)
-    result = _run(plane)
+    plane.start()
+    services = [service for service, _argv in plane.services]
+    try:
+        result = asyncio.run(plane.run())
+    finally:
+        plane.stop()
     assert result["submitted"] == 1000
     decided = result["placed"] + result["pending"] + result["unschedulable"]
     assert decided == 1000, result
     assert result["placed"] > 900, result
     assert result["capacity_violations"] == 0, result["violations"]
     assert result["dead_lettered"] == 0
-    for service, _argv in plane.services:
-        assert service.pid() is None  # stop() left nothing behind
+    assert len(services) == 3
+    for service in services:
+        assert service.pid() is None, f"{service.name} still running"  # stop() left nothing behind
     _report("e2e-1000", result)
 
 

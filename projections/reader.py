@@ -1,0 +1,39 @@
+"""Build read models from Kafka: the I/O edge of the projections."""
+from __future__ import annotations
+
+from suanli.config import Settings
+from suanli.projections.lifecycle import LifecycleView
+from suanli.schemas.codec import Codec
+from suanli.schemas.registry import RegistryClient
+from suanli.streams.kafka_io import EventConsumer
+from suanli.streams.topics import TopicNames
+
+
+async def load_lifecycle(settings: Settings, *, cell: str | None = None, since_ms: int | None = None,
+                         codec: Codec | None = None) -> LifecycleView:
+    """Fold the cell log, then the decisions, then the dead letters of the namespace.
+
+    Reading the cell log first means every node is known before a placement on it is
+    audited. ``cell`` keeps one cell; ``since_ms`` counts only dead letters from then on.
+    """
+    names = TopicNames(settings.namespace)
+    view = LifecycleView()
+    registry = None
+    if codec is None:
+        registry = RegistryClient(settings.registry_url)
+        codec = Codec(registry)
+    try:
+        for topic in (names.cell_log, names.decisions, names.dead_letters):
+            async with EventConsumer(settings.bootstrap_servers, codec, [topic]) as consumer:
+                for r in await consumer.read_until_end(idle_ms=1000):
+                    if r.kind is None:
+                        continue
+                    if r.kind == "DeadLetter":
+                        if since_ms is None or r.timestamp >= since_ms:
+                            view.apply(r.kind, r.payload)
+                    elif cell is None or r.payload.get("cell") == cell:
+                        view.apply(r.kind, r.payload)
+    finally:
+        if registry is not None:
+            registry.close()
+    return view
