@@ -64,3 +64,7 @@ class ValidationError(SuanliError):
 
 class ConnectorError(SuanliError):
     """A hardware connector cannot start or run: bad node list, bad options, its log unreadable."""
+
+
+class ReplayError(SuanliError):
+    """A log directory, trace or replay/what-if request is unusable (missing, malformed, refused)."""
