@@ -85,6 +85,7 @@ class Plane:
         self.cell = options.cell or f"openb-{self.run_id}"
         self.nodes_csv = options.nodes_csv or settings.openb_dir / "openb_node_list_all_node.csv"
         self.pods_csv = options.pods_csv or settings.openb_dir / "openb_pod_list_default.csv"
+        self.created = time.monotonic()      # first_placement_s counts from here: the command's start
         self.started_stack = False
         self.services: list[tuple[ServiceProcess, list[str]]] = []
         self.restarts: dict[str, int] = {}
@@ -167,7 +168,7 @@ class Plane:
                         elif r.payload.get("cell") == self.cell:
                             view.apply(r.kind, r.payload)
                             if r.kind == "TaskPlaced" and first_placement is None:
-                                first_placement = time.monotonic() - began
+                                first_placement = time.monotonic() - self.created
 
                 deadline = time.monotonic() + 180
                 while sum(1 for (c, _n) in view.nodes if c == self.cell) < expected_nodes:

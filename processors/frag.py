@@ -107,15 +107,25 @@ def _parts(tt: TypicalTasks, gpu: np.ndarray):
     return gp, ge, cnt, part, gp.sum(axis=1)
 
 
-def node_frag(tt: TypicalTasks, cpu: np.ndarray, gpu: np.ndarray, acc: np.ndarray) -> np.ndarray:
-    """Count-weighted fragmentation of k node states (int64 [k]; divide by tt.total)."""
+def node_frag(tt: TypicalTasks, cpu: np.ndarray, gpu: np.ndarray, acc: np.ndarray,
+              ignore_noaccess: bool = False) -> np.ndarray:
+    """Count-weighted fragmentation of k node states (int64 [k]; divide by tt.total).
+
+    ``ignore_noaccess``: a class that does not accept the node's GPU model contributes
+    nothing (instead of all the node's free GPU): capacity a class may never use is not
+    *its* fragment. Without it, placing any task on a rarely accepted model looks like a
+    fragmentation *reduction*, which steers unconstrained tasks onto the GPUs the
+    constrained ones need."""
     _, _, cnt, part, total = _parts(tt, gpu)
     q3 = (tt.milli > 0)[None, :] & acc & (cnt >= tt.num[None, :]) & (cpu[:, None] >= tt.cpu[None, :])
-    return (np.where(q3, part, total[:, None]) * tt.count[None, :]).sum(axis=1)
+    f = np.where(q3, part, total[:, None])
+    if ignore_noaccess:
+        f = np.where(acc, f, 0)
+    return (f * tt.count[None, :]).sum(axis=1)
 
 
 def frag_after_shared(tt: TypicalTasks, cpu: np.ndarray, gpu: np.ndarray, acc: np.ndarray,
-                      req_cpu: int, req_milli: int) -> np.ndarray:
+                      req_cpu: int, req_milli: int, ignore_noaccess: bool = False) -> np.ndarray:
     """Fragmentation after putting a shared task (req_milli on one device) on device j of
     each node: int64 [k, G]; entries for devices that cannot take it are undefined."""
     gp, ge, cnt, part, total = _parts(tt, gpu)
@@ -126,7 +136,10 @@ def frag_after_shared(tt: TypicalTasks, cpu: np.ndarray, gpu: np.ndarray, acc: n
     total2 = (total - req_milli)[:, None, None]
     q3 = ((tt.milli > 0)[None, None, :] & acc[:, None, :] & (cnt2 >= tt.num[None, None, :])
           & ((cpu - req_cpu)[:, None, None] >= tt.cpu[None, None, :]))
-    return (np.where(q3, part2, total2) * tt.count[None, None, :]).sum(axis=2)
+    f = np.where(q3, part2, total2)
+    if ignore_noaccess:
+        f = np.where(acc[:, None, :], f, 0)
+    return (f * tt.count[None, None, :]).sum(axis=2)
 
 
 def cluster_frag_milli(tt: TypicalTasks, state: CellState) -> float:

@@ -7,12 +7,15 @@ decision records can be compared with the recorded ones byte for byte.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from suanli.schemas.codec import Codec
 from suanli.streams.cell_runner import CellRunner
 from suanli.streams.intake import RawRecord
 from suanli.streams.topics import DECISIONS
+
+# Called after each input with the record and the decision records it produced.
+Observer = Callable[[RawRecord, list[bytes]], None]
 
 
 @dataclass(frozen=True)
@@ -24,12 +27,20 @@ class Divergence:
     regenerated: bytes | None
 
 
-def regenerate(codec: Codec, cell_log: Iterable[RawRecord]) -> list[bytes]:
-    """The decision records (wire-format values) the core produces for ``cell_log``."""
-    runner = CellRunner(codec)
+def regenerate(codec: Codec, cell_log: Iterable[RawRecord], *, runner: CellRunner | None = None,
+               observer: Observer | None = None) -> list[bytes]:
+    """The decision records (wire-format values) the core produces for ``cell_log``.
+
+    ``runner`` lets the caller start from a restored snapshot or an injected policy;
+    ``observer`` sees every input with its decisions (progress, metrics).
+    """
+    runner = runner or CellRunner(codec)
     out: list[bytes] = []
     for record in cell_log:
-        out.extend(r.value for r in runner.apply(record) if r.topic == DECISIONS)
+        produced = [r.value for r in runner.apply(record) if r.topic == DECISIONS]
+        out.extend(produced)
+        if observer is not None:
+            observer(record, produced)
     return out
 
 
@@ -41,3 +52,24 @@ def first_divergence(recorded: list[bytes], regenerated: list[bytes]) -> Diverge
         if a != b:
             return Divergence(i, a, b)
     return None
+
+
+def drop_redeliveries(codec: Codec, values: Iterable[bytes]) -> tuple[list[bytes], int]:
+    """Decision records without redelivered duplicates: the first record of each event id
+    is kept, in order. Returns ``(kept, dropped)``. Undecodable values are kept as they are
+    (they can only diverge)."""
+    seen: set[str] = set()
+    kept: list[bytes] = []
+    dropped = 0
+    for value in values:
+        try:
+            event_id = codec.decode(value)[1].get("event_id")
+        except Exception:  # noqa: BLE001 - a bad recorded value is compared, not trusted
+            event_id = None
+        if event_id is not None:
+            if event_id in seen:
+                dropped += 1
+                continue
+            seen.add(event_id)
+        kept.append(value)
+    return kept, dropped

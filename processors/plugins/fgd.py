@@ -35,6 +35,17 @@ class _Entry:
         self.dev = np.full(n, -1, dtype=np.int64)
 
 
+def gpu_weighted(tt: TypicalTasks) -> TypicalTasks:
+    """The same classes weighted by their GPU demand (count x GPU milli per task) instead
+    of their count: the expectation is then over requested GPU milli, the unit of the
+    metric that fragmentation costs. CPU-only classes get weight 0 (they see every free
+    GPU milli as a fragment on every node, a constant that cannot change a decision)."""
+    items = [{"cpu_milli": int(c), "gpu_count": int(n), "gpu_milli": int(m), "gpu_models": list(ms),
+              "count": int(k) * int(n) * int(m)}
+             for c, n, m, ms, k in zip(tt.cpu, tt.num, tt.milli, tt.models, tt.count) if n > 0 and m > 0]
+    return TypicalTasks.from_list(items)
+
+
 def _typical(args: dict[str, Any]) -> TypicalTasks:
     tt = args.get("typical")
     if isinstance(tt, TypicalTasks):
@@ -53,11 +64,23 @@ class FGD(Plugin):
         self.threshold = float(args.get("threshold_pct", 95.0))
         self.refresh = int(args.get("refresh_every", 500))
         self.mode = args.get("mode", "sigmoid")
+        self.ign = bool(args.get("ignore_noaccess", False))
+        self.weight = args.get("class_weight", "count")
 
     def typical(self, state: CellState) -> TypicalTasks:
         """The configured distribution, or the one observed in the cell's own log
         (the running histogram of submitted shapes, re-read every ``refresh_every``
         submissions so that the per-node caches stay warm in between)."""
+        tt = self._typical_counts(state)
+        if self.weight == "gpu":
+            k = ("fgd-gpuw", tt.digest)
+            w = state._derived.get(k)
+            if w is None:
+                w = state._derived[k] = gpu_weighted(tt)
+            return w
+        return tt
+
+    def _typical_counts(self, state: CellState) -> TypicalTasks:
         if self.tt is not None:
             return self.tt
         epoch = state.seq // self.refresh
@@ -79,7 +102,7 @@ class FGD(Plugin):
     def _entry(self, ctx: CycleContext, rows: np.ndarray) -> _Entry:
         s, r = ctx.state, ctx.req
         tt = self.typical(s)
-        k = ("fgd", tt.digest, self.mode, r.cpu, r.gpu_count, r.gpu_milli, r.models)
+        k = ("fgd", tt.digest, self.mode, self.ign, r.cpu, r.gpu_count, r.gpu_milli, r.models)
         e = s._derived.get(k)
         if e is None or e.n != s.n_nodes:
             e = s._derived[k] = _Entry(s.n_nodes)
@@ -98,9 +121,9 @@ class FGD(Plugin):
                 e.dev[rows] = np.argmin(np.where(gpu >= r.gpu_milli, gpu, np.iinfo(np.int64).max), axis=1)
             return
         acc = self._acc(s, tt)[:, s.model_idx[rows]].T
-        before = node_frag(tt, cpu, gpu, acc)
+        before = node_frag(tt, cpu, gpu, acc, self.ign)
         if r.kind == "shared":
-            after = frag_after_shared(tt, cpu, gpu, acc, r.cpu, r.gpu_milli)      # [k,G]
+            after = frag_after_shared(tt, cpu, gpu, acc, r.cpu, r.gpu_milli, self.ign)      # [k,G]
             delta = (before[:, None] - after) / tt.total                        # milli
             fits = gpu >= r.gpu_milli
             if self.mode == "sigmoid":
@@ -127,7 +150,7 @@ class FGD(Plugin):
             ok = g2 >= r.gpu_milli
             take = ok & (np.cumsum(ok, axis=1) <= r.gpu_count)
             g2 = np.where(take, g2 - r.gpu_milli, g2)
-        after = node_frag(tt, cpu - r.cpu, g2, acc)
+        after = node_frag(tt, cpu - r.cpu, g2, acc, self.ign)
         delta = (before - after) / tt.total
         if self.mode == "sigmoid":
             e.score[rows] = np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
@@ -146,3 +169,58 @@ class FGD(Plugin):
             return None
         e = self._entry(ctx, np.array([row]))
         return [int(e.dev[row])]
+
+
+@REGISTRY.register
+class Scarcity(Plugin):
+    """How many milli of *other* tasks' future demand a placement is expected to take away
+    (raw milli, negated: higher is better), for clusters with GPU-model constraints.
+
+    For each typical class m, its share of future GPU demand is ``p_m`` (by GPU milli) and
+    its pool is ``S_m``, the free GPU milli on ready nodes of the models it accepts. If
+    future demand fills the cluster, m is expected to ask for ``p_m * S_all`` of its pool,
+    so each milli taken from a node of model M is lost to m with probability about
+    ``p_m * S_all / S_m``. The cost of placing ``x`` milli on a node of model M is
+    ``x * sum_{m accepts M} p_m * S_all / S_m``. Without model constraints every node
+    costs the same (no effect); with them, unconstrained tasks keep off the models that
+    constrained tasks depend on. CPU-only tasks cost nothing.
+    Args: ``typical`` (as FGD) or ``"observed"``; ``weight_by`` ``"gpu"`` (default) or
+    ``"count"``.
+    """
+    name = "Scarcity"
+
+    def __init__(self, **args: Any):
+        super().__init__(**args)
+        self._fgd = FGD(typical=args.get("typical", "observed"),
+                        threshold_pct=args.get("threshold_pct", 95.0),
+                        refresh_every=args.get("refresh_every", 500))
+
+    def pressure(self, s: CellState) -> np.ndarray:
+        """[M + 1] expected lost milli per milli taken, per model (last: no GPU)."""
+        tt = self._fgd.typical(s)
+        k = (tt.digest, len(s.models), s.clock, self.args.get("weight_by", "gpu"))
+        hit = s._derived.get("scarcity")
+        if hit is not None and hit[0] == k:
+            return hit[1]
+        M = len(s.models)
+        acc = self._fgd._acc(s, tt)[:, :M]                         # [C, M]
+        gpu_w = tt.count * np.maximum(tt.num, 0) * tt.milli
+        w = gpu_w if self.args.get("weight_by", "gpu") == "gpu" else tt.count
+        out = np.zeros(M + 1)
+        if w.sum() > 0 and M:
+            pm = w / w.sum()
+            has = (s.model_idx >= 0) & s.ready
+            free = np.bincount(s.model_idx[has], weights=s.gpu_free_total[has], minlength=M)
+            s_all = free.sum()
+            pool = acc.astype(np.float64) @ free                       # [C]
+            ratio = np.where(pool > 0, pm * s_all / np.maximum(pool, 1.0), 0.0)
+            out[:M] = ratio @ acc                                      # [M]
+        s._derived["scarcity"] = (k, out)
+        return out
+
+    def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
+        r = ctx.req
+        if r.kind == "cpu":
+            return np.zeros(rows.size)
+        p = self.pressure(ctx.state)
+        return -float(r.gpu_total) * p[ctx.state.model_idx[rows]]

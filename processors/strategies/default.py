@@ -29,8 +29,11 @@ def build(config: dict) -> Profile:
     args = fgd_args(config, "raw")
     args["mode"] = config.get("mode", "raw")
     args.setdefault("device_tie", "bestfit")
-    return Profile.build(REGISTRY, FILTERS,
-                         [{"name": "FGD", "args": args},
-                          {"name": "BestFitRaw", "weight": float(config.get("bestfit_weight", 1.0))}],
+    scorers = [{"name": "FGD", "args": args},
+               {"name": "BestFitRaw", "weight": float(config.get("bestfit_weight", 1.0))}]
+    if float(config.get("scarcity_weight", 0.0)):
+        scorers.append({"name": "Scarcity", "weight": float(config["scarcity_weight"]),
+                        "args": {"typical": args["typical"], "threshold_pct": args["threshold_pct"]}})
+    return Profile.build(REGISTRY, FILTERS, scorers,
                          tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
                          top_k=int(config.get("top_k", 5)), others=["Capacity"])

@@ -28,7 +28,7 @@ def fgd_args(config: dict, mode: str) -> dict:
             "threshold_pct": config.get("threshold_pct", 95.0),
             "refresh_every": config.get("refresh_every", 500),
             "mode": config.get("mode", mode)}
-    for k in ("quantum", "device_tie"):
+    for k in ("quantum", "device_tie", "ignore_noaccess", "class_weight"):
         if k in config:
             args[k] = config[k]
     return args
