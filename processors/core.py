@@ -45,6 +45,7 @@ def _node_registered(s: CellState, e: dict) -> None:
                               "accelerators") if k in e}
     if nid in s.node_index:       # re-registration: refresh descriptive fields, mark ready
         s.node_meta[nid].update(meta)
+        s.meta_changed()
         s.set_node_status(nid, READY)
         return
     s.add_node(nid, int(e.get("cpu_milli", 0)), int(e.get("memory_mib", 0)), count, model, meta)
@@ -72,6 +73,7 @@ def _task_submitted(s: CellState, e: dict) -> None:
                     "priority": int(e.get("priority") or 0), "qos": e.get("qos_tier", "SILVER"),
                     "cpu": r.cpu, "mem": r.mem, "gpu_count": r.gpu_count, "gpu_milli": r.gpu_milli,
                     "models": list(r.models), "submitted_at": int(e.get("submitted_at") or 0),
+                    "labels": dict(e.get("labels") or {}),
                     "node": None, "devices": []}
     k = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
     s.class_counts[k] = s.class_counts.get(k, 0) + 1

@@ -113,6 +113,15 @@ class CycleContext:
     config: dict[str, Any]
     scratch: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def task(self) -> dict[str, Any]:
+        """The task's record in the state (labels, qos, priority, tenant ...)."""
+        return self.state.tasks.get(self.task_id) or {}
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.task.get("labels") or {}
+
     def model_mask(self) -> Optional[np.ndarray]:
         """Rows whose GPU model the task accepts (None = any model)."""
         if not self.req.models:
@@ -250,6 +259,19 @@ class Profile:
         sec = {s["name"]: registry.create(s["name"], s.get("args")) for s in secondary}
         return cls(fs, ss, os_, tie_break, top_k, sec)
 
+    def __post_init__(self) -> None:
+        self._index()
+
+    def _index(self) -> None:
+        """Per extension point, the enabled plugins that implement it (cycle order)."""
+        allp = self.all_plugins()
+        self.by_point = {pt: [p for p in allp if _implements(type(p), pt)]
+                         for pt in ("pre_filter", "select_devices", "permit")}
+        # reserve walks every plugin with reserve or unreserve, so that a rollback reaches both
+        self.by_point["reserve"] = [p for p in allp if _implements(type(p), "reserve")
+                                    or _implements(type(p), "unreserve")]
+        self.scorer_names = "+".join(p.name for p, _ in self.scorers) or "none"
+
     def all_plugins(self) -> list[Plugin]:
         return [*self.filters, *(p for p, _ in self.scorers), *self.others]
 
@@ -267,7 +289,8 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     """One scheduling cycle for one task. Pure: reads ``ctx.state``, changes nothing."""
     state = ctx.state
     path: list[str] = []
-    for p in profile.all_plugins():
+    bp = profile.by_point
+    for p in bp["pre_filter"]:
         st = p.pre_filter(ctx)
         if not st.ok:
             path.append(f"pre-filter: {p.name}: {st.reason}")
@@ -324,12 +347,12 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     if pick not in order:
         order = [pick] + order[:-1]
     cands = [(int(rows[i]), float(total[i])) for i in order]
-    names = "+".join(p.name for p, _ in profile.scorers) or "none"
+    names = profile.scorer_names
     path.append(f"score: {names} top={state.node_ids[row]} ({total[pick]:g}); "
                 f"{tied.size} tied, tie-break {profile.tie_break}")
 
     devices = None
-    for p in profile.all_plugins():
+    for p in bp["select_devices"]:
         devices = p.select_devices(ctx, row)
         if devices is not None:
             break
@@ -339,7 +362,7 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     if devices:
         path.append(f"reserve gpu{devices} {ctx.req.gpu_milli} milli")
     reserved: list[Plugin] = []
-    for p in profile.all_plugins():
+    for p in bp["reserve"]:
         st = p.reserve(ctx, plan)
         if not st.ok:
             for q in reversed(reserved):
@@ -347,7 +370,7 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
             path.append(f"reserve: {p.name}: {st.reason}")
             return CycleResult(Status(st.code, st.reason, p.name), None, filtered, cands, nf, path)
         reserved.append(p)
-    for p in profile.all_plugins():
+    for p in bp["permit"]:
         st = p.permit(ctx, plan)
         if not st.ok:
             for q in reversed(reserved):

@@ -132,6 +132,7 @@ class CellState:
         self.stamp = app(self.stamp, 0)
         self.touch(row)
         self._derived.pop("capacity", None)
+        self._derived.pop("meta", None)
         tags = self._derived.get("gpu_tags")
         if tags is not None:
             tags.append({})
@@ -184,6 +185,24 @@ class CellState:
             self.gpu_free[row, devices] = np.minimum(self.gpu_free[row, devices] + gpu_milli, GPU_MILLI)
             self._refresh_gpu_row(row)
         self.touch(row)
+
+    # ------------------------------------------------------------- node meta
+    def meta_array(self, field: str, default: Any = 0.0, dtype: Any = np.float64) -> np.ndarray:
+        """``node_meta[*][field]`` as a row-aligned array (cached; invalidated when a node
+        registers or re-registers). Missing or null values become ``default``."""
+        cache = self._derived.setdefault("meta", {})
+        key = (field, default, str(dtype), self.n_nodes)
+        a = cache.get(key)
+        if a is None:
+            vals = []
+            for nid in self.node_ids:
+                v = self.node_meta[nid].get(field)
+                vals.append(default if v is None or v == "" else v)
+            a = cache[key] = np.array(vals, dtype=dtype) if dtype is not object else np.array(vals, dtype=object)
+        return a
+
+    def meta_changed(self) -> None:
+        self._derived.pop("meta", None)
 
     # ------------------------------------------------------- GPU affinity tags
     @staticmethod

@@ -19,6 +19,11 @@ production core: every task goes through ``processors.decide`` with full provena
 Typical tasks: shapes (cpu, gpu count, gpu milli, accepted models) of the *original* pod
 list, most frequent first until 95 % of the tasks are covered (the simulator's setting),
 handed to the FGD-based strategies through their PolicyChanged config.
+
+A policy is a strategy name or ``NAME:key=value[:key=value]`` (``strategy_config.parse_policy``);
+the keys override the protocol's config (``seed``, ``typical_tasks``). Results are keyed
+by the policy as written. The parsed node and pod lists are cached per process (a
+10-seed run parses them once, before forking its workers).
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ import random
 import statistics
 import sys
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +82,33 @@ def policy_config(policy: str, seed: int, typical: list[dict[str, Any]]) -> dict
     return cfg
 
 
-def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
-                   full: bool = False) -> dict[str, Any]:
-    """One workload x policy x seed. Returns the metrics and timings."""
-    t0 = time.perf_counter()
+@lru_cache(maxsize=8)
+def _inputs(nodes_csv: str, pods_csv: str, stamp: tuple) -> tuple[list, list, list, int]:
     nodes = read_nodes(nodes_csv)
     pods = read_pods(pods_csv)
-    typical = typical_tasks(pods)
     capacity = sum(a["count"] for n in nodes for a in n["accelerators"]) * 1000
+    return nodes, pods, typical_tasks(pods), capacity
+
+
+def load_inputs(nodes_csv: str, pods_csv: str) -> tuple[list, list, list, int]:
+    """``(nodes, pods, typical, capacity_milli)``, parsed once per process and file version.
+    Callers must not mutate them (the core only reads its input payloads)."""
+    stamp = tuple(Path(f).stat().st_mtime_ns for f in (nodes_csv, pods_csv))
+    return _inputs(str(nodes_csv), str(pods_csv), stamp)
+
+
+def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
+                   full: bool = False, curve: bool = False) -> dict[str, Any]:
+    """One workload x policy x seed. Returns the metrics and timings.
+
+    ``full`` keeps placing after arrived reaches 100 % (to the end of the tune-1.3 list);
+    ``curve`` adds ``curve: [[arrived %, allocated %], ...]`` after every task.
+    """
+    from .strategy_config import parse_policy
+
+    t0 = time.perf_counter()
+    _label, spec = parse_policy(policy)
+    nodes, pods, typical, capacity = load_inputs(nodes_csv, pods_csv)
     tasks = workload(pods, capacity, seed)
     t1 = time.perf_counter()
 
@@ -92,14 +117,15 @@ def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
     for n in nodes:
         state, _ = decide(state, "NodeRegistered", n, (TOPIC, 0, off))
         off += 1
-    cfg = policy_config(policy, seed, typical)
-    state, _ = decide(state, "PolicyChanged", {"cell": "openb", "strategy": policy, "config": cfg, "at": 0},
+    cfg = {**policy_config(spec["strategy"], seed, typical), **spec["config"]}
+    state, _ = decide(state, "PolicyChanged", {"cell": "openb", "strategy": spec["strategy"], "config": cfg, "at": 0},
                       (TOPIC, 0, off))
     off += 1
     t2 = time.perf_counter()
     arrived = allocated = placed = 0
     unalloc = frag = None
     n_run = 0
+    points: list[list[float]] = []
     for task in tasks:
         g = gpu_request(task)
         arrived += g
@@ -109,6 +135,8 @@ def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
         if outs and outs[0][0] == "TaskPlaced":
             allocated += g
             placed += 1
+        if curve:
+            points.append([round(100.0 * arrived / capacity, 4), round(100.0 * allocated / capacity, 4)])
         if unalloc is None and arrived >= capacity:
             unalloc = 100.0 - 100.0 * allocated / capacity
             frag = 100.0 * cluster_frag_milli(TypicalTasks.from_list(typical), state) / capacity
@@ -116,9 +144,12 @@ def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
                 break
     t3 = time.perf_counter()
     assert allocated == state.gpu_allocated_milli() or full
-    return {"policy": policy, "seed": seed, "unallocated_gpu_pct": unalloc, "frag_gpu_pct": frag,
-            "tasks_run": n_run, "tasks_placed": placed, "workload_tasks": len(tasks),
-            "seconds": t3 - t0, "decide_seconds": t3 - t2, "setup_seconds": t2 - t0}
+    out = {"policy": policy, "seed": seed, "unallocated_gpu_pct": unalloc, "frag_gpu_pct": frag,
+           "tasks_run": n_run, "tasks_placed": placed, "workload_tasks": len(tasks),
+           "seconds": t3 - t0, "decide_seconds": t3 - t2, "setup_seconds": t2 - t0}
+    if curve:
+        out["curve"] = points
+    return out
 
 
 def _run_one(args: tuple) -> dict[str, Any]:
@@ -135,6 +166,7 @@ def run_protocol(nodes_csv: str, pods_csv: str, policies: list[str], seeds: list
     """All seeds of each policy (seeds in parallel on ``workers`` processes)."""
     out: dict[str, Any] = {"protocol": "fgd", "workload": Path(pods_csv).stem, "policies": {}}
     ctx = mp.get_context("fork") if sys.platform != "win32" else mp.get_context()
+    load_inputs(nodes_csv, pods_csv)      # parse once here; forked workers inherit the cache
     for pol in policies:
         t0 = time.perf_counter()
         jobs = [(nodes_csv, pods_csv, pol, s) for s in seeds]

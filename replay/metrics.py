@@ -12,8 +12,10 @@ Definitions (all from event times, never the wall clock):
   the most nodes on their first attempt.
 * *GPU allocation %*: GPU milli held by placed tasks / GPU capacity of the cell;
   *demand %*: GPU milli asked by tasks in the system (placed or waiting) / capacity.
-  ``time_mean`` weighs each value by how long it held, from the first submission to the
-  last input.
+  ``time_mean`` weighs each value by how long it held, over the *arrival window*: from
+  the first submission to the last one (the long tail of departures after the last
+  arrival would otherwise dominate: on openb one pod lives 145 days). Plotted series
+  cover the same window.
 * *fragmentation %*: the FGD paper's expected fragmented GPU milli w.r.t. the typical
   tasks (``processors/frag.py``), / capacity, sampled at evenly spaced inputs.
 """
@@ -76,6 +78,7 @@ class RunMetrics:
         self.series: list[tuple[int, int, int]] = []          # (t ms, alloc milli, demand milli)
         self.frag: list[tuple[int, float]] = []               # (t ms, frag milli)
         self.capacity = 0
+        self.window: tuple[float, float, int] | None = None   # areas and time at the last submission
 
     # ------------------------------------------------------------------ feeding
     def on_input(self, kind: str, payload: dict[str, Any], at_ms: int) -> None:
@@ -85,6 +88,9 @@ class RunMetrics:
             self.tasks[payload["task_id"]] = {
                 "sub": int(payload.get("submitted_at") or at_ms), "qos": payload.get("qos_tier") or "SILVER",
                 "gpu": _gpu(payload.get("resources") or {}), "placed_at": None, "held": 0, "outcome": None}
+            self._advance(at_ms)
+            self.window = (self.alloc_area, self.demand_area, self.t)
+            return
         self._advance(at_ms)
 
     def _advance(self, at_ms: int) -> None:
@@ -160,7 +166,8 @@ class RunMetrics:
     def summary(self) -> dict[str, Any]:
         cap = self.capacity or 1
         pct = lambda milli: round(100.0 * milli / cap, 3)  # noqa: E731
-        span = (self.t - self.t0) if self.t0 is not None else 0
+        alloc_area, demand_area, t_end = self.window or (0.0, 0.0, self.t0 or 0)
+        span = (t_end - self.t0) if self.t0 is not None else 0
         waits = {tier: [] for tier in TIERS}
         counts: dict[str, dict[str, int]] = {tier: {} for tier in TIERS}
         all_waits: list[float] = []
@@ -182,7 +189,7 @@ class RunMetrics:
         waited = [w for w in all_waits if w > 0]
         total["placed_immediately"] = len(all_waits) - len(waited)
         total["placed_after_wait"] = len(waited)
-        frag = [f for _t, f in self.frag]
+        frag = [f for t, f in self.frag if t <= t_end] or [f for _t, f in self.frag[-1:]]
         qos = {}
         for tier in TIERS:
             c = counts[tier]
@@ -202,24 +209,26 @@ class RunMetrics:
             "queueing_s": percentiles(all_waits),
             "queueing_waited_s": percentiles(waited),
             "gpu_capacity_milli": self.capacity,
-            "gpu_allocation_pct": {"time_mean": round(100.0 * self.alloc_area / span / cap, 3) if span else pct(self.alloc),
+            "gpu_allocation_pct": {"time_mean": round(100.0 * alloc_area / span / cap, 3) if span else pct(self.alloc),
                                    "peak": pct(self.peak_alloc), "final": pct(self.alloc)},
-            "gpu_demand_pct": {"time_mean": round(100.0 * self.demand_area / span / cap, 3) if span else pct(self.demand),
+            "gpu_demand_pct": {"time_mean": round(100.0 * demand_area / span / cap, 3) if span else pct(self.demand),
                                "peak": pct(self.peak_demand)},
             "frag_gpu_pct": {"time_mean": round(100.0 * float(np.mean(frag)) / cap, 3) if frag else None,
                              "max": round(100.0 * max(frag) / cap, 3) if frag else None,
-                             "final": round(100.0 * frag[-1] / cap, 3) if frag else None,
+                             "last_in_window": round(100.0 * frag[-1] / cap, 3) if frag else None,
                              "samples": len(frag)},
             "qos": qos,
-            "span_s": round(span / 1000.0, 3),
+            "arrival_window_s": round(span / 1000.0, 3),
         }
 
     def plot_series(self) -> dict[str, Any]:
-        """Thinned series for plots/JSON: times in seconds from the first submission."""
+        """Thinned series for plots/JSON over the arrival window, in seconds from the first
+        submission; all queueing times, sorted (for the distribution plot)."""
         cap = self.capacity or 1
         t0 = self.t0 or 0
-        s = thin(self.series)
-        f = thin(self.frag)
+        t_end = self.window[2] if self.window else self.t
+        s = thin([x for x in self.series if x[0] <= t_end])
+        f = thin([x for x in self.frag if x[0] <= t_end])
         waits = sorted((t["placed_at"] - t["sub"]) / 1000.0 for t in self.tasks.values() if t["placed_at"] is not None)
         return {"t_s": [round((t - t0) / 1000.0, 3) for t, _a, _d in s],
                 "alloc_pct": [round(100.0 * a / cap, 3) for _t, a, _d in s],

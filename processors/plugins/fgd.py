@@ -220,7 +220,7 @@ class Scarcity(Plugin):
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
         r = ctx.req
-        if r.kind == "cpu":
-            return np.zeros(rows.size)
+        if r.kind == "cpu" or not any(self._fgd.typical(ctx.state).models):
+            return np.zeros(rows.size)       # no model constraints: every node costs the same
         p = self.pressure(ctx.state)
         return -float(r.gpu_total) * p[ctx.state.model_idx[rows]]

@@ -31,8 +31,8 @@ def build(config: dict) -> Profile:
     args.setdefault("device_tie", "bestfit")
     scorers = [{"name": "FGD", "args": args},
                {"name": "BestFitRaw", "weight": float(config.get("bestfit_weight", 1.0))}]
-    if float(config.get("scarcity_weight", 0.0)):
-        scorers.append({"name": "Scarcity", "weight": float(config["scarcity_weight"]),
+    if float(config.get("scarcity_weight", 1.0)):
+        scorers.append({"name": "Scarcity", "weight": float(config.get("scarcity_weight", 1.0)),
                         "args": {"typical": args["typical"], "threshold_pct": args["threshold_pct"]}})
     return Profile.build(REGISTRY, FILTERS, scorers,
                          tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],

@@ -1,0 +1,1 @@
+"""Suanli's public API: REST (FastAPI, OpenAPI) and gRPC, over the same operations."""
