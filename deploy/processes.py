@@ -118,3 +118,13 @@ def _cmdline_contains(pid: int, marker: str) -> bool:
     except OSError:
         return False
     return marker in cmdline
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a live process, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks

@@ -24,11 +24,13 @@ from typing import Any
 
 from . import events as ev
 from . import rng
-from .framework import Code, CycleContext, CycleResult, Request, run_cycle
+from . import matching
+from .framework import Code, CycleContext, CycleResult, Request, Status, default_devices, run_cycle
 from .frag import shape_key
 from .state import (CANCELLED, COMPLETED, FAILED, HOLDING, PENDING, PLACED, READY, TERMINAL,
                     UNSCHEDULABLE, CellState)
-from .strategies import Strategy, config_digest, get_strategy
+from .sandbox import SandboxError
+from .strategies import Strategy, config_digest, get_blend, get_strategy
 
 Output = tuple[str, dict[str, Any]]
 Position = tuple[str, int, int]
@@ -170,7 +172,8 @@ class _Decider:
         self.n += 1
         return f"{did}/{kind}", did
 
-    def provenance(self, res: CycleResult | None, path: list[str]) -> dict[str, Any]:
+    def provenance(self, res: CycleResult | None, path: list[str], strategy: Strategy | None = None,
+                   matched_rule: str | None = None) -> dict[str, Any]:
         s = self.s
         t, p, o = self.pos
         cands, filt = [], []
@@ -179,22 +182,60 @@ class _Decider:
             cands = [{"node_id": ids[r], "score": sc, "rank": i + 1} for i, (r, sc) in enumerate(res.candidates)]
             filt = [{"reason": reason, "nodes": k, "sample": [ids[r] for r in sample.tolist()]}
                     for reason, k, sample in res.filtered]
-        return {"input": {"topic": t, "partition": p, "offset": o}, "strategy": self.strategy.ref(),
+        return {"input": {"topic": t, "partition": p, "offset": o},
+                "strategy": (strategy or self.strategy).ref(),
                 "candidates": cands, "filtered": filt, "path": path, "decided_at": self.at,
-                "matched_rule": None}
+                "matched_rule": matched_rule}
 
     def emit(self, kind: str, payload: dict[str, Any]) -> None:
         evolve(self.s, kind, payload)
         self.outs.append((kind, payload))
 
+    def choose(self, t: dict[str, Any], req: Request) -> tuple[Strategy, str | None, list[str]]:
+        """The strategy for this task: the first label rule that matches (policy config
+        ``rules``), else the cell's strategy."""
+        rules = self.strategy.config.get("rules")
+        if not rules:
+            return self.strategy, None, []
+        hit = matching.match(rules, t, req.kind)
+        if hit is None:
+            return self.strategy, None, [f"match: no rule -> {self.strategy.name}"]
+        i, rule = hit
+        desc = matching.describe(i, rule)
+        seed = self.strategy.seed
+        if "blend" in rule:
+            st = get_blend(rule["blend"], seed)
+        else:
+            st = get_strategy(rule["strategy"], {"seed": seed, **(rule.get("config") or {})})
+        return st, desc, [f"match: {desc}"]
+
+    def fallback(self) -> Strategy:
+        cfg = self.strategy.config
+        name = cfg.get("fallback_strategy", "default")
+        if name == self.strategy.name:
+            return self.strategy
+        return get_strategy(name, {"seed": self.strategy.seed, **(cfg.get("fallback_config") or {})})
+
     def schedule(self, task_id: str, retry: bool) -> bool:
         """Run one cycle for a known task; emit Placed / Pending / Unschedulable."""
         s, t = self.s, self.s.tasks[task_id]
         req = Request(t["cpu"], t["mem"], t["gpu_count"], t["gpu_milli"], tuple(t["models"]))
-        seed = rng.mix(self.strategy.seed, self.topic_seed, self.pos[1], self.pos[2], self.n)
-        ctx = CycleContext(s, req, task_id, seed, self.strategy.config)
-        res = run_cycle(self.strategy.profile, ctx)
-        path = ["retry from queue" if retry else "submitted", *res.path]
+        strategy, rule, mpath = self.choose(t, req)
+        seed = rng.mix(strategy.seed, self.topic_seed, self.pos[1], self.pos[2], self.n)
+        ctx = CycleContext(s, req, task_id, seed, strategy.config)
+        try:
+            res = run_cycle(strategy.profile, ctx)
+        except SandboxError as exc:
+            fb = self.fallback()
+            note = f"fallback: {strategy.name} failed in the sandbox ({exc.reason}) -> {fb.name}"
+            mpath = mpath + [note]
+            rule = f"{rule}; {note}" if rule else note
+            strategy = fb
+            ctx = CycleContext(s, req, task_id, seed, strategy.config)
+            res = run_cycle(strategy.profile, ctx)
+        path = ["retry from queue" if retry else "submitted", *mpath, *res.path]
+        if ctx.scratch.get("batch_note"):
+            path.insert(len(path) - 1 if res.plan is not None else len(path), ctx.scratch["batch_note"])
         s.decisions += 1
         if res.plan is not None:
             eid, did = self._ids(ev.TASK_PLACED)
@@ -202,7 +243,9 @@ class _Decider:
                 "event_id": eid, "decision_id": did, "task_id": task_id, "tenant": t["tenant"],
                 "cell": s.cell, "node_id": res.plan.node_id, "gpu_devices": res.plan.devices,
                 "gpu_milli": req.gpu_milli if res.plan.devices else 0, "cpu_milli": req.cpu,
-                "memory_mib": req.mem, "provenance": self.provenance(res, path)})
+                "memory_mib": req.mem, "provenance": self.provenance(res, path, strategy, rule)})
+            for other, row in ctx.scratch.get("joint") or []:
+                self.place_joint(other, row, task_id, strategy, rule)
             return True
         if retry:
             return False          # still pending: no new event (its last TaskPending stands)
@@ -212,17 +255,42 @@ class _Decider:
             self.emit(ev.TASK_UNSCHEDULABLE, {
                 "event_id": eid, "decision_id": did, "task_id": task_id, "tenant": t["tenant"],
                 "cell": s.cell, "reasons": [{"reason": res.status.reason, "nodes": s.n_nodes}],
-                "provenance": self.provenance(res, path + ["unschedulable"])})
+                "provenance": self.provenance(res, path + ["unschedulable"], strategy, rule)})
             return False
         if not reasons:
             reasons = [{"reason": res.status.reason or "no nodes", "nodes": s.n_nodes}]
         eid, did = self._ids(ev.TASK_PENDING)
         payload = {"event_id": eid, "decision_id": did, "task_id": task_id, "tenant": t["tenant"],
                    "cell": s.cell, "reasons": reasons, "queue_position": 0,
-                   "provenance": self.provenance(res, path + ["queued"])}
+                   "provenance": self.provenance(res, path + ["queued"], strategy, rule)}
         self.emit(ev.TASK_PENDING, payload)
         payload["queue_position"] = s.queue_position(task_id)
         return False
+
+    def place_joint(self, task_id: str, row: int, with_task: str, strategy: Strategy, rule: str | None) -> None:
+        """Place a queued task that a joint (batch) plan put on ``row``, if it still fits."""
+        s = self.s
+        t = s.tasks.get(task_id)
+        if t is None or t["status"] != PENDING:
+            return
+        req = Request(t["cpu"], t["mem"], t["gpu_count"], t["gpu_milli"], tuple(t["models"]))
+        if not (s.ready[row] and s.cpu_free[row] >= req.cpu and s.mem_free[row] >= req.mem):
+            return
+        devices = default_devices(s, row, req)
+        if req.kind != "cpu" and len(devices) != (1 if req.kind == "shared" else req.gpu_count):
+            return
+        if req.models and (s.model_idx[row] < 0 or s.models[s.model_idx[row]] not in req.models):
+            return
+        node = s.node_ids[row]
+        path = ["retry from queue", f"batch window: placed jointly with {with_task} by {strategy.name}",
+                f"reserve gpu{devices} {req.gpu_milli} milli" if devices else "no GPU", f"bind {node}"]
+        eid, did = self._ids(ev.TASK_PLACED)
+        res = CycleResult(Status(), None, [], [(row, 1.0)], 1, [])
+        self.emit(ev.TASK_PLACED, {
+            "event_id": eid, "decision_id": did, "task_id": task_id, "tenant": t["tenant"], "cell": s.cell,
+            "node_id": node, "gpu_devices": devices, "gpu_milli": req.gpu_milli if devices else 0,
+            "cpu_milli": req.cpu, "memory_mib": req.mem,
+            "provenance": self.provenance(res, path, strategy, rule)})
 
     def retry_pending(self) -> None:
         budget = self.strategy.retry_budget

@@ -253,7 +253,8 @@ class Profile:
     def build(cls, registry: PluginRegistry, filters: list[str], scorers: list[dict[str, Any]],
               tie_break: str = "random", top_k: int = 5, others: list[str] = (),
               secondary: list[dict[str, Any]] = ()) -> "Profile":
-        fs = [registry.create(n) for n in filters]
+        fs = [registry.create(n) if isinstance(n, str) else registry.create(n["name"], n.get("args"))
+              for n in filters]
         ss = [(registry.create(s["name"], s.get("args")), float(s.get("weight", 1))) for s in scorers]
         os_ = [registry.create(n) for n in others]
         sec = {s["name"]: registry.create(s["name"], s.get("args")) for s in secondary}

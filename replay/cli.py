@@ -1,8 +1,162 @@
-"""Subcommands of the ``suanli`` CLI (registered by ``suanli.cli.build_parser``)."""
+"""Subcommands ``export``, ``replay`` and ``whatif`` (registered by ``suanli.cli.build_parser``).
+
+Exit codes: 0 ok; 1 ``replay --verify`` found a divergence; 2 refused input (a
+:class:`~suanli.errors.ReplayError`, printed on one line by ``suanli.cli.main``).
+"""
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from suanli.errors import ReplayError
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register this module's subcommands on the top-level parser."""
+    ex = sub.add_parser("export", help="export a cell's input log and decisions from Kafka to a log directory")
+    ex.add_argument("--cell", required=True, help="the cell (key of its records on the cell log)")
+    ex.add_argument("--out", required=True, help="the log directory to write")
+    ex.add_argument("--from-offset", type=int, help="first cell-log offset (inclusive)")
+    ex.add_argument("--to-offset", type=int, help="last cell-log offset (exclusive)")
+    ex.add_argument("--since", help="first record time: ISO-8601 or epoch ms (inclusive)")
+    ex.add_argument("--until", help="end time: ISO-8601 or epoch ms (exclusive)")
+    ex.add_argument("--partition", type=int, help="cell-log partition (default: found from the cell key)")
+    ex.add_argument("--namespace", help="topic namespace (default: the configured one)")
+    ex.add_argument("--nodes-source", help="where the cell's node list came from (recorded in cell.json)")
+    ex.set_defaults(func=_export)
+
+    rp = sub.add_parser("replay", help="re-run a log directory through the scheduler core, without Kafka")
+    rp.add_argument("log", metavar="LOG", help="log directory (from `suanli export`)")
+    rp.add_argument("--verify", action="store_true",
+                    help="compare regenerated decisions with the recorded ones byte for byte; exit 1 on divergence")
+    rp.add_argument("--json", metavar="FILE", help="write the verdict and figures to FILE")
+    rp.add_argument("--quiet", action="store_true", help="no progress line")
+    rp.set_defaults(func=_replay)
+
+    wi = sub.add_parser("whatif", help="run a log or a trace under several policies and compare them")
+    wi.add_argument("log", nargs="?", metavar="LOG", help="log directory (or use --protocol with --nodes/--pods)")
+    wi.add_argument("--nodes", help="node list CSV (openb format)")
+    wi.add_argument("--pods", help="pod list CSV (openb format)")
+    wi.add_argument("--protocol", choices=("fgd", "timed"), help="fgd: the FGD evaluation protocol; timed: arrivals and departures")
+    wi.add_argument("--seeds", default="42-51", help="seeds, e.g. 42-51 or 42,45 (timed mode: one seed; default 42-51 / 42)")
+    wi.add_argument("--policy", default=None,
+                    help="comma-separated policies: NAME, NAME:key=value[:key=value], a strategy.json path, "
+                         "or (log mode) 'recorded'; default bestfit,default (log mode: recorded,default)")
+    wi.add_argument("--json", metavar="FILE", help="write every figure as JSON to FILE")
+    wi.add_argument("--report", metavar="DIR",
+                    help="write the PNGs and report.html here (timed/log default: beside --json as <stem>-report, "
+                         "else ./whatif-report; fgd: only when given)")
+    wi.add_argument("--workers", type=int, default=2, help="processes for the fgd protocol's seeds (default 2)")
+    wi.add_argument("--shrink", type=float, help="timed: keep this fraction of the nodes (seeded sample)")
+    wi.add_argument("--shrink-seed", type=int, default=0, help="timed: seed of the node sample (default 0)")
+    wi.add_argument("--load", type=float, default=1.0,
+                    help="timed: divide arrival times by this factor (lifetimes kept) to add contention (default 1)")
+    wi.add_argument("--quiet", action="store_true", help="no progress line")
+    wi.set_defaults(func=_whatif)
+
+
+# --------------------------------------------------------------------------- export
+def _export(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from suanli.config import load_settings, settings
+
+    from .export import export_cell
+
+    if (args.from_offset is not None or args.to_offset is not None) and (args.since or args.until):
+        raise ReplayError("use either --from-offset/--to-offset or --since/--until, not both")
+    s = load_settings(namespace=args.namespace) if args.namespace else settings()
+    asyncio.run(export_cell(s, args.cell, Path(args.out), from_offset=args.from_offset, to_offset=args.to_offset,
+                            since=args.since, until=args.until, partition=args.partition,
+                            nodes_source=args.nodes_source))
+    return 0
+
+
+# --------------------------------------------------------------------------- replay
+def _replay(args: argparse.Namespace) -> int:
+    from .logdir import LogDir
+    from .rerun import replay_logdir
+    from .verify import describe, summary, verify
+
+    log = LogDir.open(args.log)
+    replayed = replay_logdir(log, progress=not args.quiet)
+    doc = {"log": str(args.log), "cell": log.cell, "inputs": replayed.inputs, "seconds": round(replayed.seconds, 3),
+           "events_per_s": round(replayed.events_per_s), "regenerated": len(replayed.regenerated),
+           "policy": replayed.policy}
+    code = 0
+    if args.verify:
+        report = verify(log, replayed)
+        print(describe(report, replayed))
+        doc.update(identical=report.identical, recorded=report.recorded, duplicates_dropped=report.duplicates,
+                   divergence=None if report.identical else {"index": report.divergence.index, **report.details})
+        code = 0 if report.identical else 1
+    else:
+        counts: dict[str, int] = {}
+        for value in replayed.regenerated:
+            kind = summary(*replayed.codec.decode(value))["kind"]
+            counts[kind] = counts.get(kind, 0) + 1
+        doc["decisions"] = counts
+        print(f"replayed {replayed.inputs:,} inputs of cell {log.cell} in {replayed.seconds:.2f}s "
+              f"({replayed.events_per_s:,.0f} events/s): {json.dumps(counts)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return code
+
+
+# --------------------------------------------------------------------------- whatif
+def _whatif(args: argparse.Namespace) -> int:
+    from . import report
+    from .fgd_protocol import _seeds
+    from .whatif import contract, run_fgd, run_log, run_timed, validate_sources
+
+    mode = validate_sources(args.log, args.nodes, args.pods, args.protocol)
+    try:
+        seeds = _seeds(args.seeds)
+    except ValueError:
+        raise ReplayError(f"--seeds {args.seeds!r}: expected e.g. 42-51 or 42,43") from None
+    if not seeds:
+        raise ReplayError("--seeds names no seed")
+    default_policies = "recorded,default" if mode == "log" else "bestfit,default"
+    policies = [p for p in (args.policy or default_policies).split(",") if p.strip()]
+    t0 = time.perf_counter()
+    if mode == "fgd":
+        result = run_fgd(args.nodes, args.pods, policies, seeds, workers=args.workers, curves=bool(args.report))
+        out = contract(result)
+    elif mode == "timed":
+        if args.policy and "recorded" in policies:
+            raise ReplayError("'recorded' is a policy of log directories only")
+        seed = seeds[0] if args.seeds != "42-51" else 42
+        if args.seeds != "42-51" and len(seeds) != 1:
+            raise ReplayError("timed mode runs one seed: pass --seeds N")
+        result = run_timed(args.nodes, args.pods, policies, seed=seed, shrink=args.shrink,
+                           shrink_seed=args.shrink_seed, load=args.load, progress=not args.quiet)
+        out = result
+    else:
+        result = run_log(args.log, policies, progress=not args.quiet)
+        out = result
+    print(f"\n{result['workload']} ({mode}{', seeds ' + args.seeds if mode == 'fgd' else ''})")
+    print(report.table(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        print(f"\nJSON: {args.json}")
+    report_dir = _report_dir(args, mode)
+    if report_dir is not None:
+        images = report.plots(result, report_dir)
+        page = report.html_report(result, images, report_dir / "report.html")
+        print(f"report: {page} ({', '.join(p.name for p in images.values())})")
+    print(f"whatif: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    return 0
+
+
+def _report_dir(args: argparse.Namespace, mode: str) -> Path | None:
+    if args.report:
+        return Path(args.report)
+    if mode == "fgd":
+        return None
+    if args.json:
+        j = Path(args.json)
+        return j.with_name(f"{j.stem}-report")
+    return Path("whatif-report")

@@ -40,6 +40,16 @@ def _gpu(resources: dict[str, Any]) -> int:
     return n * m if n > 0 else 0
 
 
+def input_time(payload: dict[str, Any]) -> int:
+    """An input's event time in ms: ``at``, else ``submitted_at``, else ``registered_at``
+    (the same precedence the core uses for ``decided_at``)."""
+    for key in ("at", "submitted_at", "registered_at"):
+        v = payload.get(key)
+        if v is not None:
+            return int(v)
+    return 0
+
+
 def percentiles(xs: list[float]) -> dict[str, float | int | None]:
     if not xs:
         return {"n": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
@@ -223,17 +233,19 @@ class RunMetrics:
 
     def plot_series(self) -> dict[str, Any]:
         """Thinned series for plots/JSON over the arrival window, in seconds from the first
-        submission; all queueing times, sorted (for the distribution plot)."""
+        submission; the queueing times of tasks that waited, sorted (distribution plot)."""
         cap = self.capacity or 1
         t0 = self.t0 or 0
         t_end = self.window[2] if self.window else self.t
         s = thin([x for x in self.series if x[0] <= t_end])
         f = thin([x for x in self.frag if x[0] <= t_end])
-        waits = sorted((t["placed_at"] - t["sub"]) / 1000.0 for t in self.tasks.values() if t["placed_at"] is not None)
+        waited = sorted(w for w in ((t["placed_at"] - t["sub"]) / 1000.0 for t in self.tasks.values()
+                                    if t["placed_at"] is not None) if w > 0)
         return {"t_s": [round((t - t0) / 1000.0, 3) for t, _a, _d in s],
                 "alloc_pct": [round(100.0 * a / cap, 3) for _t, a, _d in s],
                 "demand_pct": [round(100.0 * d / cap, 3) for _t, _a, d in s],
                 "frag_t_s": [round((t - t0) / 1000.0, 3) for t, _f in f],
                 "frag_pct": [round(100.0 * x / cap, 3) for _t, x in f],
-                "queueing_s_sorted": thin(waits, 2000)}
+                # quantiles of the queueing times of tasks that waited (evenly thinned)
+                "waited_s_sorted": thin(waited, 2000), "waited_n": len(waited)}
 

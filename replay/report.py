@@ -111,6 +111,28 @@ def _time_axis(series: dict[str, dict]) -> tuple[float, str]:
     return 1.0, "seconds"
 
 
+ACTIVE = 0.02          # plots start where demand first reaches 2 % of its peak
+ACTIVE_NOTE = "; from when demand first reached 2% of its peak"
+
+
+def _active_start(series: dict[str, dict]) -> float:
+    """Seconds where the time plots start: a sparse prefix of arrivals would fill the plot."""
+    starts = []
+    for s in series.values():
+        d = s.get("demand_pct") or []
+        if d:
+            peak = max(d)
+            first = next((t for t, v in zip(s["t_s"], d) if v >= ACTIVE * peak), 0.0)
+            span = s["t_s"][-1] - first
+            starts.append(max(0.0, first - 0.02 * span))
+    return min(starts) if starts else 0.0
+
+
+def _end(series: dict[str, dict]) -> float | None:
+    ends = [s["t_s"][-1] for s in series.values() if s.get("t_s")]
+    return max(ends) if ends else None
+
+
 def plots(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     """Write the PNGs; returns ``{name: path}``."""
     plt = _plt()
@@ -153,6 +175,8 @@ def plots(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         return paths
 
     div, unit = _time_axis(series)
+    x0 = _active_start(series) / div
+    x1 = (_end(series) or 0) / div or None
     fig, ax = plt.subplots(figsize=(8, 4.2))
     for i, name in enumerate(names):
         s = series.get(name) or {}
@@ -163,7 +187,8 @@ def plots(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
             ax.step(t, s["demand_pct"], where="post", color="#333", lw=1.0, ls="--",
                     label="arrived demand (placed + waiting)")
         ax.step(t, s["alloc_pct"], where="post", color=COLORS[i % len(COLORS)], lw=1.2, label=f"allocated: {name}")
-    ax.set_xlabel(f"time since first arrival ({unit})")
+    ax.set_xlim(x0, x1)
+    ax.set_xlabel(f"time since first arrival ({unit}){ACTIVE_NOTE if x0 > 0 else ''}")
     ax.set_ylabel("GPU milli, % of cluster capacity")
     ax.set_ylim(bottom=0)
     ax.set_title("GPU allocation vs arrived demand")
@@ -173,22 +198,21 @@ def plots(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     fig, ax = plt.subplots(figsize=(8, 4.2))
     drawn = False
     for i, name in enumerate(names):
-        waits = [w for w in (series.get(name) or {}).get("queueing_s_sorted", []) if w > 0]
+        s = series.get(name) or {}
+        waits = s.get("waited_s_sorted") or []
         if not waits:
             continue
-        placed = result["policies"][name]["tasks"]["placed"]
-        n_all = len((series.get(name) or {}).get("queueing_s_sorted", []))
-        ys = [(k + 1) / len(waits) * 100 for k in range(len(waits))]
-        ax.step(waits, ys, where="post", color=COLORS[i % len(COLORS)], lw=1.4,
-                label=f"{name}: {result['policies'][name]['tasks']['placed_after_wait']:,} of {placed:,} placed tasks waited"
-                      + (" (sampled)" if n_all < placed else ""))
+        n = len(waits)
+        tasks = result["policies"][name]["tasks"]
+        ax.step(waits, [(k + 1) / n * 100 for k in range(n)], where="post", color=COLORS[i % len(COLORS)], lw=1.4,
+                label=f"{name}: {s.get('waited_n', n):,} of {tasks['placed']:,} placed tasks waited")
         drawn = True
     if drawn:
         ax.set_xscale("log")
         ax.set_xlabel("queueing time, seconds (placement decision - submission; log scale)")
-        ax.set_ylabel("% of tasks that waited")
+        ax.set_ylabel("% of the tasks that waited")
         ax.set_ylim(0, 101)
-        ax.legend(loc="lower right", frameon=False)
+        ax.legend(loc="upper left", frameon=False)
     else:
         ax.text(0.5, 0.5, "no task had to wait under any policy", ha="center", va="center",
                 transform=ax.transAxes, fontsize=12, color="#555")
@@ -202,7 +226,8 @@ def plots(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
         s = series.get(name) or {}
         if s.get("frag_t_s"):
             ax.plot([x / div for x in s["frag_t_s"]], s["frag_pct"], color=COLORS[i % len(COLORS)], lw=1.2, label=name)
-    ax.set_xlabel(f"time since first arrival ({unit})")
+    ax.set_xlim(x0, x1)
+    ax.set_xlabel(f"time since first arrival ({unit}){ACTIVE_NOTE if x0 > 0 else ''}")
     ax.set_ylabel("fragmented GPU, % of capacity")
     ax.set_ylim(bottom=0)
     ax.set_title("Fragmentation (FGD definition, w.r.t. the typical tasks)")

@@ -117,10 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=_up)
 
     from suanli import cli_api, cli_strategy, cli_tasks
+    from suanli.bench import cli as bench_cli
     from suanli.projections import cli as projections_cli
     from suanli.replay import cli as replay_cli
 
-    for module in (cli_tasks, replay_cli, cli_strategy, projections_cli, cli_api):
+    for module in (cli_tasks, replay_cli, cli_strategy, projections_cli, cli_api, bench_cli):
         module.add_commands(sub)
 
     test_p = sub.add_parser("test", help="run the test suite against the embedded stack")

@@ -68,3 +68,24 @@ class ConnectorError(SuanliError):
 
 class ReplayError(SuanliError):
     """A log directory, trace or replay/what-if request is unusable (missing, malformed, refused)."""
+
+
+class AuthError(SuanliError):
+    """A request carried no API token, or one no tenant owns (HTTP 401, gRPC UNAUTHENTICATED)."""
+
+
+class NotFoundError(SuanliError):
+    """The thing asked for does not exist *for this caller* (HTTP 404, gRPC NOT_FOUND).
+
+    Another tenant's task, bid or audit is reported exactly like a missing one, so a caller
+    learns nothing about other tenants' ids.
+    """
+
+
+class ConflictError(SuanliError):
+    """The request is valid but the current state refuses it, e.g. cancelling a finished
+    task (HTTP 409, gRPC FAILED_PRECONDITION)."""
+
+
+class UnavailableError(SuanliError):
+    """A dependency (Kafka, the read model) is not ready; retry later (HTTP 503, gRPC UNAVAILABLE)."""

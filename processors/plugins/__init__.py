@@ -1,2 +1,2 @@
 """Built-in plugins; importing this package registers them in ``framework.REGISTRY``."""
-from . import baselines, basic, fgd  # noqa: F401
+from . import baselines, basic, batch, fgd, placement  # noqa: F401

@@ -1,0 +1,86 @@
+"""API tokens: one bearer token per tenant, from a file named by ``SUANLI_API_TOKENS``.
+
+The file is TOML (``*.toml``) or JSON (anything else), either a flat mapping or a
+``tokens`` table/object, token -> tenant::
+
+    [tokens]
+    "s3cr3t-vision" = "vision"
+    "s3cr3t-speech" = "speech"
+
+Contract: :meth:`TokenStore.tenant` returns the tenant of a token or raises
+:class:`~suanli.errors.AuthError` (missing, malformed or unknown token); it never says
+which of those it was beyond a short reason, and compares tokens in constant time.
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+
+from suanli.errors import AuthError, ConfigError
+
+ENV_VAR = "SUANLI_API_TOKENS"
+_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class TokenStore:
+    """An immutable token -> tenant mapping."""
+
+    def __init__(self, tokens: dict[str, str]):
+        for token, tenant in tokens.items():
+            if not isinstance(token, str) or len(token) < 8:
+                raise ConfigError("API tokens must be strings of at least 8 characters")
+            if not isinstance(tenant, str) or not _TENANT.match(tenant):
+                raise ConfigError(f"API token for tenant {tenant!r}: tenant must match {_TENANT.pattern}")
+        self._tokens = dict(tokens)
+
+    @property
+    def tenants(self) -> set[str]:
+        return set(self._tokens.values())
+
+    def tenant(self, token: str | None) -> str:
+        """The tenant owning ``token``; :class:`AuthError` if there is none."""
+        if not token:
+            raise AuthError("missing API token: send 'Authorization: Bearer <token>'")
+        found = None
+        for known, tenant in self._tokens.items():   # no early exit: constant time over the table
+            if hmac.compare_digest(known.encode(), token.encode()):
+                found = tenant
+        if found is None:
+            raise AuthError("unknown API token")
+        return found
+
+    def tenant_from_header(self, value: str | None) -> str:
+        """The tenant of an ``Authorization`` header value (``Bearer <token>``)."""
+        if not value:
+            raise AuthError("missing API token: send 'Authorization: Bearer <token>'")
+        scheme, _, token = value.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise AuthError("malformed Authorization header: use 'Bearer <token>'")
+        return self.tenant(token.strip())
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TokenStore:
+        """Load a TOML or JSON token file (see the module docstring); :class:`ConfigError` if unusable."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+            data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read API tokens from {path}: {exc}") from exc
+        if isinstance(data, dict) and isinstance(data.get("tokens"), dict):
+            data = data["tokens"]
+        if not isinstance(data, dict) or not data:
+            raise ConfigError(f"{path}: expected a non-empty mapping of token -> tenant")
+        return cls(data)
+
+    @classmethod
+    def from_env(cls, path: str | Path | None = None) -> TokenStore:
+        """The store named by ``path`` or ``$SUANLI_API_TOKENS``; :class:`ConfigError` if neither is set."""
+        path = path or os.environ.get(ENV_VAR)
+        if not path:
+            raise ConfigError(f"no API tokens: set {ENV_VAR} to a TOML or JSON file mapping token -> tenant")
+        return cls.from_file(path)

@@ -1,0 +1,1 @@
+"""Benchmarks: `suanli bench` measures and prints; it asserts nothing about speed."""

@@ -1,0 +1,47 @@
+"""Core only: decisions per second of the pure scheduler processor, in process.
+
+Measures ``processors.core.decide`` (with full provenance) on synthetic clusters of
+several sizes: the scaling curve of cost per decision against cluster size.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from suanli.bench import synthetic
+from suanli.processors.core import decide
+from suanli.processors.state import CellState
+
+
+def decisions_per_second(node_count: int, task_count: int, strategy: str = "default") -> dict[str, Any]:
+    state = CellState("bench")
+    offset = 0
+    for node in synthetic.nodes(node_count):
+        decide(state, "NodeRegistered", node, ("bench.cells", 0, offset))
+        offset += 1
+    if strategy != "default":
+        decide(state, "PolicyChanged", {"event_id": "p", "cell": "bench", "strategy": strategy,
+                                        "config_json": "{}", "at": 0}, ("bench.cells", 0, offset))
+        offset += 1
+    work = synthetic.tasks(task_count)
+    placed = 0
+    started = time.perf_counter()
+    for task in work:
+        _, out = decide(state, "TaskSubmitted", task, ("bench.cells", 0, offset))
+        offset += 1
+        placed += sum(1 for kind, _ in out if kind == "TaskPlaced")
+    seconds = time.perf_counter() - started
+    return {"nodes": node_count, "decisions": task_count, "placed": placed, "seconds": round(seconds, 4),
+            "decisions_per_s": round(task_count / seconds, 1),
+            "us_per_decision": round(1e6 * seconds / task_count, 1)}
+
+
+def scaling_curve(sizes: tuple[int, ...], task_count: int) -> dict[str, Any]:
+    rows = [decisions_per_second(n, task_count) for n in sizes]
+    base = rows[0]
+    for row in rows:
+        # cost per decision relative to the smallest cluster, per unit of size growth:
+        # < 1 means sublinear growth.
+        row["cost_ratio"] = round(row["us_per_decision"] / base["us_per_decision"], 3)
+        row["size_ratio"] = round(row["nodes"] / base["nodes"], 3)
+    return {"rows": rows}

@@ -1,0 +1,103 @@
+"""End to end through the real broker and registry, modelled on SchedulingBasic.
+
+Phase 1 submits every task as fast as the driver can and measures sustained placements/s
+(placements divided by the time from the first submission to the last placement, both
+taken from Kafka record timestamps). Phase 2 offers 50 % of that rate and measures
+submit-to-decision latency per task: the TaskPlaced record's timestamp minus the task's
+``submitted_at`` (both wall-clock milliseconds on this machine). CPU and RSS of each
+worker are read from /proc at the end of each phase.
+"""
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from suanli.bench import synthetic
+from suanli.config import Settings, load_settings
+from suanli.deploy.plane import Plane, PlaneOptions
+from suanli.deploy.processes import cpu_seconds
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = max(0, min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1)))))
+    return ordered[k]
+
+
+async def _timings(settings: Settings, cell: str) -> tuple[list[int], list[float], int]:
+    """(placement record timestamps, per-task latency ms, first submission ms) of a cell."""
+    from suanli.schemas.codec import Codec
+    from suanli.schemas.registry import RegistryClient
+    from suanli.streams.kafka_io import EventConsumer
+    from suanli.streams.topics import TopicNames
+
+    names = TopicNames(settings.namespace)
+    submitted: dict[str, int] = {}
+    placed: dict[str, int] = {}
+    with RegistryClient(settings.registry_url) as registry:
+        codec = Codec(registry)
+        for topic in (names.cell_log, names.decisions):
+            async with EventConsumer(settings.bootstrap_servers, codec, [topic]) as consumer:
+                for r in await consumer.read_until_end(idle_ms=1000):
+                    if r.payload is None or r.payload.get("cell") != cell:
+                        continue
+                    if r.kind == "TaskSubmitted":
+                        submitted[r.payload["task_id"]] = r.payload["submitted_at"]
+                    elif r.kind == "TaskPlaced":
+                        placed.setdefault(r.payload["task_id"], r.timestamp)
+    latencies = [placed[t] - submitted[t] for t in placed if t in submitted]
+    return sorted(placed.values()), latencies, min(submitted.values(), default=0)
+
+
+def _usage(plane: Plane, cpu_before: dict[str, float]) -> dict[str, Any]:
+    out = {}
+    for service, _argv in plane.services:
+        pid = service.pid()
+        if pid is None:
+            continue
+        cpu = cpu_seconds(pid) or 0.0
+        out[service.name] = {"cpu_seconds": round(cpu - cpu_before.get(service.name, 0.0), 2),
+                             "rss_mib": round(service.rss_mib() or 0.0, 1)}
+    return out
+
+
+def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate: float) -> dict[str, Any]:
+    plane = Plane(settings, PlaneOptions(tasks=tasks, rate=rate, exit_when_drained=True, quiet=True,
+                                         nodes_csv=nodes_csv, pods_csv=pods_csv, drain_timeout=900),
+                  out=lambda _m: None)
+    plane.start()
+    try:
+        cpu_before = {s.name: cpu_seconds(s.pid() or -1) or 0.0 for s, _ in plane.services}
+        started = time.monotonic()
+        result = asyncio.run(plane.run())
+        wall = time.monotonic() - started
+        usage = _usage(plane, cpu_before)
+    finally:
+        plane.stop()
+    stamps, latencies, first_submit = asyncio.run(_timings(settings, plane.cell))
+    span = (stamps[-1] - first_submit) / 1000 if stamps else float("nan")
+    return {"tasks": tasks, "offered_rate": rate, "placed": len(stamps),
+            "placements_per_s": round(len(stamps) / span, 1) if span and span > 0 else None,
+            "latency_ms": {"p50": _percentile(latencies, 50), "p95": _percentile(latencies, 95),
+                           "p99": _percentile(latencies, 99), "mean": round(statistics.fmean(latencies), 1)
+                           if latencies else None},
+            "workers": usage, "wall_seconds": round(wall, 1), "capacity_violations": result["capacity_violations"]}
+
+
+def run(node_count: int, task_count: int) -> dict[str, Any]:
+    """Both phases on a fresh namespace; returns the figures."""
+    settings = load_settings(namespace=f"bench{uuid.uuid4().hex[:8]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        nodes_csv = synthetic.write_node_csv(Path(tmp) / "nodes.csv", node_count)
+        pods_csv = synthetic.write_pod_csv(Path(tmp) / "pods.csv", task_count)
+        peak = _phase(settings, nodes_csv, pods_csv, task_count, rate=0)
+        rate = max(1.0, 0.5 * (peak["placements_per_s"] or 2.0))
+        half = _phase(settings, nodes_csv, pods_csv, task_count, rate=round(rate, 1))
+    return {"nodes": node_count, "max": peak, "half_load": half}

@@ -1,0 +1,96 @@
+"""Performance family: random, bestfit, fgd, default, worst-fit, first-fit, balanced, analytics."""
+import json
+
+import numpy as np
+
+from kit import Cell
+from suanli.processors import CellState
+from suanli.processors.framework import CycleContext, Request
+from suanli.processors.plugins.fgd import Scarcity
+
+
+def _three(strategy, config=None):
+    c = Cell(strategy, config)
+    c.node("a", cpu=32000, gpus=4, model="T4")
+    c.node("b", cpu=32000, gpus=4, model="T4")
+    c.node("c", cpu=32000, gpus=4, model="T4")
+    return c
+
+
+def test_random_is_seeded_and_spreads():
+    def run(seed):
+        c = _three("random", {"seed": seed})
+        for i in range(12):
+            c.task(f"t{i}", cpu=100)
+        return [c.node_of(f"t{i}") for i in range(12)]
+    assert run(3) == run(3)
+    assert len(set(run(3))) == 3
+
+
+def test_bestfit_packs_onto_fullest_node():
+    c = _three("bestfit")
+    c.task("x", cpu=8000, gpus=2, milli=1000)
+    first = c.node_of("x")
+    c.task("y", cpu=1000, gpus=1, milli=1000)
+    assert c.node_of("y") == first
+
+
+def test_fgd_and_default_fill_partial_gpu_before_opening_new_one():
+    typical = [{"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 500, "count": 1},
+               {"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 1000, "count": 1}]
+    for strat in ("fgd", "default"):
+        c = _three(strat, {"typical_tasks": typical})
+        c.task("h1", gpus=1, milli=500)
+        c.task("h2", gpus=1, milli=500)
+        p1, p2 = c.placed("h1"), c.placed("h2")
+        # the second half-GPU task completes the first one's GPU: no fragment left for 1-GPU tasks
+        assert (p1["node_id"], p1["gpu_devices"]) == (p2["node_id"], p2["gpu_devices"]), strat
+
+
+def test_default_scarcity_keeps_unconstrained_off_the_scarce_model():
+    typical = [{"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 1000, "gpu_models": ["V100"], "count": 3},
+               {"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 1000, "count": 1}]
+    c = Cell("default", {"typical_tasks": typical})
+    c.node("v", cpu=32000, gpus=2, model="V100")
+    c.node("g", cpu=32000, gpus=8, model="G2")
+    c.task("any", gpus=1, milli=1000)
+    assert c.node_of("any") == "g"
+    s = c.state
+    p = Scarcity(typical=typical).pressure(s)
+    assert p[s.models.index("V100")] > p[s.models.index("G2")]
+
+
+def test_worst_fit_spreads():
+    c = _three("worst-fit")
+    for i in range(3):
+        c.task(f"t{i}", cpu=4000, gpus=1, milli=1000)
+    assert {c.node_of(f"t{i}") for i in range(3)} == {"a", "b", "c"}
+
+
+def test_first_fit_takes_lowest_row():
+    c = _three("first-fit")
+    for i in range(3):
+        c.task(f"t{i}", cpu=1000)
+    assert [c.node_of(f"t{i}") for i in range(3)] == ["a", "a", "a"]
+
+
+def test_balanced_evens_out_utilisation():
+    c = Cell("balanced")
+    c.node("cpuheavy", cpu=32000, mem=65536)
+    c.node("memheavy", cpu=32000, mem=65536)
+    c.task("m", cpu=1000, mem=49152)         # memory-heavy -> memheavy? both equal: tie-break
+    first = c.node_of("m")
+    other = "memheavy" if first == "cpuheavy" else "cpuheavy"
+    c.task("c", cpu=24000, mem=1024)         # CPU-heavy goes where it balances the memory-heavy one
+    assert c.node_of("c") == first
+    assert c.state.cpu_free[c.state.node_index[other]] == 32000
+
+
+def test_analytics_keeps_cpu_work_off_gpu_nodes():
+    c = Cell("analytics")
+    c.node("gpu", cpu=64000, gpus=8, model="G2")
+    c.node("cpu1", cpu=16000)
+    c.task("etl", cpu=4000, mem=8192, labels={"workload": "analytics"})
+    assert c.node_of("etl") == "cpu1"
+    c.task("train", cpu=4000, gpus=1, milli=1000)
+    assert c.node_of("train") == "gpu"
