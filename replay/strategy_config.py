@@ -18,10 +18,12 @@ Rule (documented in ``replay/README.md``):
 
 Effective defaults are read from the strategy itself, not from a copy of its table:
 :func:`defaults` builds the strategy with a probing config that records every
-``config.get(key, default)`` the builder makes; :data:`PLUGIN_DEFAULTS` holds the few keys
-a builder only forwards to a plugin (``if key in config``), whose default lives in the
-plugin; ``tests/replay/test_strategy_config.py`` checks that this list is complete and
-that the explicit form decides exactly like ``{}``.
+``config.get(key, default)`` the builder makes. Keys a builder only forwards to a plugin
+when present (``if key in config``) have their default inside the plugin; the ones of the
+reference strategies are listed in :data:`PLUGIN_DEFAULTS`, the others stay implicit
+(absent = the plugin's default). ``tests/replay/test_strategy_config.py`` checks, for
+every built-in strategy, that the explicit form decides exactly like ``{}``. A strategy
+this process does not know (a blend, an external plugin) is kept as recorded.
 """
 from __future__ import annotations
 
@@ -36,7 +38,6 @@ PLUGIN_DEFAULTS: dict[str, dict[str, Any]] = {
     "bestfit": {"max_cpu": 128000, "max_gpu": 8000},       # plugins/basic.py BestFit
     "fgd": {"quantum": 0, "device_tie": "first"},           # plugins/fgd.py FGD
     "default": {"quantum": 0, "device_tie": "bestfit"},     # strategies/default.py setdefault
-    "random": {},
 }
 # Keys read by get_strategy itself (strategies/__init__.py): their values come from a
 # Strategy built with {} (seed, retry_budget).
@@ -69,9 +70,9 @@ def probe(name: str) -> _Probe:
 
 
 def defaults(name: str) -> dict[str, Any]:
-    """Every configuration key strategy ``name`` reads, with its effective default."""
+    """Every configuration key strategy ``name`` reads with a default, and that default."""
     p = probe(name)
-    out = dict(PLUGIN_DEFAULTS.get(name, {}))
+    out = {k: v for k, v in PLUGIN_DEFAULTS.get(name, {}).items() if k in p.tested}
     out.update(p.defaults)
     base = get_strategy(name, {})
     out["seed"] = base.seed
@@ -80,9 +81,12 @@ def defaults(name: str) -> dict[str, Any]:
 
 
 def explicit(policy: dict[str, Any]) -> dict[str, Any]:
-    """``{"strategy", "config"}`` with the strategy's defaults filled in (set keys win)."""
+    """``{"strategy", "config"}`` with the strategy's defaults filled in (set keys win).
+    A strategy unknown here is returned as it is."""
     name = policy.get("strategy")
-    config = policy.get("config") or {}
+    config = dict(policy.get("config") or {})
+    if name not in MODULES:
+        return {"strategy": name, "config": config}
     return {"strategy": name, "config": {**defaults(name), **config}}
 
 
@@ -96,7 +100,8 @@ def same_meaning(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def initial_policy(strategy_json: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
     """The policy a replay injects first (see the module docstring)."""
-    _module(strategy_json.get("strategy"))
+    if strategy_json.get("strategy") not in MODULES and strategy_json != recorded:
+        _module(strategy_json.get("strategy"))      # an edit naming an unknown strategy: refuse
     if same_meaning(strategy_json, recorded):
         return {"strategy": recorded["strategy"], "config": recorded.get("config") or {}}
     return {"strategy": strategy_json["strategy"], "config": strategy_json.get("config") or {}}

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from suanli.errors import DecodeError
 from suanli.schemas.codec import Codec
 from suanli.schemas.models import validate_event
+from suanli.streams.kafka_io import RawRecord
 from suanli.streams.topics import CELL_INPUTS, CELL_LOG, DEAD_LETTERS
+
+__all__ = ["OutRecord", "RawRecord", "dead_letter", "triage"]
 
 
 @dataclass(frozen=True)
@@ -22,16 +25,6 @@ class OutRecord:
     topic: str
     key: bytes | None
     value: bytes
-
-
-@dataclass(frozen=True)
-class RawRecord:
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
 
 
 def dead_letter(codec: Codec, record: RawRecord, error_kind: str, reason: str,

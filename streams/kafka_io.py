@@ -72,8 +72,8 @@ class EventProducer:
 
 
 @dataclass(frozen=True)
-class Received:
-    """One consumed record: decoded, or with the reason it could not be."""
+class RawRecord:
+    """A record as it sits in Kafka: coordinates, timestamp (ms), key and value bytes."""
 
     topic: str
     partition: int
@@ -81,9 +81,15 @@ class Received:
     timestamp: int
     key: bytes | None
     value: bytes | None
-    kind: str | None
-    payload: dict[str, Any] | None
-    error: DecodeError | None
+
+
+@dataclass(frozen=True)
+class Received(RawRecord):
+    """One consumed record: decoded, or with the reason it could not be."""
+
+    kind: str | None = None
+    payload: dict[str, Any] | None = None
+    error: DecodeError | None = None
 
 
 class EventConsumer:
