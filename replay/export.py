@@ -6,8 +6,8 @@ whole log. Inputs are the records of that range keyed by the cell (a partition c
 several cells). Decisions are the decisions-topic records keyed by the cell whose
 provenance input position lies in the range, in decisions-topic order, redelivered
 duplicates included (``--verify`` drops them). When the range starts after the first
-record, the cell's state just before it is rebuilt from the earlier records with the
-production ``CellRunner`` and stored as ``snapshot.bin``.
+record of the cell, its earlier records are stored too (``prefix.avro``): a replay
+re-applies them silently to rebuild the state (see ``logdir.py`` for why not a snapshot).
 
 Export a range after the scheduler has decided it: decisions not yet on the topic are
 missing from the directory, and a verify would report them.
@@ -156,28 +156,29 @@ def build_logdir(out: Path, codec: Codec, registry: Any, *, cell: str, namespace
                  source: dict[str, Any] | None = None, log=print) -> dict[str, Any]:
     """Write the log directory of ``cell`` for inputs ``[lo, hi)`` (no Kafka: records given).
 
-    ``prefix``: the cell's records before ``lo`` (the state before the range is rebuilt
-    from them); ``decision_candidates``: decision records keyed by the cell, in topic
+    ``prefix``: the cell's records before ``lo`` (a replay rebuilds the state from them); ``decision_candidates``: decision records keyed by the cell, in topic
     order (those decided at an input in the range are kept); ``registry``: anything with
     ``schema_by_id`` and ``lookup`` (a RegistryClient, or a DirRegistry in tests).
     """
-    snapshot = None
     initial = {"strategy": "default", "config": {}}
     if prefix:
+        # The policy in force at the start of the range: fold the prefix (no outputs).
         runner = CellRunner(codec)
         runner.catch_up(prefix)
         state = runner.partition(partition).cells.get(cell) or CellState(cell)
-        runner.partition(partition).cells = {cell: state}
         initial = {"strategy": state.policy["strategy"], "config": state.policy.get("config") or {}}
-        snapshot = runner.snapshot(partition)
-        log(f"export: rebuilt the state before offset {lo} from {len(prefix):,} earlier records")
+        log(f"export: {len(prefix):,} earlier records of the cell kept to rebuild the state before offset {lo}")
 
     decisions: list[RawRecord] = []
+    versions: dict[str, None] = {}
     for r in decision_candidates:
         _, payload = codec.decode(r.value, topic=r.topic, partition=r.partition, offset=r.offset)
-        pos = (payload.get("provenance") or {}).get("input") or {}
+        prov = payload.get("provenance") or {}
+        pos = prov.get("input") or {}
         if pos.get("topic") == cell_log_topic and pos.get("partition") == partition and lo <= pos.get("offset", -1) < hi:
             decisions.append(r)
+            ref = prov.get("strategy") or {}
+            versions.setdefault(f"{ref.get('name')}@{ref.get('version')}", None)
     if len({r.partition for r in decisions}) > 1:
         raise ReplayError(f"decisions of cell {cell} are spread over several partitions; their order cannot be recovered")
     log(f"export: {len(decisions):,} decision records")
@@ -221,7 +222,9 @@ def build_logdir(out: Path, codec: Codec, registry: Any, *, cell: str, namespace
                   "connectors": sorted(connectors)},
         "initial_policy": initial,
         "policy_changes_in_range": kinds.get("PolicyChanged", 0),
+        # which strategy code decided the recorded decisions (a replay on other code may differ)
+        "strategies_recorded": list(versions),
     }
     write_logdir(out, cell_meta=meta, strategy=explicit(initial), inputs=inputs, decisions=decisions,
-                 schemas=schemas, snapshot=snapshot)
+                 schemas=schemas, prefix=prefix)
     return meta

@@ -31,7 +31,7 @@ def regenerate(codec: Codec, cell_log: Iterable[RawRecord], *, runner: CellRunne
                observer: Observer | None = None) -> list[bytes]:
     """The decision records (wire-format values) the core produces for ``cell_log``.
 
-    ``runner`` lets the caller start from a restored snapshot or an injected policy;
+    ``runner`` lets the caller start from a rebuilt state or an injected policy;
     ``observer`` sees every input with its decisions (progress, metrics).
     """
     runner = runner or CellRunner(codec)

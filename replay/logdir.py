@@ -13,10 +13,17 @@ Layout (``format`` 1)::
                          decisions-topic order (redelivered duplicates kept as recorded)
     DIR/schemas/ID.avsc  the Avro writer schema of every schema id the records reference,
                          plus the current id of every event the core may encode
-    DIR/snapshot.bin     only when the range does not start at the beginning of the log:
-                         the cell's state just before the range (``CellRunner.snapshot``)
+    DIR/prefix.avro      only when the range does not start at the cell's first record:
+                         the cell's records before the range, which a replay re-applies
+                         silently (``CellRunner.catch_up``) to rebuild the state first
 
-Both OCFs use :data:`RECORD_SCHEMA`: ``topic, partition, offset, timestamp, key, value``
+Why records and not a state snapshot for the prefix: a restored ``CellState`` snapshot
+does not decide like the state it was taken from (the FGD plugin's "observed" typical-task
+cache holds the histogram of the first decision of its refresh epoch, and a restore
+recomputes it from the current one), so only re-applying the prefix reproduces the
+live decisions byte for byte. See ``tests/replay/test_replay_verify.py``.
+
+The OCFs use :data:`RECORD_SCHEMA`: ``topic, partition, offset, timestamp, key, value``
 with the raw wire bytes, so a replay feeds the core exactly what Kafka held.
 :class:`DirRegistry` serves ``schemas/`` through the :class:`RegistryClient` calls the
 codec makes, so a log directory replays with no registry and no Kafka.
@@ -42,7 +49,7 @@ STRATEGY_FILE = "strategy.json"
 INPUTS_FILE = "inputs.avro"
 DECISIONS_FILE = "decisions.avro"
 SCHEMAS_DIR = "schemas"
-SNAPSHOT_FILE = "snapshot.bin"
+PREFIX_FILE = "prefix.avro"
 
 RECORD_SCHEMA = {
     "type": "record", "name": "LogRecord", "namespace": "io.suanli.replay",
@@ -105,12 +112,12 @@ def schema_ids(records: Iterable[RawRecord]) -> set[int]:
 # --------------------------------------------------------------------------- dir
 def write_logdir(path: Path, *, cell_meta: dict[str, Any], strategy: dict[str, Any],
                  inputs: list[RawRecord], decisions: list[RawRecord], schemas: dict[int, dict],
-                 snapshot: bytes | None = None) -> Path:
+                 prefix: list[RawRecord] | None = None) -> Path:
     """Write a complete log directory (see the module docstring). Returns ``path``."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     cell = cell_meta["cell"]
-    missing = schema_ids(inputs) | schema_ids(decisions)
+    missing = schema_ids(inputs) | schema_ids(decisions) | schema_ids(prefix or [])
     missing -= set(schemas)
     if missing:
         raise ReplayError(f"no writer schema for ids {sorted(missing)}: the directory would not be self-describing")
@@ -122,13 +129,14 @@ def write_logdir(path: Path, *, cell_meta: dict[str, Any], strategy: dict[str, A
         (sdir / f"{sid}.avsc").write_text(json.dumps(schema, indent=2) + "\n")
     write_records(path / INPUTS_FILE, inputs, role="inputs", cell=cell)
     write_records(path / DECISIONS_FILE, decisions, role="decisions", cell=cell)
-    snap = path / SNAPSHOT_FILE
-    if snapshot is not None:
-        snap.write_bytes(snapshot)
-    elif snap.exists():
-        snap.unlink()
-    meta = dict(cell_meta, format=FORMAT, snapshot=SNAPSHOT_FILE if snapshot is not None else None,
-                counts={"inputs": len(inputs), "decisions": len(decisions), "schemas": len(schemas)})
+    pre = path / PREFIX_FILE
+    if prefix:
+        write_records(pre, prefix, role="prefix", cell=cell)
+    elif pre.exists():
+        pre.unlink()
+    meta = dict(cell_meta, format=FORMAT, prefix=PREFIX_FILE if prefix else None,
+                counts={"inputs": len(inputs), "decisions": len(decisions), "schemas": len(schemas),
+                        "prefix": len(prefix or [])})
     (path / CELL_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     (path / STRATEGY_FILE).write_text(json.dumps(strategy, indent=2, sort_keys=True) + "\n")
     return path
@@ -172,14 +180,14 @@ class LogDir:
     def decisions(self) -> list[RawRecord]:
         return list(read_records(self.path / DECISIONS_FILE))
 
-    def snapshot(self) -> bytes | None:
-        name = self.meta.get("snapshot")
+    def prefix(self) -> Iterator[RawRecord]:
+        """The cell's records before the range (empty when it starts at the first one)."""
+        name = self.meta.get("prefix")
         if not name:
-            return None
-        try:
-            return (self.path / name).read_bytes()
-        except FileNotFoundError:
-            raise ReplayError(f"{self.path / name} is missing (cell.json says the range starts mid-log)") from None
+            return iter(())
+        if not (self.path / name).is_file():
+            raise ReplayError(f"{self.path / name} is missing (cell.json says the range starts mid-log)")
+        return read_records(self.path / name)
 
     def registry(self) -> DirRegistry:
         return DirRegistry.from_dir(self.path / SCHEMAS_DIR)

@@ -192,10 +192,11 @@ def plots(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     ax.set_ylabel("GPU milli, % of cluster capacity")
     ax.set_ylim(bottom=0)
     ax.set_title("GPU allocation vs arrived demand")
-    ax.legend(loc="upper left", frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     paths["allocation"] = _save(fig, out_dir / "allocation_vs_demand.png", plt)
 
-    fig, ax = plt.subplots(figsize=(8, 4.2))
+    any_wait = any((series.get(n) or {}).get("waited_s_sorted") for n in names)
+    fig, ax = plt.subplots(figsize=(8, 4.2 if any_wait else 1.4))
     drawn = False
     for i, name in enumerate(names):
         s = series.get(name) or {}
@@ -216,8 +217,7 @@ def plots(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     else:
         ax.text(0.5, 0.5, "no task had to wait under any policy", ha="center", va="center",
                 transform=ax.transAxes, fontsize=12, color="#555")
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.axis("off")
     ax.set_title("Queueing-time distribution (CDF over tasks that waited)")
     paths["queueing"] = _save(fig, out_dir / "queueing_cdf.png", plt)
 

@@ -3,8 +3,9 @@
 Order of a replay:
 
 1. a fresh :class:`CellRunner` with the directory's offline codec;
-2. if the range starts mid-log, the recorded state just before it (``snapshot.bin``) is
-   restored with ``CellRunner.restore``;
+2. if the range starts mid-log, the cell's earlier records (``prefix.avro``) are
+   re-applied silently (``CellRunner.catch_up``, as a recovering worker does), which
+   rebuilds the state, caches included, exactly as the live worker had it;
 3. the initial policy (``strategy_config.initial_policy``: ``strategy.json``, or the
    recorded policy literally when ``strategy.json`` means the same) is injected as the
    cell's first input: a PolicyChanged decided at :data:`POLICY_POSITION`, a position of
@@ -46,6 +47,8 @@ class Replayed:
     seconds: float
     dropped_policy_changes: int = 0
     local_schemas: dict[str, int] = field(default_factory=dict)
+    prefix: int = 0                   # records re-applied silently before the range
+    prefix_seconds: float = 0.0
 
     @property
     def events_per_s(self) -> float:
@@ -58,9 +61,9 @@ def replay_logdir(log: LogDir, *, policy: dict[str, Any] | None = None, drop_pol
     """Re-run ``log``'s inputs; ``policy`` overrides ``strategy.json`` (what-if)."""
     codec = log.codec()
     runner = CellRunner(codec)
-    blob = log.snapshot()
-    if blob is not None:
-        runner.restore(log.partition, blob)
+    tp = time.perf_counter()
+    n_prefix = runner.catch_up(log.prefix())
+    prefix_seconds = time.perf_counter() - tp
     part = runner.partition(log.partition)
     state = part.cells.get(log.cell)
     if state is None:
@@ -93,7 +96,7 @@ def replay_logdir(log: LogDir, *, policy: dict[str, Any] | None = None, drop_pol
     bar.close()
     registry = codec.registry
     return Replayed(out, codec, state, chosen, bar.n, seconds, dropped,
-                    dict(getattr(registry, "local", {}) or {}))
+                    dict(getattr(registry, "local", {}) or {}), n_prefix, prefix_seconds)
 
 
 def _is_policy_change(codec: Codec, record: RawRecord) -> bool:

@@ -100,7 +100,18 @@ def verify(log: LogDir, replayed: Replayed) -> VerifyReport:
         if pa is not None and pb is not None:
             details["fields"] = diff_fields({"kind": ka, **pa}, {"kind": kb, **pb})
         details["first_placement_difference"] = _first_placement_difference(codec, recorded, regenerated, div.index)
+        details["strategies"] = {"recorded": _strategies(codec, recorded), "regenerated": _strategies(codec, regenerated)}
     return VerifyReport(len(raw), dupes, len(regenerated), div, details)
+
+
+def _strategies(codec: Codec, values: list[bytes]) -> list[str]:
+    """``name@version`` of every strategy that made these decisions (first-seen order)."""
+    seen: dict[str, None] = {}
+    for v in values:
+        ref = ((_decode(codec, v)[1] or {}).get("provenance") or {}).get("strategy") or {}
+        if ref:
+            seen.setdefault(f"{ref.get('name')}@{ref.get('version')}", None)
+    return list(seen)
 
 
 def _first_placement_difference(codec: Codec, rec: list[bytes], gen: list[bytes], start: int) -> dict | None:
@@ -115,7 +126,9 @@ def _first_placement_difference(codec: Codec, rec: list[bytes], gen: list[bytes]
 
 def describe(report: VerifyReport, replayed: Replayed) -> str:
     """Human-readable verdict, several lines."""
-    head = (f"inputs {replayed.inputs:,} in {replayed.seconds:.2f}s ({replayed.events_per_s:,.0f} events/s); "
+    pre = (f" after re-applying {replayed.prefix:,} earlier records in {replayed.prefix_seconds:.2f}s"
+           if replayed.prefix else "")
+    head = (f"inputs {replayed.inputs:,} in {replayed.seconds:.2f}s ({replayed.events_per_s:,.0f} events/s){pre}; "
             f"decisions: recorded {report.recorded:,} ({report.duplicates:,} redelivered duplicates dropped), "
             f"regenerated {report.regenerated:,}")
     if report.identical:
@@ -128,8 +141,14 @@ def describe(report: VerifyReport, replayed: Replayed) -> str:
     for f in report.details.get("fields") or []:
         lines.append(f"  differs    : {f}")
     p = report.details.get("first_placement_difference")
-    if p is not None and p["index"] != d.index:
+    if p is None:
+        lines.append("  every placement (task, node, devices) is the same: only other fields differ")
+    elif p["index"] != d.index:
         lines.append(f"  first different placement at #{p['index']}: recorded {p['recorded']} / regenerated {p['regenerated']}")
+    st = report.details.get("strategies") or {}
+    if st.get("recorded") != st.get("regenerated"):
+        lines.append(f"  note: recorded decisions were made by {', '.join(st.get('recorded') or ['-'])}; this build "
+                     f"runs {', '.join(st.get('regenerated') or ['-'])}: the strategy code changed since the recording")
     if replayed.local_schemas:
         lines.append(f"  note: encoded with schemas the log directory does not hold: {replayed.local_schemas}")
     return "\n".join(lines)

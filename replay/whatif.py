@@ -71,7 +71,8 @@ def run_timed(nodes_csv: str, pods_csv: str, policies: list[str], *, seed: int =
         "nodes": f"{nodes_csv} ({c['nodes_total']:,} nodes, {c['gpus_total']:,} GPUs)",
         "cluster": f"{c['nodes_kept']:,} nodes, {c['gpus_kept']:,} GPUs: {c['method']}",
         "pods": f"{pods_csv} ({w.info['tasks']:,} tasks; {w.info['without_departure']} without a departure)",
-        "arrivals": f"creation_time / {load:g}" + ("" if load == 1 else " (load factor: arrivals compressed, lifetimes kept)"),
+        "arrivals": "creation_time, as in the trace (load 1)" if load == 1 else
+                    f"creation_time / {load:g} (load factor {load:g}: arrivals compressed, lifetimes kept)",
         "departures": "arrival + (deletion_time - creation_time): COMPLETED if placed, TaskCancelled "
                       "(abandoned) if still waiting; at equal times departures first",
         "seed": str(seed),

@@ -89,3 +89,8 @@ class ConflictError(SuanliError):
 
 class UnavailableError(SuanliError):
     """A dependency (Kafka, the read model) is not ready; retry later (HTTP 503, gRPC UNAVAILABLE)."""
+
+
+class AuditError(SuanliError):
+    """An audit query cannot be answered: no such task (for that tenant), a bad filter, or an
+    audit index that cannot be opened."""

@@ -1,7 +1,12 @@
 """Replay fidelity and divergence detection on a synthetic cell log."""
 import json
 
+import pytest
+
+import synth
 from conftest import make_logdir
+from suanli.streams.cell_runner import CellRunner
+from suanli.streams.topics import DECISIONS
 from suanli.replay.logdir import DECISIONS_FILE, LogDir, read_records, write_records
 from suanli.replay.rerun import replay_logdir
 from suanli.replay.verify import describe, verify
@@ -13,13 +18,36 @@ def _verify(path):
     return verify(log, replayed), replayed
 
 
-def test_range_starting_mid_log_replays_from_its_snapshot(tmp_path):
-    path = make_logdir(tmp_path / "mid", lo=120)
+@pytest.mark.parametrize("lo", [20, 60, 120])
+def test_range_starting_mid_log_replays_from_its_prefix(tmp_path, lo):
+    path = make_logdir(tmp_path / "mid", lo=lo)
     log = LogDir.open(path)
-    assert log.snapshot() is not None and log.meta["inputs"]["from_offset"] == 120
+    assert log.meta["inputs"]["from_offset"] == lo and log.meta["counts"]["prefix"] > 0
     report, replayed = _verify(path)
     assert report.identical, describe(report, replayed)
     assert report.recorded > 50
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "processors/plugins/fgd.py caches the 'observed' typical tasks per refresh epoch as the histogram "
+    "seen at the epoch's first decision; CellState.from_snapshot drops _derived, so a restored state "
+    "recomputes it from the current histogram and decides differently. Why log directories carry the "
+    "prefix records, not a snapshot. Remove the xfail when the cache becomes a pure function of the state."))
+def test_snapshot_restore_decides_like_the_uninterrupted_run():
+    codec, _ = synth.offline_codec()
+    records = synth.encode_log(codec, synth.inputs(n_tasks=200, other_cell=None))
+
+    def run(split=None):
+        runner, out = CellRunner(codec), []
+        for i, rec in enumerate(records):
+            if i == split:
+                blob = runner.snapshot(0)
+                runner = CellRunner(codec)
+                runner.restore(0, blob)
+            out += [r.value for r in runner.apply(rec) if r.topic == DECISIONS]
+        return out
+
+    assert run() == run(split=20)
 
 
 def test_one_byte_change_of_strategy_json_is_reported(logdir):

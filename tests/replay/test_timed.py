@@ -61,10 +61,10 @@ def test_queueing_time_is_decision_time_minus_submission(contended):
     state = CellState("openb")
     off = 0
     for n in w.cluster.nodes:
-        state, _ = decide(state, "NodeRegistered", n, ("x", 0, off))
+        state, _ = decide(state, "NodeRegistered", n, (f"trace.{w.name}", 0, off))
         off += 1
     state, _ = decide(state, "PolicyChanged", {"cell": "openb", "strategy": "bestfit", "config": r["config"], "at": 0},
-                      ("x", 0, off))
+                      (f"trace.{w.name}", 0, off))
     waits = {}
     for at, arrival, i in w.events:
         tid = w.tasks[i]["task_id"]
@@ -78,7 +78,7 @@ def test_queueing_time_is_decision_time_minus_submission(contended):
         else:
             continue
         off += 1
-        state, outs = decide(state, kind, p, ("x", 0, off))
+        state, outs = decide(state, kind, p, (f"trace.{w.name}", 0, off))
         for k, d in outs:
             if k == "TaskPlaced":
                 waits[d["task_id"]] = (d["provenance"]["decided_at"] - state.tasks[d["task_id"]]["submitted_at"]) / 1000
