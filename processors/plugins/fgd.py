@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..frag import TypicalTasks, frag_after_shared, node_frag, typical_from_counts
+from ..frag import TypicalTasks, frag_after_shared, node_frag, shape_key, typical_from_counts
 from ..framework import REGISTRY, CycleContext, Plugin
 from ..state import CellState
 
@@ -81,14 +81,29 @@ class FGD(Plugin):
         return tt
 
     def _typical_counts(self, state: CellState) -> TypicalTasks:
+        """A pure function of the state: the histogram of the shapes of the tasks with
+        arrival ``seq <= cutoff``, where ``cutoff`` is the last multiple of
+        ``refresh_every`` (so it is the same for every decision of an epoch, whether the
+        state was folded from the log or restored from a snapshot mid-epoch); in the first
+        epoch the cutoff is the current ``seq``."""
         if self.tt is not None:
             return self.tt
         epoch = state.seq // self.refresh
-        k = ("fgd-observed", self.threshold, epoch)
+        cutoff = epoch * self.refresh if epoch > 0 else state.seq
+        k = ("fgd-observed", self.threshold, cutoff)
         tt = state._derived.get(k)
         if tt is None:
-            tt = state._derived[k] = TypicalTasks.from_list(
-                typical_from_counts(state.class_counts, self.threshold))
+            if cutoff == state.seq:
+                counts = state.class_counts
+            else:
+                counts = {}
+                for t in state.tasks.values():
+                    if t["seq"] <= cutoff:
+                        key = shape_key(t["cpu"], t["gpu_count"], t["gpu_milli"], t["models"])
+                        counts[key] = counts.get(key, 0) + 1
+            for old in [x for x in state._derived if isinstance(x, tuple) and x[:2] == ("fgd-observed", self.threshold)]:
+                del state._derived[old]
+            tt = state._derived[k] = TypicalTasks.from_list(typical_from_counts(counts, self.threshold))
         return tt
 
     # -- cached node fragmentation (before any placement)

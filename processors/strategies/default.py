@@ -1,6 +1,6 @@
 """``default``: Suanli's GPU-aware strategy, a fragmentation-gradient / best-fit blend.
 
-score(node) = delta_frag(node) + w * bestfit(node)
+score(node) = delta_frag(node) + w * bestfit(node) - scarcity(node)
 
 * ``delta_frag``: how many GPU milli of expected fragmentation (FGD's measure, w.r.t. the
   typical tasks) the placement removes, as an exact float, not squashed through the
@@ -8,12 +8,18 @@ score(node) = delta_frag(node) + w * bestfit(node)
 * ``bestfit``: the simulator's BestFit score (0..100, un-normalised), weight ``w``
   (``bestfit_weight``, default 1.0): one BestFit point trades against one milli-GPU of
   fragmentation, so packing decides between nodes that FGD sees as (nearly) equal;
+* ``scarcity`` (weight ``scarcity_weight``, default 1.0; 0 disables): the expected milli of
+  *other* tasks' future demand the placement takes away, from how much of each typical
+  class's accepted-model pool it uses (plugins/fgd.py ``Scarcity``). It only acts when
+  typical tasks carry GPU-model constraints: unconstrained tasks then keep off the models
+  the constrained ones depend on (gpuspec workloads);
 * exact ties: BestFit order, then lowest row; a shared task goes on the device with the
   largest fragmentation reduction, ties to the one with the least free milli.
 
 Use it by default for GPU clusters with mixed shared / whole / CPU-only tasks. On the
 openb trace it beats FGD (see the protocol report). Config: as ``fgd`` (``typical_tasks``
-or ``"observed"``, ``threshold_pct``) plus ``bestfit_weight``.
+or ``"observed"``, ``threshold_pct``, ``ignore_noaccess``) plus ``bestfit_weight``,
+``scarcity_weight``.
 """
 from __future__ import annotations
 
@@ -22,7 +28,7 @@ from ..plugins.basic import FILTERS
 from .fgd import fgd_args
 
 NAME = "default"
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 
 
 def build(config: dict) -> Profile:

@@ -28,11 +28,6 @@ def test_range_starting_mid_log_replays_from_its_prefix(tmp_path, lo):
     assert report.recorded > 50
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "processors/plugins/fgd.py caches the 'observed' typical tasks per refresh epoch as the histogram "
-    "seen at the epoch's first decision; CellState.from_snapshot drops _derived, so a restored state "
-    "recomputes it from the current histogram and decides differently. Why log directories carry the "
-    "prefix records, not a snapshot. Remove the xfail when the cache becomes a pure function of the state."))
 def test_snapshot_restore_decides_like_the_uninterrupted_run():
     codec, _ = synth.offline_codec()
     records = synth.encode_log(codec, synth.inputs(n_tasks=200, other_cell=None))

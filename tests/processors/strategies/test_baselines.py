@@ -75,3 +75,17 @@ def test_gpu_packing_cases():
     c.node("b", gpus=2, model="G2")
     c.task("w", gpus=1, milli=1000)
     assert c.node_of("w") == "b"                    # idle nodes score max(33 - n, n): small first
+
+
+def test_gpu_tag_index_stays_equal_to_a_rebuild():
+    c = Cell("gpu-clustering")
+    for n in "abc":
+        c.node(n, gpus=4, model="T4")
+    rng = np.random.default_rng(0)
+    for i in range(30):
+        c.task(f"t{i}", gpus=int(rng.choice([1, 1, 2])), milli=int(rng.choice([200, 500, 1000])))
+        if i % 4 == 3 and c.state.tasks[f"t{i - 2}"]["status"] == "PLACED":
+            c.done(f"t{i - 2}")
+        live = [dict(d) for d in c.state.gpu_tags()]
+        c.state._derived.pop("gpu_tags")
+        assert c.state.gpu_tags() == live
