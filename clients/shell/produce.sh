@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Produce Suanli events with kcat: the Confluent wire format built in the shell.
+#
+#   produce.sh vector FILE.json [options]      send a test vector's Avro bytes as they are
+#   produce.sh task   --task-id ID [fields]    encode a TaskSubmitted here, then send it
+#   produce.sh bid    --bid-id ID  [fields]    encode a ReservationBid here, then send it
+#   produce.sh cancel --task-id ID [fields]    encode a TaskCancelled here, then send it
+#
+# options:  --brokers H:P (127.0.0.1:19092)  --registry URL (http://127.0.0.1:18081/apis/ccompat/v7)
+#           --topic T (suanli.raw.tasks)  --key K (default: the event's task_id / bid_id)
+#           --schema FILE (default: schemas/vectors/schemas/<subject>.avsc of this repository)
+#           --hex  print the Avro body as hex and exit (no registry, no Kafka)
+# fields:   --event-id ID --tenant T --cell C --at MS --cpu-milli N --memory-mib N --gpu-count N
+#           --gpu-milli N --gpu-model M (repeatable) --gpu-memory-mib N
+#   task:   --qos GOLD|SILVER|BRONZE --priority N --label k=v (repeatable) --deadline MS
+#           --duration-ms N --arg A (repeatable: the command line) --no-args (command = [])
+#   bid:    --start-at MS --duration-ms N --price X
+#   cancel: --reason TEXT
+#
+# The value is byte 0x00, the schema id as 4 big-endian bytes, then the Avro binary body.
+# The schema id comes from registering the schema file (POST /subjects/<subject>/versions is
+# idempotent: an already registered schema just returns its id). The Avro body is written
+# by the small encoder below, which knows the field order of the current contract (checked
+# against schemas/vectors by tests/clients/test_vectors.py): ints and longs as zig-zag
+# varints in bash arithmetic, strings as length + UTF-8 bytes, arrays and maps as one block,
+# map keys sorted (byte order), unions as branch index + value. Doubles (a bid's price) are
+# packed by perl (perl-base is part of every Debian system). The profile of a task is
+# always null and its accelerator list empty: use another client for those.
+#
+# Needs bash 4.3+, kcat, curl, od, sed (and perl for bids).
+set -euo pipefail
+export LC_ALL=C   # ${#s} counts bytes; sort compares bytes (= code point order of UTF-8)
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VECTOR_SCHEMAS="$HERE/../../schemas/vectors/schemas"
+
+die() { echo "produce.sh: $*" >&2; exit 2; }
+
+# ---------------------------------------------------------------- Avro binary, as hex
+HEX=""
+zigzag() {  # append the zig-zag varint of a signed 64-bit integer
+  local n=$1
+  [[ $n =~ ^-?[0-9]+$ ]] || die "not an integer: $n"
+  local z=$(( (n << 1) ^ (n >> 63) )) b
+  while :; do
+    b=$(( z & 0x7f ))
+    z=$(( (z >> 7) & 0x01ffffffffffffff ))   # logical shift: z is unsigned
+    if (( z == 0 )); then HEX+=$(printf '%02x' "$b"); return; fi
+    HEX+=$(printf '%02x' $(( b | 0x80 )))
+  done
+}
+int() {
+  (( $1 >= -2147483648 && $1 <= 2147483647 )) 2>/dev/null || die "$1 does not fit an Avro int"
+  zigzag "$1"
+}
+long() { zigzag "$1"; }
+str() {
+  zigzag "${#1}"
+  if (( ${#1} > 0 )); then HEX+=$(printf '%s' "$1" | od -An -tx1 -v | tr -d ' \n'); fi
+}
+double() {
+  [[ $1 =~ ^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]] || die "not a number: $1"
+  HEX+=$(perl -e 'print unpack("H*", pack("d<", $ARGV[0]))' "$1")
+}
+str_array() {  # append an array of strings (the arguments)
+  if (( $# > 0 )); then zigzag $#; local s; for s in "$@"; do str "$s"; done; fi
+  HEX+=00
+}
+enum() {  # enum VALUE SYMBOL...
+  local v=$1 i=0 s; shift
+  for s in "$@"; do [[ $s == "$v" ]] && { zigzag $i; return; }; i=$((i + 1)); done
+  die "$v is not one of: $*"
+}
+
+# ---------------------------------------------------------------- arguments
+(( $# >= 1 )) || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+MODE=$1; shift
+BROKERS=127.0.0.1:19092 REGISTRY=http://127.0.0.1:18081/apis/ccompat/v7 TOPIC=suanli.raw.tasks
+KEY="" SCHEMA="" PRINT_HEX=0 VECTOR=""
+EVENT_ID="" TASK_ID="" BID_ID="" TENANT=default CELL=openb AT="" CPU=1000 MEM=1024 GPUS=0 MILLI=0
+GPU_MEM=0 QOS=SILVER PRIO=0 DEADLINE="" DURATION="" START_AT="" PRICE=0 REASON="" ARGS_SET=0
+MODELS=() ARGS=() LABEL_KEYS=() LABEL_VALUES=()
+add_label() {  # keep the labels sorted by key (byte order; [[ < ]] under LC_ALL=C); a repeated key replaces
+  local i n=${#LABEL_KEYS[@]}
+  for (( i = 0; i < n; i++ )); do
+    if [[ ${LABEL_KEYS[i]} == "$1" ]]; then LABEL_VALUES[i]=$2; return; fi
+    [[ ${LABEL_KEYS[i]} < "$1" ]] || break
+  done
+  LABEL_KEYS=("${LABEL_KEYS[@]:0:i}" "$1" "${LABEL_KEYS[@]:i}")
+  LABEL_VALUES=("${LABEL_VALUES[@]:0:i}" "$2" "${LABEL_VALUES[@]:i}")
+}
+[[ $MODE == vector ]] && { (( $# >= 1 )) || die "vector needs a file"; VECTOR=$1; shift; }
+while (( $# > 0 )); do
+  opt=$1
+  case $opt in --hex|--no-args) ;; *) (( $# >= 2 )) || die "$opt needs a value" ;; esac
+  case $opt in
+    --brokers) BROKERS=$2 ;; --registry) REGISTRY=${2%/} ;; --topic) TOPIC=$2 ;; --key) KEY=$2 ;;
+    --schema) SCHEMA=$2 ;; --hex) PRINT_HEX=1; shift; continue ;;
+    --event-id) EVENT_ID=$2 ;; --task-id) TASK_ID=$2 ;; --bid-id) BID_ID=$2 ;; --tenant) TENANT=$2 ;;
+    --cell) CELL=$2 ;; --at) AT=$2 ;; --cpu-milli) CPU=$2 ;; --memory-mib) MEM=$2 ;;
+    --gpu-count) GPUS=$2 ;; --gpu-milli) MILLI=$2 ;; --gpu-model) MODELS+=("$2") ;; --gpu-memory-mib) GPU_MEM=$2 ;;
+    --qos) QOS=${2^^} ;; --priority) PRIO=$2 ;; --deadline) DEADLINE=$2 ;; --duration-ms) DURATION=$2 ;;
+    --label) [[ $2 == *=* ]] || die "--label $2: want key=value"; add_label "${2%%=*}" "${2#*=}" ;;
+    --arg) ARGS+=("$2"); ARGS_SET=1 ;; --no-args) ARGS_SET=1; shift; continue ;;
+    --start-at) START_AT=$2 ;; --price) PRICE=$2 ;; --reason) REASON=$2 ;;
+    *) die "unknown option $opt (run without arguments for help)" ;;
+  esac
+  shift 2
+done
+NOW=$(( $(date +%s%N) / 1000000 ))
+AT=${AT:-$NOW}
+
+resources() {
+  int "$CPU"; int "$MEM"; int "$GPUS"; int "$MILLI"; str_array "${MODELS[@]}"; int "$GPU_MEM"
+  HEX+=00   # accelerators: []
+}
+
+case $MODE in
+  task)
+    [[ -n $TASK_ID ]] || die "task needs --task-id"
+    SUBJECT=io.suanli.events.TaskSubmitted KEY=${KEY:-$TASK_ID}
+    str "${EVENT_ID:-submit/$TASK_ID}"; str "$TASK_ID"; str "$TENANT"; str "$CELL"; long "$AT"
+    resources
+    enum "$QOS" GOLD SILVER BRONZE
+    int "$PRIO"
+    if (( ${#LABEL_KEYS[@]} > 0 )); then
+      zigzag ${#LABEL_KEYS[@]}
+      for i in "${!LABEL_KEYS[@]}"; do str "${LABEL_KEYS[i]}"; str "${LABEL_VALUES[i]}"; done
+    fi
+    HEX+=00                                                      # end of labels
+    if [[ -n $DEADLINE ]]; then HEX+=02; long "$DEADLINE"; else HEX+=00; fi
+    if [[ -n $DURATION ]]; then HEX+=02; long "$DURATION"; else HEX+=00; fi
+    if (( ARGS_SET )); then HEX+=02; str_array ${ARGS[@]+"${ARGS[@]}"}; else HEX+=00; fi
+    HEX+=00 ;;                                                   # profile: null
+  bid)
+    [[ -n $BID_ID ]] || die "bid needs --bid-id"
+    SUBJECT=io.suanli.events.ReservationBid KEY=${KEY:-$BID_ID}
+    str "${EVENT_ID:-bid/$BID_ID}"; str "$BID_ID"; str "$TENANT"; str "$CELL"
+    resources
+    long "${START_AT:-$((NOW + 3600000))}"; long "${DURATION:-3600000}"; double "$PRICE"; long "$AT" ;;
+  cancel)
+    [[ -n $TASK_ID ]] || die "cancel needs --task-id"
+    SUBJECT=io.suanli.events.TaskCancelled KEY=${KEY:-$TASK_ID}
+    str "${EVENT_ID:-cancel/$TASK_ID}"; str "$TASK_ID"; str "$TENANT"; str "$CELL"; str "$REASON"; long "$AT" ;;
+  vector)
+    # The vector files are written by schemas/vectors/generate.py, one "key": value per line.
+    [[ -r $VECTOR ]] || die "cannot read $VECTOR"
+    field() { sed -n "s/^ *\"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" "$VECTOR" | head -n 1; }
+    SUBJECT=$(field subject) HEX=$(field avro_hex)
+    [[ -n $SUBJECT && $HEX =~ ^([0-9a-f]{2})*$ ]] || die "$VECTOR is not a vector file"
+    if [[ -z $KEY ]]; then
+      for f in task_id bid_id node_id; do KEY=$(field $f); [[ -n $KEY ]] && break; done
+    fi ;;
+  *) die "unknown mode $MODE: use vector, task, bid or cancel" ;;
+esac
+
+if (( PRINT_HEX )); then echo "$HEX"; exit 0; fi
+[[ -n $KEY ]] || die "no record key: give --key"
+
+# ---------------------------------------------------------------- registry: the schema id
+SCHEMA=${SCHEMA:-$VECTOR_SCHEMAS/$SUBJECT.avsc}
+[[ -r $SCHEMA ]] || die "cannot read the schema file $SCHEMA"
+BODY="{\"schemaType\":\"AVRO\",\"schema\":\"$(tr -d '\n' < "$SCHEMA" | sed 's/\\/\\\\/g; s/"/\\"/g')\"}"
+REPLY=$(curl -sS --max-time 20 -X POST -H 'Content-Type: application/vnd.schemaregistry.v1+json' \
+        --data-binary "$BODY" "$REGISTRY/subjects/$SUBJECT/versions") || die "registry at $REGISTRY unreachable"
+ID=$(sed -n 's/.*"id" *: *\([0-9][0-9]*\).*/\1/p' <<<"$REPLY")
+[[ -n $ID ]] || die "registry refused $SUBJECT: $REPLY"
+
+# ---------------------------------------------------------------- the record, through kcat
+WIRE=00$(printf '%08x' "$ID")$HEX
+MSG=$(mktemp); trap 'rm -f "$MSG"' EXIT
+printf '%b' "$(sed 's/../\\x&/g' <<<"$WIRE")" > "$MSG"
+# A file argument is sent as one message, whatever bytes it holds (0x0a included).
+# murmur2_random: the Java client's partitioner (librdkafka's default is CRC32-based).
+kcat -P -b "$BROKERS" -t "$TOPIC" -k "$KEY" -X topic.partitioner=murmur2_random \
+     -X enable.idempotence=true -X acks=all "$MSG"
+echo "produced 1 ${SUBJECT##*.} (schema id $ID) to $TOPIC"

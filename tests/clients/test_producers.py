@@ -1,0 +1,224 @@
+"""Producers in other languages against the REAL broker and registry.
+
+Each client (Go/franz-go, Java/kafka-clients, TypeScript/kafkajs, the kcat shell script,
+and the Python SDK) produces TaskSubmitted and ReservationBid events; the Python codec
+must decode every record to exactly the event that was meant. Then a small control plane
+runs with its whole workload submitted by those clients, and must place every task.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from client_helpers import LANGS, PRODUCERS, REPO, ensure_built, produce_argv, python_sdk, run, shell_argv
+from suanli.config import load_settings
+from suanli.deploy.plane import Plane, PlaneOptions
+from suanli.schemas.codec import split_frame
+from suanli.streams.kafka_io import EventConsumer, ensure_topics
+from suanli.streams.topics import TopicNames, TopicSpec
+
+pytestmark = pytest.mark.stack
+
+T0 = 1_767_225_600_000
+
+
+def _resources(cpu: int, mem: int, gpus: int = 0, milli: int = 0, models: tuple[str, ...] = (), gpu_mem: int = 0) -> dict:
+    return {"cpu_milli": cpu, "memory_mib": mem, "gpu_count": gpus, "gpu_milli": milli, "gpu_models": list(models),
+            "gpu_memory_mib": gpu_mem, "accelerators": []}
+
+
+def _events(lang: str, run_id: str, cell: str) -> dict[str, dict]:
+    """What one language sends: a task from flags, a task from a JSON file, a bid."""
+    flag_task = {
+        "event_id": f"submit/{run_id}-{lang}-flags", "task_id": f"{run_id}-{lang}-flags", "tenant": f"tenant-{lang}",
+        "cell": cell, "submitted_at": T0 + 1, "resources": _resources(6000, 12288, 1, 460, ("V100M16", "V100M32")),
+        "qos_tier": "GOLD", "priority": 3, "labels": {"team": "vision", "lang": lang}, "deadline": None,
+        "duration_estimate_ms": 7_200_000, "command": None, "profile": None}
+    file_task = {
+        "event_id": f"submit/{run_id}-{lang}-file", "task_id": f"{run_id}-{lang}-file", "tenant": "视觉",
+        "cell": cell, "submitted_at": T0 + 2,
+        "resources": _resources(32000, 262144, 2, 1000, ("A100",), 40960),
+        "qos_tier": "BRONZE", "priority": -5, "labels": {"2": "two", "10": "ten", "team": "算力"},
+        "deadline": T0 + 86_400_000, "duration_estimate_ms": None, "command": ["python", "train.py", "--epochs=3"],
+        "profile": {"duration_class": "long", "io_intensity": 0.5, "parallelism": 2, "sla_level": "", "model_arch": "bert",
+                    "data_locations": ["site-a"], "extra": {"b": 2.5, "a": -1.0}}}
+    if lang == "shell":
+        file_task["profile"] = None  # the shell encoder writes no profile
+    bid = {"event_id": f"bid/{run_id}-{lang}-bid", "bid_id": f"{run_id}-{lang}-bid", "tenant": f"tenant-{lang}",
+           "cell": cell, "resources": _resources(64000, 524288, 8, 1000, ("A100",)), "start_at": T0 + 3_600_000,
+           "duration_ms": 14_400_000, "price": 2.75, "at": T0 + 3}
+    return {"flags": flag_task, "file": file_task, "bid": bid}
+
+
+def _task_flags(t: dict) -> list[str]:
+    r = t["resources"]
+    argv = ["--task-id", t["task_id"], "--event-id", t["event_id"], "--tenant", t["tenant"], "--cell", t["cell"],
+            "--at", t["submitted_at"], "--cpu-milli", r["cpu_milli"], "--memory-mib", r["memory_mib"],
+            "--gpu-count", r["gpu_count"], "--gpu-milli", r["gpu_milli"], "--qos", t["qos_tier"],
+            "--priority", t["priority"], "--duration-ms", t["duration_estimate_ms"]]
+    argv += [x for m in r["gpu_models"] for x in ("--gpu-model", m)]
+    argv += [x for k, v in t["labels"].items() for x in ("--label", f"{k}={v}")]
+    return [str(a) for a in argv]
+
+
+def _bid_flags(b: dict) -> list[str]:
+    r = b["resources"]
+    argv = ["--bid-id", b["bid_id"], "--event-id", b["event_id"], "--tenant", b["tenant"], "--cell", b["cell"],
+            "--cpu-milli", r["cpu_milli"], "--memory-mib", r["memory_mib"], "--gpu-count", r["gpu_count"],
+            "--gpu-milli", r["gpu_milli"], "--start-at", b["start_at"], "--duration-ms", b["duration_ms"],
+            "--price", b["price"], "--at", b["at"]]
+    argv += [x for m in r["gpu_models"] for x in ("--gpu-model", m)]
+    return [str(a) for a in argv]
+
+
+def _commands(lang: str, events: dict[str, dict], topic: str, settings, tmp: Path) -> list[list[str]]:
+    """The producer command lines that send ``events`` (all but the Python SDK's)."""
+    conn = ["--brokers", settings.bootstrap_servers, "--registry", settings.registry_url, "--topic", topic]
+    if lang == "shell":
+        return [shell_argv(kind, events[name]) + conn
+                for name, kind in (("flags", "TaskSubmitted"), ("file", "TaskSubmitted"), ("bid", "ReservationBid"))]
+    base = produce_argv(lang) + conn
+    path = tmp / f"{lang}-tasks.json"
+    path.write_text(json.dumps([events["file"]], ensure_ascii=False))
+    return [base + _task_flags(events["flags"]),
+            base + ["--kind", "TaskSubmitted", "--file", str(path)],
+            base + _bid_flags(events["bid"])]
+
+
+async def _read(settings, codec, topic: str) -> list:
+    async with EventConsumer(settings.bootstrap_servers, codec, [topic]) as consumer:
+        return await consumer.read_until_end(idle_ms=2000)
+
+
+@pytest.mark.parametrize("lang", PRODUCERS)
+def test_producer_writes_events_the_python_codec_decodes(lang, stack, codec, registry, tmp_path):
+    run_id = f"p{uuid.uuid4().hex[:8]}"
+    topic = TopicNames(run_id).raw_tasks
+    asyncio.run(ensure_topics(stack.bootstrap_servers, [TopicSpec(topic, 2)]))
+    events = _events(lang, run_id, cell=f"cell-{run_id}")
+
+    if lang == "python":
+        sdk = python_sdk()
+
+        async def produce() -> None:
+            async with sdk.SuanliClient(stack, namespace=run_id) as client:
+                await client.submit_event("TaskSubmitted", events["flags"])
+                await client.submit_event("TaskSubmitted", events["file"])
+                await client.submit_event("ReservationBid", events["bid"])
+        asyncio.run(produce())
+    else:
+        for argv in _commands(lang, events, topic, stack, tmp_path):
+            proc = run(argv, cwd=REPO, timeout=120)
+            assert "produced 1 " in proc.stdout, proc.stdout
+
+    records = asyncio.run(_read(stack, codec, topic))
+    assert [r.error for r in records if r.error] == []
+    got = {r.key.decode(): (r.kind, r.payload, split_frame(r.value)[0]) for r in records}
+    assert set(got) == {events["flags"]["task_id"], events["file"]["task_id"], events["bid"]["bid_id"]}
+    latest = {kind: registry.latest(f"io.suanli.events.{kind}")["id"] for kind in ("TaskSubmitted", "ReservationBid")}
+    for name, kind, key in (("flags", "TaskSubmitted", "task_id"), ("file", "TaskSubmitted", "task_id"),
+                            ("bid", "ReservationBid", "bid_id")):
+        want = events[name]
+        got_kind, payload, schema_id = got[want[key]]
+        assert got_kind == kind
+        assert payload == want, f"{lang} {name}: decoded {payload}\n want {want}"
+        assert schema_id == latest[kind], f"{lang} {name}: schema id {schema_id}, latest is {latest[kind]}"
+
+
+def test_python_sdk_submits_a_task_spec_and_cancels_it(stack, codec):
+    run_id = f"p{uuid.uuid4().hex[:8]}"
+    topic = TopicNames(run_id).raw_tasks
+    asyncio.run(ensure_topics(stack.bootstrap_servers, [TopicSpec(topic, 1)]))
+    sdk = python_sdk()
+
+    async def produce() -> tuple[str, str]:
+        async with sdk.SuanliClient(stack, namespace=run_id) as client:
+            task_id = await client.submit_task({"tenant": "vision", "cell": "openb", "qos": "gold",
+                                                "resources": {"cpu": 4, "memory": "8Gi", "gpu": 0.5}}, now_ms=T0)
+            bid_id = await client.submit_bid(tenant="vision", cell="openb", start_at_ms=T0 + 1, duration_ms=60_000,
+                                             price=1.25, resources={"cpu": 8, "memory": "16Gi", "gpu": 2}, now_ms=T0)
+            await client.cancel(task_id, tenant="vision", cell="openb", reason="done", now_ms=T0 + 5)
+            return task_id, bid_id
+    task_id, bid_id = asyncio.run(produce())
+    records = asyncio.run(_read(stack, codec, topic))
+    by_kind = {r.kind: r.payload for r in records}
+    assert by_kind["TaskSubmitted"]["task_id"] == task_id
+    assert by_kind["TaskSubmitted"]["resources"]["gpu_milli"] == 500
+    assert by_kind["TaskSubmitted"]["qos_tier"] == "GOLD"
+    assert by_kind["ReservationBid"]["bid_id"] == bid_id
+    assert by_kind["ReservationBid"]["resources"]["gpu_count"] == 2
+    assert by_kind["TaskCancelled"] == {"event_id": by_kind["TaskCancelled"]["event_id"], "task_id": task_id,
+                                        "tenant": "vision", "cell": "openb", "reason": "done", "at": T0 + 5}
+
+
+def test_control_plane_places_every_task_produced_by_the_other_languages(stack, codec, tmp_path):
+    for lang in (*LANGS, "shell"):
+        ensure_built(lang)  # before the plane starts, so a missing toolchain fails fast
+    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
+    per_lang = 4
+    sent: dict[str, list[str]] = {}
+    sdk = python_sdk()
+
+    async def workload(publish, send_raw, tasks, names):
+        """Every task of the plane's run goes through one of the clients; each also bids."""
+        conn = ["--brokers", settings.bootstrap_servers, "--registry", settings.registry_url,
+                "--topic", names.raw_tasks]
+        commands: list[list[str]] = []
+        python_events: list[tuple[str, dict]] = []
+        now = int(time.time() * 1000)
+        for i, lang in enumerate(PRODUCERS):
+            group = tasks[i::len(PRODUCERS)]
+            sent[lang] = [t["task_id"] for t in group]
+            bid = {"event_id": f"bid/{lang}", "bid_id": f"{group[0]['cell']}-{lang}-bid", "tenant": "openb",
+                   "cell": group[0]["cell"], "resources": _resources(8000, 16384, 1, 1000), "start_at": now + 3_600_000,
+                   "duration_ms": 3_600_000, "price": 1.5, "at": now}
+            if lang == "python":
+                python_events += [("TaskSubmitted", t) for t in group] + [("ReservationBid", bid)]
+            elif lang == "shell":
+                commands += [shell_argv("TaskSubmitted", t) + conn for t in group]
+                commands.append(shell_argv("ReservationBid", bid) + conn)
+            else:
+                path = tmp_path / f"{lang}-tasks.json"
+                path.write_text(json.dumps(group))   # openb tasks have no "profile": the default (null) applies
+                commands.append(produce_argv(lang) + conn + ["--kind", "TaskSubmitted", "--file", str(path)])
+                commands.append(produce_argv(lang) + conn + _bid_flags(bid))
+
+        gate = asyncio.Semaphore(2)
+
+        async def run_one(argv: list[str]) -> None:
+            async with gate:
+                proc = await asyncio.create_subprocess_exec(*argv, cwd=REPO, stdout=asyncio.subprocess.PIPE,
+                                                            stderr=asyncio.subprocess.PIPE)
+                out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+            if proc.returncode != 0:
+                raise AssertionError(f"`{' '.join(argv)}` exited {proc.returncode}:\n{out.decode()}\n{err.decode()}")
+
+        async def run_python() -> None:
+            async with sdk.SuanliClient(settings) as client:
+                for kind, event in python_events:
+                    await client.submit_event(kind, event)
+
+        await asyncio.gather(run_python(), *(run_one(argv) for argv in commands))
+
+    plane = Plane(settings, PlaneOptions(tasks=per_lang * len(PRODUCERS), exit_when_drained=True, quiet=True,
+                                         drain_timeout=240, workload=workload), out=lambda _m: None)
+    plane.start()
+    try:
+        result = asyncio.run(plane.run())
+    finally:
+        plane.stop()
+
+    assert sorted(sent) == sorted(PRODUCERS) and all(len(ids) == per_lang for ids in sent.values()), sent
+    assert result["submitted"] == per_lang * len(PRODUCERS), result
+    assert result["dead_lettered"] == 0, result          # bids included: intake accepted every record
+    assert result["capacity_violations"] == 0, result["violations"]
+    records = asyncio.run(_read(settings, codec, TopicNames(settings.namespace).decisions))
+    placed = {r.payload["task_id"] for r in records if r.kind == "TaskPlaced"}
+    for lang, ids in sent.items():
+        assert set(ids) <= placed, f"{lang}: not placed: {sorted(set(ids) - placed)}"
+    assert result["placed"] == per_lang * len(PRODUCERS), result
