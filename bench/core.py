@@ -45,3 +45,33 @@ def scaling_curve(sizes: tuple[int, ...], task_count: int) -> dict[str, Any]:
         row["cost_ratio"] = round(row["us_per_decision"] / base["us_per_decision"], 3)
         row["size_ratio"] = round(row["nodes"] / base["nodes"], 3)
     return {"rows": rows}
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def memory_footprint(node_count: int, task_count: int) -> dict[str, Any]:
+    """Resident memory of a cell holding ``node_count`` nodes and ``task_count`` tasks.
+
+    Uses bestfit (the cheapest scorer) to fill the state quickly: the figure is the state's
+    size, not the strategy's speed. Tasks that do not fit stay queued, which is state too.
+    """
+    before = _rss_mib()
+    state = CellState("bench")
+    offset = 0
+    for node in synthetic.nodes(node_count):
+        decide(state, "NodeRegistered", node, ("bench.cells", 0, offset))
+        offset += 1
+    decide(state, "PolicyChanged", {"event_id": "p", "cell": "bench", "strategy": "bestfit",
+                                    "config_json": "{}", "at": 0}, ("bench.cells", 0, offset))
+    started = time.perf_counter()
+    for task in synthetic.tasks(task_count, prefix="mem"):
+        offset += 1
+        decide(state, "TaskSubmitted", task, ("bench.cells", 0, offset))
+    return {"nodes": node_count, "tasks": len(state.tasks), "rss_mib": round(_rss_mib(), 1),
+            "state_mib": round(_rss_mib() - before, 1), "fill_seconds": round(time.perf_counter() - started, 1)}

@@ -25,9 +25,9 @@ ANCHORS = {
 
 SIZES = {
     "quick": {"core_nodes": (200, 1000, 2000), "core_tasks": 500, "replay_nodes": 500, "replay_tasks": 1000,
-              "e2e_nodes": 300, "e2e_tasks": 600},
+              "e2e_nodes": 300, "e2e_tasks": 600, "mem_nodes": 2000, "mem_tasks": 5000},
     "full": {"core_nodes": (1000, 5000, 20000), "core_tasks": 5000, "replay_nodes": 5000, "replay_tasks": 20000,
-             "e2e_nodes": 5000, "e2e_tasks": 10000},
+             "e2e_nodes": 5000, "e2e_tasks": 10000, "mem_nodes": 20000, "mem_tasks": 100000},
 }
 
 
@@ -52,6 +52,8 @@ def run_suite(quick: bool, log: Callable[[str], None] = print) -> dict[str, Any]
                            "machine": machine(), "anchors": ANCHORS}
     log("core: decisions/s of the pure processor ...")
     out["core"] = core.scaling_curve(size["core_nodes"], size["core_tasks"])
+    log(f"memory: a cell with {size['mem_nodes']} nodes and {size['mem_tasks']} tasks ...")
+    out["memory"] = core.memory_footprint(size["mem_nodes"], size["mem_tasks"])
     log("replay: events/s through the replay path ...")
     with RegistryClient(s.registry_url) as registry:
         out["replay"] = replay_speed.replay_events_per_second(Codec(registry), size["replay_nodes"],
@@ -92,6 +94,9 @@ def markdown(r: dict[str, Any]) -> str:
     for row in r["core"]["rows"]:
         lines.append(f"| core decisions/s at {row['nodes']} nodes | {row['decisions_per_s']} "
                      f"({row['us_per_decision']} us; cost x{row['cost_ratio']} for size x{row['size_ratio']}) | target >= 50,000 at 5,000 |")
+    m = r["memory"]
+    lines.append(f"| cell state: {m['nodes']} nodes + {m['tasks']} tasks, process RSS (MiB) | {m['rss_mib']} "
+                 f"(state {m['state_mib']}) | target <= 1024 MiB |")
     rp = r["replay"]
     lines.append(f"| replay events/s ({rp['events']} events) | {rp['events_per_s']} | |")
     for x in r["fgd_experiment"]:
@@ -110,6 +115,8 @@ def check_complete(r: dict[str, Any]) -> list[str]:
     missing = []
     if not r["core"]["rows"] or any(row["decisions_per_s"] <= 0 for row in r["core"]["rows"]):
         missing.append("core decisions/s")
+    if not r["memory"]["rss_mib"]:
+        missing.append("memory footprint")
     if not r["replay"]["events_per_s"]:
         missing.append("replay events/s")
     if any(x["seconds"] is None for x in r["fgd_experiment"]):
