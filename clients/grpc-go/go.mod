@@ -1,6 +1,6 @@
 module github.com/suanli/suanli/clients/grpc-go
 
-go 1.26.8
+go 1.26.0
 
 tool (
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc
@@ -8,11 +8,14 @@ tool (
 )
 
 require (
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
-	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/grpc/cmd/protoc-gen-go-grpc v1.6.2 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )

@@ -1,0 +1,301 @@
+"""Pydantic models at the API boundary: what REST bodies and gRPC messages carry.
+
+Requests reuse the task form of ``schemas/task_spec.py`` (:class:`TaskSpec`,
+:class:`ResourcesSpec`), so the API, the CLI and YAML files accept the same documents.
+Responses mirror the read model (``projections/lifecycle.py``) and, where an Avro record
+is shown as it is (pending reasons, provenance, log positions, task resources), the Avro
+record field for field. ``schemas/proto/suanli.proto`` has one message per model here with
+the same name and fields; ``tests/api/test_contract.py`` keeps the two from drifting.
+
+Times are epoch milliseconds (Avro ``timestamp-millis``); enums are their Avro symbols as
+strings.
+"""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from suanli.schemas.task_spec import ResourcesSpec, TaskSpec
+
+__all__ = [
+    "TaskSpec", "ResourcesSpec", "BidSpec", "CancelRequest", "LogPosition", "SubmitTaskResponse",
+    "CancelTaskResponse", "SubmitBidResponse", "PendingReason", "TaskStatus", "ListTasksResponse",
+    "WhyPendingResponse", "AcceleratorRequest", "TaskResources", "BidView", "ListBidsResponse",
+    "NodeView", "ListNodesResponse", "StrategyRef", "Candidate", "FilterOutcome", "Provenance",
+    "AuditDecision", "AuditTrail", "Health", "FieldError", "ErrorResponse", "MAX_EPOCH_MS",
+]
+
+MAX_EPOCH_MS = 253_402_300_799_999      # 9999-12-31T23:59:59.999Z: keeps times inside Avro long and sane
+TASK_ID = Field(min_length=1, max_length=200, description="Task id.")
+
+
+class _Out(BaseModel):
+    # Built from Avro payloads too: a field a newer schema adds is dropped here (and the
+    # contract test asks for it to be added to the model and the proto), never a 500.
+    model_config = ConfigDict(extra="ignore")
+
+
+# ----------------------------------------------------------------------- requests
+class BidSpec(BaseModel):
+    """A bid for advance capacity: becomes a ``ReservationBid`` on the raw tasks topic."""
+
+    model_config = ConfigDict(extra="forbid")
+    bid_id: str | None = Field(None, min_length=1, max_length=200, description="Bid id; generated when absent.")
+    tenant: str | None = Field(None, min_length=1, description="Must be the token's tenant when given.")
+    cell: str = Field("openb", min_length=1, max_length=256)
+    resources: ResourcesSpec
+    start_at: int = Field(ge=0, le=MAX_EPOCH_MS, description="Start of the wanted window, epoch ms.")
+    duration: str | None = Field(None, description="Length of the window, e.g. 30m, 2h (or duration_ms).")
+    duration_ms: int | None = Field(None, gt=0, le=MAX_EPOCH_MS, description="Length of the window, ms.")
+    price: float = Field(ge=0, le=1e9, allow_inf_nan=False, description="Maximum price per GPU-hour.")
+
+
+class CancelRequest(BaseModel):
+    """Why a task is cancelled (optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+    reason: str = Field("", max_length=1000)
+
+
+# ----------------------------------------------------------------------- shared records
+class LogPosition(_Out):
+    """Avro ``LogPosition``: where a record is in Kafka."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class PendingReason(_Out):
+    """Avro ``PendingReason``."""
+
+    reason: str
+    nodes: int
+
+
+class AcceleratorRequest(_Out):
+    """Avro ``AcceleratorRequest`` (``kind`` is an ``AcceleratorKind`` symbol)."""
+
+    kind: str
+    model: str
+    count: int
+
+
+class TaskResources(_Out):
+    """Avro ``TaskResources``: resources as the scheduler sees them."""
+
+    cpu_milli: int
+    memory_mib: int
+    gpu_count: int = 0
+    gpu_milli: int = 0
+    gpu_models: list[str] = []
+    gpu_memory_mib: int = 0
+    accelerators: list[AcceleratorRequest] = []
+
+
+class StrategyRef(_Out):
+    """Avro ``StrategyRef``."""
+
+    name: str
+    version: str
+    config_digest: str
+
+
+class Candidate(_Out):
+    """Avro ``Candidate``."""
+
+    node_id: str
+    score: float
+    rank: int
+
+
+class FilterOutcome(_Out):
+    """Avro ``FilterOutcome``."""
+
+    reason: str
+    nodes: int
+    sample: list[str] = []
+
+
+class Provenance(_Out):
+    """Avro ``Provenance``: what the scheduler knew and did (DESIGN.md invariant 4)."""
+
+    input: LogPosition
+    strategy: StrategyRef
+    candidates: list[Candidate] = []
+    filtered: list[FilterOutcome] = []
+    path: list[str] = []
+    decided_at: int
+    matched_rule: str | None = None
+
+
+# ----------------------------------------------------------------------- responses
+class SubmitTaskResponse(_Out):
+    """The TaskSubmitted event was stored on the raw tasks topic."""
+
+    task_id: str
+    tenant: str
+    cell: str
+    event_id: str
+    submitted_at: int
+    position: LogPosition
+
+
+class CancelTaskResponse(_Out):
+    """The TaskCancelled event was stored; the scheduler releases the task."""
+
+    task_id: str
+    event_id: str
+    position: LogPosition
+
+
+class SubmitBidResponse(_Out):
+    """The ReservationBid event was stored."""
+
+    bid_id: str
+    tenant: str
+    cell: str
+    event_id: str
+    position: LogPosition
+
+
+class TaskStatus(_Out):
+    """Where a task stands (``projections/lifecycle.TaskView``).
+
+    ``status``: SUBMITTED (accepted, no decision yet), PENDING, PLACED, DISPATCHED,
+    RUNNING, COMPLETED, FAILED, CANCELLED or UNSCHEDULABLE. ``placed`` tells whether it was
+    ever placed.
+    """
+
+    task_id: str
+    tenant: str
+    cell: str
+    status: str
+    placed: bool
+    node_id: str
+    gpu_devices: list[int]
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+    reasons: list[PendingReason]
+    queue_position: int
+    priority: int
+    qos_tier: str
+    submitted_at: int
+    decision_id: str
+    decided_at: int
+    strategy: str
+    path: list[str]
+    message: str
+
+
+class ListTasksResponse(_Out):
+    tasks: list[TaskStatus]
+
+
+class WhyPendingResponse(_Out):
+    """Why a task waits: the reasons of its latest decision and its current queue position."""
+
+    task_id: str
+    status: str
+    pending: bool
+    reasons: list[PendingReason]
+    queue_position: int
+    queue_length: int
+    decision_id: str
+    decided_at: int
+    strategy: str
+    path: list[str]
+    explanation: str
+
+
+class BidView(_Out):
+    """A tenant's ``ReservationBid`` and what became of it (SUBMITTED, GRANTED, EXPIRED, RELEASED)."""
+
+    bid_id: str
+    tenant: str
+    cell: str
+    resources: TaskResources
+    start_at: int
+    duration_ms: int
+    price: float
+    at: int
+    status: str
+    reservation_id: str
+    node_id: str
+
+
+class ListBidsResponse(_Out):
+    bids: list[BidView]
+
+
+class NodeView(_Out):
+    """A node's capacity and what is allocated on it (``projections/lifecycle.NodeView``)."""
+
+    node_id: str
+    cell: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    gpu_model: str
+    connector: str
+    cpu_used: int
+    memory_used: int
+    gpu_used: list[int]
+
+
+class ListNodesResponse(_Out):
+    nodes: list[NodeView]
+
+
+class AuditDecision(_Out):
+    """One scheduling decision about a task, as recorded on the decisions topic.
+
+    ``kind`` is TaskPlaced, TaskPending, TaskUnschedulable or TaskReleased; the fields a
+    kind does not have are left empty. ``position`` is where the decision itself is stored.
+    """
+
+    kind: str
+    event_id: str
+    decision_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    node_id: str = ""
+    gpu_devices: list[int] = []
+    gpu_milli: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    reasons: list[PendingReason] = []
+    queue_position: int = 0
+    cause: str = ""
+    provenance: Provenance
+    position: LogPosition
+
+
+class AuditTrail(_Out):
+    """Every decision about one task, in log order: its decision path and provenance."""
+
+    task_id: str
+    tenant: str
+    cell: str
+    status: str
+    decisions: list[AuditDecision]
+
+
+class Health(_Out):
+    """Whether the read model has caught up with the log (reads answer 503 until then)."""
+
+    ready: bool
+    namespace: str
+
+
+class FieldError(_Out):
+    field: str
+    message: str
+
+
+class ErrorResponse(_Out):
+    """Every 4xx/5xx body: a one-line ``detail`` for people, and per-field errors for 422."""
+
+    detail: str
+    errors: list[FieldError] = []

@@ -1,0 +1,267 @@
+"""The API's read model: a background fold of the namespace's log, kept in memory.
+
+``projections/reader.load_lifecycle`` rebuilds the lifecycle view from scratch and waits
+for a second of silence on each topic, so one read costs seconds. The API instead folds
+the same topics once at start-up and then follows them:
+
+* the cell log, the decisions and the dead letters into a
+  :class:`~suanli.projections.lifecycle.LifecycleView` (the same fold, fed in the same
+  order at start-up: cell log, then decisions, then dead letters, as ``load_lifecycle``);
+* the raw tasks topic for submissions intake has not forwarded yet (shown as SUBMITTED)
+  and for reservation bids (which stop at intake);
+* the decisions, per task, for the audit (:mod:`suanli.api.audit`).
+
+Reads are answered from memory (microseconds). Staleness is bounded by the follow loop
+(a fetch every 200 ms at most); :meth:`LogFollower.sync` is a read-your-writes barrier: it
+waits until everything stored before the call has been folded. Memory grows with the log
+(one entry per task and per decision); the audit projection in ``projections/audit.py``
+is the durable replacement for the per-task decision lists.
+
+:class:`ReadModel` is the pure part (no I/O; tests feed it records); :class:`LogFollower`
+is the Kafka edge.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from suanli.config import Settings
+from suanli.errors import DecodeError, UnavailableError
+from suanli.projections.lifecycle import LifecycleView
+from suanli.schemas.codec import Codec
+from suanli.schemas.models import validate_event
+from suanli.streams.topics import TopicNames
+
+log = logging.getLogger(__name__)
+
+DECISION_KINDS = ("TaskPlaced", "TaskPending", "TaskUnschedulable", "TaskReleased")
+# Start-up order of the fold (see the module docstring); the roles name TopicNames attributes.
+ROLES = ("cell_log", "raw_tasks", "decisions", "dead_letters")
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One decision as stored: its kind, its Avro payload and its coordinates."""
+
+    kind: str
+    payload: dict[str, Any]
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass
+class Submission:
+    """A TaskSubmitted seen on the raw topic (valid by intake's rules)."""
+
+    task_id: str
+    tenant: str
+    cell: str
+    submitted_at: int
+    priority: int
+    qos_tier: str
+
+
+@dataclass
+class Bid:
+    payload: dict[str, Any]
+    status: str = "SUBMITTED"
+    reservation_id: str = ""
+    node_id: str = ""
+
+
+@dataclass
+class ReadModel:
+    """Everything the API reads, folded from decoded records. Idempotent on event ids."""
+
+    lifecycle: LifecycleView = field(default_factory=LifecycleView)
+    submissions: dict[str, Submission] = field(default_factory=dict)
+    bids: dict[str, Bid] = field(default_factory=dict)
+    decisions: dict[str, list[DecisionRecord]] = field(default_factory=dict)
+    _reservations: dict[str, str] = field(default_factory=dict)     # reservation_id -> bid_id
+    _seen: set[str] = field(default_factory=set)
+
+    def apply(self, role: str, kind: str, payload: dict[str, Any], topic: str = "", partition: int = 0,
+              offset: int = 0) -> None:
+        """Fold one decoded record read from the topic of ``role`` (one of :data:`ROLES`)."""
+        if role in ("cell_log", "dead_letters"):
+            self.lifecycle.apply(kind, payload)
+        elif role == "decisions":
+            self.lifecycle.apply(kind, payload)
+            self._on_decision(kind, payload, topic, partition, offset)
+        elif role == "raw_tasks":
+            self._on_raw(kind, payload)
+
+    def _first(self, payload: dict[str, Any], scope: str) -> bool:
+        event_id = payload.get("event_id")
+        if event_id is None:
+            return True
+        key = f"{scope}:{event_id}"
+        if key in self._seen:
+            return False
+        self._seen.add(key)
+        return True
+
+    def _on_raw(self, kind: str, p: dict[str, Any]) -> None:
+        if kind == "TaskSubmitted":
+            if validate_event(kind, p) is None and p["task_id"] not in self.submissions:
+                self.submissions[p["task_id"]] = Submission(p["task_id"], p["tenant"], p["cell"], p["submitted_at"],
+                                                            p.get("priority", 0), p.get("qos_tier", ""))
+        elif kind == "ReservationBid" and p.get("bid_id") and p["bid_id"] not in self.bids:
+            self.bids[p["bid_id"]] = Bid(p)
+
+    def _on_decision(self, kind: str, p: dict[str, Any], topic: str, partition: int, offset: int) -> None:
+        if kind in DECISION_KINDS:
+            if self._first(p, "decision"):
+                self.decisions.setdefault(p["task_id"], []).append(DecisionRecord(kind, p, topic, partition, offset))
+        elif kind == "ReservationGranted":
+            bid = self.bids.get(p.get("bid_id", ""))
+            if bid is not None:
+                bid.status, bid.reservation_id, bid.node_id = "GRANTED", p["reservation_id"], p.get("node_id", "")
+                self._reservations[p["reservation_id"]] = p["bid_id"]
+        elif kind in ("ReservationExpired", "ReservationReleased"):
+            bid = self.bids.get(self._reservations.get(p.get("reservation_id", ""), ""))
+            if bid is not None:
+                bid.status = "EXPIRED" if kind == "ReservationExpired" else "RELEASED"
+
+
+class LogFollower:
+    """Folds the namespace's topics into a :class:`ReadModel` in the background.
+
+    Contract: after :meth:`start`, :attr:`ready` becomes true once everything stored before
+    the start has been folded (in :data:`ROLES` order); from then on new records are folded
+    as they arrive. :meth:`wait_ready` raises :class:`UnavailableError` on timeout.
+    All methods run on one asyncio loop; the model is only mutated between awaits.
+    """
+
+    def __init__(self, settings: Settings, codec: Codec, *, model: ReadModel | None = None, poll_ms: int = 200):
+        self.settings = settings
+        self.codec = codec
+        self.model = model or ReadModel()
+        self.poll_ms = poll_ms
+        names = TopicNames(settings.namespace)
+        self._role_of = {getattr(names, role): role for role in ROLES}
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task | None = None
+        self._ready = asyncio.Event()
+        self._progress = asyncio.Condition()
+        self._tps: list[TopicPartition] = []
+        self._error: BaseException | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Caught up once, and still following (False again if the follow loop died)."""
+        return self._ready.is_set() and self._error is None
+
+    async def start(self) -> None:
+        """Connect and start folding (returns at once; see :attr:`ready`)."""
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap_servers, group_id=None,
+                                          enable_auto_commit=False, auto_offset_reset="earliest")
+        await self._consumer.start()
+        self._task = asyncio.create_task(self._run(), name="suanli-api-follower")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def wait_ready(self, timeout: float) -> None:
+        if self._error is not None:
+            raise UnavailableError(f"the read model stopped: {self._error}")
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except TimeoutError:
+            raise UnavailableError("the read model is still catching up with the log; retry shortly") from None
+
+    async def sync(self, timeout: float = 2.0) -> bool:
+        """Wait until every record stored before this call is folded; False on timeout."""
+        if not self.ready or self._consumer is None:
+            return False
+        try:
+            ends = await self._consumer.end_offsets(self._tps)
+        except Exception as exc:   # noqa: BLE001 - a barrier that cannot be set is just not met
+            log.warning("sync: cannot read end offsets: %s", exc)
+            return False
+
+        async def caught_up() -> bool:
+            for tp, end in ends.items():
+                if await self._consumer.position(tp) < end:
+                    return False
+            return True
+
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._progress:
+                    while not await caught_up():
+                        await self._progress.wait()
+            return True
+        except TimeoutError:
+            return False
+
+    # ------------------------------------------------------------------ the loop
+    async def _partitions(self) -> list[TopicPartition]:
+        consumer = self._consumer
+        await consumer._client.force_metadata_update()  # noqa: SLF001 - topics made just before
+        tps = []
+        for topic in self._role_of:
+            parts = consumer.partitions_for_topic(topic) or set()
+            tps.extend(TopicPartition(topic, p) for p in sorted(parts))
+        return tps
+
+    def _apply(self, records: dict[TopicPartition, list[Any]]) -> None:
+        order = {role: i for i, role in enumerate(ROLES)}
+        for tp in sorted(records, key=lambda t: (order[self._role_of[t.topic]], t.partition)):
+            role = self._role_of[tp.topic]
+            for record in records[tp]:
+                try:
+                    kind, payload = self.codec.decode(record.value, topic=record.topic,
+                                                      partition=record.partition, offset=record.offset)
+                except DecodeError:
+                    continue    # intake dead-letters it; the dead letter is what we fold
+                self.model.apply(role, kind, payload, record.topic, record.partition, record.offset)
+
+    async def _notify(self) -> None:
+        async with self._progress:
+            self._progress.notify_all()
+
+    async def _run(self) -> None:
+        consumer = self._consumer
+        try:
+            self._tps = await self._partitions()
+            consumer.assign(self._tps)
+            await consumer.seek_to_beginning(*self._tps)
+            ends = await consumer.end_offsets(self._tps)
+            for role in ROLES:        # catch up topic by topic, in the fold's order
+                role_tps = [tp for tp in self._tps if self._role_of[tp.topic] == role]
+                while True:
+                    behind = [tp for tp in role_tps if await consumer.position(tp) < ends[tp]]
+                    if not behind:
+                        break
+                    self._apply(await consumer.getmany(*behind, timeout_ms=1000, max_records=5000))
+            self._ready.set()
+            await self._notify()
+            log.info("read model ready: %d tasks, %d nodes", len(self.model.lifecycle.tasks),
+                     len(self.model.lifecycle.nodes))
+            while True:
+                self._apply(await consumer.getmany(timeout_ms=self.poll_ms, max_records=5000))
+                await self._notify()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._error = exc
+            log.exception("the API read model stopped")
+            raise
+
+
+def require_ready(follower: LogFollower | None) -> None:
+    """Raise :class:`UnavailableError` unless ``follower`` has caught up."""
+    if follower is not None and not follower.ready:
+        raise UnavailableError("the read model is still catching up with the log; retry shortly")

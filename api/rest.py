@@ -1,0 +1,171 @@
+"""REST transport: a FastAPI app over :class:`~suanli.api.service.ApiService`.
+
+Serves ``/openapi.json`` and ``/docs``. Every ``/v1`` route needs ``Authorization: Bearer
+<token>``; ``/healthz`` does not. Each route's ``operation_id`` is the name of its gRPC
+method in ``schemas/proto/suanli.proto`` and its response model has the name and fields of
+that method's output message (``tests/api/test_contract.py`` checks both).
+
+Errors are JSON :class:`~suanli.api.models.ErrorResponse` bodies; a malformed request is a
+422 whose ``detail`` names each bad field with pydantic's message (``resources.gpu: Input
+should be less than or equal to 64``), never a traceback.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Body, Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from suanli.api.auth import TokenStore
+from suanli.api.models import (AuditTrail, BidSpec, CancelRequest, CancelTaskResponse, ErrorResponse, Health,
+                               ListBidsResponse, ListNodesResponse, ListTasksResponse, SubmitBidResponse,
+                               SubmitTaskResponse, TaskSpec, TaskStatus, WhyPendingResponse)
+from suanli.api.service import MAX_LIMIT, ApiService
+from suanli.errors import (AuthError, ConflictError, NotFoundError, SuanliError, UnavailableError,
+                           ValidationError)
+
+STATUS: dict[type[SuanliError], int] = {
+    ValidationError: 422, AuthError: 401, NotFoundError: 404, ConflictError: 409, UnavailableError: 503,
+}
+
+_bearer = HTTPBearer(auto_error=False, description="The API token of your tenant (see SUANLI_API_TOKENS).")
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {401: "Missing or unknown API token", 404: "No such task for this tenant",
+            409: "Refused by the current state", 422: "Invalid request: the message names the field",
+            503: "The read model is catching up or Kafka is unavailable"}
+    return {c: {"model": ErrorResponse, "description": text[c]} for c in codes}
+
+
+TASK_EXAMPLE = {"id": "train-resnet-42", "cell": "openb",
+                "resources": {"cpu": 6, "memory": "12Gi", "gpu": 0.46, "gpu_models": ["V100M16", "V100M32"]},
+                "qos": "gold", "priority": 10, "labels": {"workload": "training"}, "duration": "2h",
+                "command": ["python", "train.py"]}
+BID_EXAMPLE = {"cell": "openb", "resources": {"cpu": 8, "memory": "32Gi", "gpu": 2}, "start_at": 1_900_000_000_000,
+               "duration": "4h", "price": 2.5}
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:] or parts
+    return ".".join(parts) or "(request)"
+
+
+def _tenant(request: Request, _creds: Annotated[Any, Depends(_bearer)]) -> str:
+    """The caller's tenant, from ``Authorization: Bearer <token>`` (AuthError otherwise)."""
+    tokens: TokenStore = request.app.state.tokens
+    return tokens.tenant_from_header(request.headers.get("authorization"))
+
+
+Tenant = Annotated[str, Depends(_tenant)]
+TaskId = Annotated[str, Path(min_length=1, max_length=200, description="Task id.")]
+Cell = Annotated[str | None, Query(min_length=1, max_length=256, description="Only this cell.")]
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="At most this many rows.")]
+Status = Annotated[str | None, Query(min_length=1, max_length=32, description="Only tasks in this status.")]
+
+
+def create_app(service: ApiService, tokens: TokenStore) -> FastAPI:
+    """The REST app. ``service`` must be usable from the app's event loop."""
+    app = FastAPI(title="Suanli API", version="1",
+                  description="Submit and follow tasks, bids, nodes and the decision audit of a Suanli "
+                              "control plane. The same operations are served over gRPC "
+                              "(schemas/proto/suanli.proto).")
+    app.state.tokens = tokens
+    app.state.service = service
+
+    @app.exception_handler(SuanliError)
+    async def _suanli_error(_request: Request, exc: SuanliError) -> JSONResponse:
+        code = next((c for cls, c in STATUS.items() if isinstance(exc, cls)), 500)
+        headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
+        return JSONResponse(ErrorResponse(detail=str(exc)).model_dump(), status_code=code, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"field": _field_of(tuple(e.get("loc", ()))),
+                   "message": str(e.get("msg", "invalid")).removeprefix("Value error, ")} for e in exc.errors()]
+        detail = "invalid request: " + "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return JSONResponse(ErrorResponse(detail=detail, errors=errors).model_dump(), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:     # the body could not be parsed at all (bad bytes, bad encoding)
+            detail = f"invalid request: body: {exc.detail}"
+            return JSONResponse(ErrorResponse(detail=detail, errors=[{"field": "body", "message": str(exc.detail)}])
+                                .model_dump(), status_code=422)
+        return JSONResponse(ErrorResponse(detail=str(exc.detail)).model_dump(), status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.get("/healthz", operation_id="GetHealth", response_model=Health, tags=["health"])
+    async def health() -> Health:
+        """Whether the API has caught up with the log (no token needed)."""
+        return service.health()
+
+    @app.post("/v1/tasks", operation_id="SubmitTask", status_code=202, response_model=SubmitTaskResponse,
+              responses=_errors(401, 409, 422, 503), tags=["tasks"])
+    async def submit_task(caller: Tenant, spec: Annotated[TaskSpec, Body(openapi_examples={
+        "gpu-share": {"summary": "A training task on half a V100", "value": TASK_EXAMPLE},
+        "cpu-only": {"summary": "The smallest task", "value": {"resources": {"cpu": 1, "memory": "1Gi"}}}})]) -> SubmitTaskResponse:
+        """Submit a task (the YAML task form as JSON); it becomes a TaskSubmitted on the raw tasks topic.
+
+        ``tenant`` may be omitted: it is always the token's tenant.
+        """
+        return await service.submit_task(caller, spec)
+
+    @app.get("/v1/tasks", operation_id="ListTasks", response_model=ListTasksResponse,
+             responses=_errors(401, 422, 503), tags=["tasks"])
+    async def list_tasks(caller: Tenant, cell: Cell = None,
+                         status: Status = None,
+                         limit: Limit = 100) -> ListTasksResponse:
+        """Your tasks, oldest first."""
+        return await service.list_tasks(caller, status=status, cell=cell, limit=limit)
+
+    @app.get("/v1/tasks/{task_id}", operation_id="GetTask", response_model=TaskStatus,
+             responses=_errors(401, 404, 422, 503), tags=["tasks"])
+    async def get_task(caller: Tenant, task_id: TaskId) -> TaskStatus:
+        """Where one of your tasks stands: status, node and GPUs, reasons, decision path."""
+        return await service.get_task(caller, task_id)
+
+    @app.post("/v1/tasks/{task_id}/cancel", operation_id="CancelTask", status_code=202,
+              response_model=CancelTaskResponse, responses=_errors(401, 404, 409, 422, 503), tags=["tasks"])
+    async def cancel_task(caller: Tenant, task_id: TaskId,
+                          request: Annotated[CancelRequest | None, Body()] = None) -> CancelTaskResponse:
+        """Cancel one of your tasks (a TaskCancelled on the raw tasks topic)."""
+        return await service.cancel_task(caller, task_id, request or CancelRequest())
+
+    @app.get("/v1/tasks/{task_id}/why-pending", operation_id="WhyPending", response_model=WhyPendingResponse,
+             responses=_errors(401, 404, 422, 503), tags=["tasks"])
+    async def why_pending(caller: Tenant, task_id: TaskId) -> WhyPendingResponse:
+        """Why a task waits: reasons and its current queue position."""
+        return await service.why_pending(caller, task_id)
+
+    @app.get("/v1/tasks/{task_id}/audit", operation_id="GetAudit", response_model=AuditTrail,
+             responses=_errors(401, 404, 422, 503), tags=["audit"])
+    async def get_audit(caller: Tenant, task_id: TaskId) -> AuditTrail:
+        """Every decision about one of your tasks, with its provenance and decision path."""
+        return await service.get_audit(caller, task_id)
+
+    @app.post("/v1/bids", operation_id="SubmitBid", status_code=202, response_model=SubmitBidResponse,
+              responses=_errors(401, 409, 422, 503), tags=["bids"])
+    async def submit_bid(caller: Tenant, bid: Annotated[BidSpec, Body(openapi_examples={
+        "two-gpus": {"summary": "Two whole GPUs for four hours", "value": BID_EXAMPLE}})]) -> SubmitBidResponse:
+        """Bid for advance capacity (a ReservationBid on the raw tasks topic)."""
+        return await service.submit_bid(caller, bid)
+
+    @app.get("/v1/bids", operation_id="ListBids", response_model=ListBidsResponse,
+             responses=_errors(401, 422, 503), tags=["bids"])
+    async def list_bids(caller: Tenant, cell: Cell = None, limit: Limit = 100) -> ListBidsResponse:
+        """Your bids and what became of them."""
+        return await service.list_bids(caller, cell=cell, limit=limit)
+
+    @app.get("/v1/nodes", operation_id="ListNodes", response_model=ListNodesResponse,
+             responses=_errors(401, 422, 503), tags=["nodes"])
+    async def list_nodes(caller: Tenant, cell: Cell = None, limit: Limit = 1000) -> ListNodesResponse:
+        """Nodes with their capacity and what is allocated (shared by all tenants)."""
+        return await service.list_nodes(caller, cell=cell, limit=limit)
+
+    return app

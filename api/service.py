@@ -1,0 +1,318 @@
+"""The API's operations, shared by REST (``rest.py``) and gRPC (``grpc_server.py``).
+
+Every method takes the caller's tenant (from the token, never from the request) and
+pydantic models, and returns a response model from :mod:`suanli.api.models`. Errors are
+:mod:`suanli.errors` classes that both transports map the same way:
+
+========================  ====  ===================
+ValidationError           422   INVALID_ARGUMENT
+AuthError                 401   UNAUTHENTICATED
+NotFoundError             404   NOT_FOUND
+ConflictError             409   FAILED_PRECONDITION
+UnavailableError          503   UNAVAILABLE
+========================  ====  ===================
+
+Writes validate completely (task form, ``schemas/models.validate_event``, Avro encoding)
+before anything is produced, so a refused request leaves no record in Kafka. Submissions
+become the same ``TaskSubmitted`` events a direct producer writes (same codec, topic and
+key, see ``streams/topics.raw_route``), with ``tenant`` set to the caller's.
+
+Tenant isolation: a task, bid or decision whose tenant is not the caller's is reported as
+not found (404), exactly like one that does not exist.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from functools import cache
+from typing import Any, Callable, Protocol
+
+import fastavro
+from fastavro.validation import ValidationError as AvroValidationError
+from pydantic import ValidationError as PydanticValidationError
+
+from suanli.api.audit import AuditSource
+from suanli.api.models import (AuditDecision, AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse,
+                               Health, ListBidsResponse, ListNodesResponse, ListTasksResponse, LogPosition,
+                               NodeView, PendingReason, Provenance, SubmitBidResponse, SubmitTaskResponse,
+                               TaskResources, TaskSpec, TaskStatus, WhyPendingResponse)
+from suanli.api.readmodel import LogFollower, ReadModel, Submission
+from suanli.errors import ConflictError, NotFoundError, ValidationError
+from suanli.projections.lifecycle import TERMINAL, TaskView
+from suanli.schemas.catalog import catalog
+from suanli.schemas.models import TaskResourcesModel, format_errors, validate_event
+
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,199}$")
+MAX_LIMIT = 10_000
+
+
+class EventSink(Protocol):
+    """Where accepted writes go: the raw topics (``sink.KafkaSink``), or a list in tests."""
+
+    async def publish(self, kind: str, payload: dict[str, Any]) -> LogPosition:
+        """Encode (raising ValidationError if the value does not fit), store, return where."""
+        ...
+
+
+def _plain(schema: Any) -> Any:
+    """``schema`` without logicalType annotations (Suanli keeps times as int ms)."""
+    if isinstance(schema, list):
+        return [_plain(s) for s in schema]
+    if isinstance(schema, dict):
+        return {k: _plain(v) for k, v in schema.items() if k != "logicalType"}
+    return schema
+
+
+@cache
+def _avro(kind: str) -> Any:
+    return fastavro.parse_schema(_plain(catalog()[kind].schema), named_schemas={})
+
+
+def check_avro(kind: str, payload: dict[str, Any]) -> None:
+    """ValidationError (naming the field) unless ``payload`` fits the Avro schema of ``kind``."""
+    try:
+        fastavro.validation.validate(payload, _avro(kind), raise_errors=True)
+    except AvroValidationError as exc:
+        try:
+            messages = json.loads(str(exc))
+        except ValueError:
+            messages = [str(exc)]
+        said = "; ".join(dict.fromkeys(str(m).replace(f"{catalog()[kind].fullname}.", "") for m in messages))
+        raise ValidationError(f"invalid {kind}: does not fit the Avro schema: {said}") from None
+
+
+def _check_id(field: str, value: str | None) -> None:
+    if value is not None and not ID_PATTERN.match(value):
+        raise ValidationError(f"{field}: {value!r} is not a valid id: use letters, digits and . _ : @ + - "
+                              "(starting with a letter or digit, at most 200 characters)")
+
+
+def _check_tenant(what: str, given: str | None, tenant: str) -> None:
+    if given is not None and given != tenant:
+        raise ValidationError(f"invalid {what}: tenant: {given!r} is not the tenant of your token "
+                              f"({tenant!r}); omit it")
+
+
+class ApiService:
+    """The operations (see the module docstring for the error contract)."""
+
+    def __init__(self, model: ReadModel, sink: EventSink, audit: AuditSource, *, namespace: str,
+                 follower: LogFollower | None = None, clock: Callable[[], float] = time.time,
+                 ready_timeout: float = 10.0, sync_timeout: float = 2.0):
+        self.model = model
+        self.sink = sink
+        self.audit = audit
+        self.namespace = namespace
+        self.follower = follower
+        self.clock = clock
+        self.ready_timeout = ready_timeout
+        self.sync_timeout = sync_timeout
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    async def _ready(self) -> None:
+        if self.follower is not None:
+            await self.follower.wait_ready(self.ready_timeout)
+
+    async def _sync(self) -> None:
+        if self.follower is not None:
+            await self.follower.sync(self.sync_timeout)
+
+    # ------------------------------------------------------------------ lookups
+    def _find_local(self, task_id: str) -> TaskView | Submission | None:
+        return self.model.lifecycle.tasks.get(task_id) or self.model.submissions.get(task_id)
+
+    async def _find(self, tenant: str, task_id: str) -> TaskView | Submission:
+        """The caller's task, or NotFoundError (also for another tenant's task)."""
+        await self._ready()
+        task = self._find_local(task_id)
+        if task is None or task.tenant != tenant:
+            # Read your writes: it may have been stored a moment ago. (Another tenant's task
+            # takes the same path, so the answer's timing does not tell it from a missing one.)
+            await self._sync()
+            task = self._find_local(task_id)
+        if task is None or task.tenant != tenant:
+            raise NotFoundError(f"no task {task_id!r}")
+        return task
+
+    @staticmethod
+    def _status(task: TaskView | Submission) -> TaskStatus:
+        if isinstance(task, Submission):
+            return TaskStatus(task_id=task.task_id, tenant=task.tenant, cell=task.cell, status="SUBMITTED",
+                              placed=False, node_id="", gpu_devices=[], gpu_milli=0, cpu_milli=0, memory_mib=0,
+                              reasons=[], queue_position=0, priority=task.priority, qos_tier=task.qos_tier,
+                              submitted_at=task.submitted_at, decision_id="", decided_at=0, strategy="",
+                              path=[], message="")
+        return TaskStatus(task_id=task.task_id, tenant=task.tenant, cell=task.cell, status=task.status,
+                          placed=task.placed_once, node_id=task.node_id, gpu_devices=list(task.gpu_devices),
+                          gpu_milli=task.gpu_milli, cpu_milli=task.cpu_milli, memory_mib=task.memory_mib,
+                          reasons=[PendingReason(reason=r["reason"], nodes=r["nodes"]) for r in task.reasons],
+                          queue_position=task.queue_position if task.status == "PENDING" else 0,
+                          priority=task.priority, qos_tier=task.qos_tier, submitted_at=task.submitted_at,
+                          decision_id=task.decision_id, decided_at=task.decided_at, strategy=task.strategy,
+                          path=list(task.path), message=task.message)
+
+    def _refresh_queue(self, cell: str) -> list[TaskView]:
+        return self.model.lifecycle.pending(cell)     # recomputes queue_position for the cell
+
+    # ------------------------------------------------------------------ tasks
+    async def submit_task(self, tenant: str, spec: TaskSpec) -> SubmitTaskResponse:
+        """Validate ``spec`` fully, then store its TaskSubmitted on the raw tasks topic."""
+        _check_tenant("task", spec.tenant if "tenant" in spec.model_fields_set else None, tenant)
+        _check_id("id", spec.id)
+        try:
+            event = spec.model_copy(update={"tenant": tenant}).to_event(self._now_ms())
+        except (ValueError, OverflowError, TypeError) as exc:
+            raise ValidationError(f"invalid task: {exc}") from None
+        problem = validate_event("TaskSubmitted", event)
+        if problem:
+            raise ValidationError(problem)
+        check_avro("TaskSubmitted", event)
+        await self._ready()
+        if self._find_local(event["task_id"]) is not None:
+            raise ConflictError(f"task id {event['task_id']!r} is already in use: choose another id or omit it")
+        position = await self.sink.publish("TaskSubmitted", event)
+        return SubmitTaskResponse(task_id=event["task_id"], tenant=tenant, cell=event["cell"],
+                                  event_id=event["event_id"], submitted_at=event["submitted_at"], position=position)
+
+    async def cancel_task(self, tenant: str, task_id: str, request: CancelRequest) -> CancelTaskResponse:
+        """Store a TaskCancelled for the caller's task; ConflictError if it already ended."""
+        task = await self._find(tenant, task_id)
+        status = "SUBMITTED" if isinstance(task, Submission) else task.status
+        if status in TERMINAL:
+            raise ConflictError(f"task {task_id!r} is already {status}")
+        now = self._now_ms()
+        event = {"event_id": f"cancel/{task_id}/{uuid.uuid4().hex[:8]}", "task_id": task_id, "tenant": tenant,
+                 "cell": task.cell, "reason": request.reason, "at": now}
+        problem = validate_event("TaskCancelled", event)
+        if problem:
+            raise ValidationError(problem)
+        check_avro("TaskCancelled", event)
+        position = await self.sink.publish("TaskCancelled", event)
+        return CancelTaskResponse(task_id=task_id, event_id=event["event_id"], position=position)
+
+    async def get_task(self, tenant: str, task_id: str) -> TaskStatus:
+        task = await self._find(tenant, task_id)
+        if isinstance(task, TaskView) and task.status == "PENDING":
+            self._refresh_queue(task.cell)
+        return self._status(task)
+
+    async def list_tasks(self, tenant: str, status: str | None = None, cell: str | None = None,
+                         limit: int = 100) -> ListTasksResponse:
+        """The caller's tasks (optionally of one status and cell), oldest submission first."""
+        await self._ready()
+        lifecycle = self.model.lifecycle
+        cells = {t.cell for t in lifecycle.tasks.values() if t.tenant == tenant and t.status == "PENDING"}
+        for c in cells:
+            self._refresh_queue(c)
+        rows: list[TaskView | Submission] = [t for t in lifecycle.tasks.values() if t.tenant == tenant]
+        rows += [s for s in self.model.submissions.values() if s.tenant == tenant and s.task_id not in lifecycle.tasks]
+        out = [self._status(t) for t in rows]
+        out = [t for t in out if (status is None or t.status == status) and (cell is None or t.cell == cell)]
+        out.sort(key=lambda t: (t.submitted_at, t.task_id))
+        return ListTasksResponse(tasks=out[:limit])
+
+    async def why_pending(self, tenant: str, task_id: str) -> WhyPendingResponse:
+        """The reasons of the latest decision and the task's current place in its cell's queue."""
+        task = await self._find(tenant, task_id)
+        if isinstance(task, Submission):
+            return WhyPendingResponse(task_id=task_id, status="SUBMITTED", pending=False, reasons=[],
+                                      queue_position=0, queue_length=0, decision_id="", decided_at=0, strategy="",
+                                      path=[], explanation="accepted, not decided yet: the scheduler has not seen it")
+        queue = self._refresh_queue(task.cell) if task.status == "PENDING" else []
+        reasons = [PendingReason(reason=r["reason"], nodes=r["nodes"]) for r in task.reasons]
+        said = "; ".join(f"{r.reason} ({r.nodes} nodes)" for r in reasons)
+        if task.status == "PENDING":
+            explanation = (f"waiting at position {task.queue_position} of {len(queue)} in cell {task.cell}"
+                           + (f": {said}" if said else ""))
+        elif task.status == "SUBMITTED":
+            explanation = "not decided yet: the scheduler has not decided on it"
+        elif task.status == "UNSCHEDULABLE":
+            explanation = "no node of the cell can ever hold it" + (f": {said}" if said else "")
+        else:
+            where = f" on {task.node_id}" if task.node_id else ""
+            explanation = f"not pending: {task.status}{where}"
+        return WhyPendingResponse(task_id=task_id, status=task.status, pending=task.status == "PENDING",
+                                  reasons=reasons, queue_position=task.queue_position if queue else 0,
+                                  queue_length=len(queue), decision_id=task.decision_id, decided_at=task.decided_at,
+                                  strategy=task.strategy, path=list(task.path), explanation=explanation)
+
+    # ------------------------------------------------------------------ bids
+    async def submit_bid(self, tenant: str, bid: BidSpec) -> SubmitBidResponse:
+        """Validate ``bid`` and store it as a ReservationBid on the raw tasks topic."""
+        _check_tenant("bid", bid.tenant, tenant)
+        _check_id("bid_id", bid.bid_id)
+        if bid.duration is None and bid.duration_ms is None:
+            raise ValidationError("invalid bid: duration: give duration (e.g. 2h) or duration_ms")
+        try:   # the task form's rules for resources and lengths
+            shaped = TaskSpec(resources=bid.resources, duration=bid.duration, duration_ms=bid.duration_ms).to_event(0)
+            TaskResourcesModel.model_validate(shaped["resources"])
+        except PydanticValidationError as exc:
+            raise ValidationError(f"invalid bid: {format_errors(exc)}") from None
+        except (ValueError, OverflowError, TypeError) as exc:
+            raise ValidationError(f"invalid bid: {exc}") from None
+        duration_ms = shaped["duration_estimate_ms"]
+        if not duration_ms or duration_ms <= 0:
+            raise ValidationError("invalid bid: duration: the window must be longer than 0 ms")
+        await self._ready()
+        bid_id = bid.bid_id or f"bid-{uuid.uuid4().hex[:12]}"
+        if bid_id in self.model.bids:
+            raise ConflictError(f"bid id {bid_id!r} is already in use: choose another id or omit it")
+        event = {"event_id": f"bid/{bid_id}/{uuid.uuid4().hex[:8]}", "bid_id": bid_id, "tenant": tenant,
+                 "cell": bid.cell, "resources": shaped["resources"],
+                 "start_at": bid.start_at, "duration_ms": duration_ms, "price": bid.price, "at": self._now_ms()}
+        check_avro("ReservationBid", event)
+        position = await self.sink.publish("ReservationBid", event)
+        return SubmitBidResponse(bid_id=bid_id, tenant=tenant, cell=bid.cell, event_id=event["event_id"],
+                                 position=position)
+
+    async def list_bids(self, tenant: str, cell: str | None = None, limit: int = 100) -> ListBidsResponse:
+        await self._ready()
+        rows = [b for b in self.model.bids.values()
+                if b.payload["tenant"] == tenant and cell in (None, b.payload["cell"])]
+        rows.sort(key=lambda b: (b.payload["at"], b.payload["bid_id"]))
+        out = []
+        for b in rows[:limit]:
+            p = b.payload
+            out.append(BidView(bid_id=p["bid_id"], tenant=p["tenant"], cell=p["cell"],
+                               resources=TaskResources.model_validate(p["resources"]), start_at=p["start_at"],
+                               duration_ms=p["duration_ms"], price=p["price"], at=p["at"], status=b.status,
+                               reservation_id=b.reservation_id, node_id=b.node_id))
+        return ListBidsResponse(bids=out)
+
+    # ------------------------------------------------------------------ nodes
+    async def list_nodes(self, tenant: str, cell: str | None = None, limit: int = 1000) -> ListNodesResponse:
+        """Every node (nodes are shared by all tenants), with capacity and allocation."""
+        await self._ready()
+        rows = sorted((n for n in self.model.lifecycle.nodes.values() if cell in (None, n.cell)),
+                      key=lambda n: (n.cell, n.node_id))
+        return ListNodesResponse(nodes=[
+            NodeView(node_id=n.node_id, cell=n.cell, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, gpus=n.gpus,
+                     gpu_model=n.gpu_model, connector=n.connector, cpu_used=n.cpu_used, memory_used=n.memory_used,
+                     gpu_used=list(n.gpu_used)) for n in rows[:limit]])
+
+    # ------------------------------------------------------------------ audit
+    async def get_audit(self, tenant: str, task_id: str) -> AuditTrail:
+        """The caller's task's decisions with their provenance, in log order."""
+        task = await self._find(tenant, task_id)
+        records = [r for r in await self.audit.task_decisions(task_id) if r.payload.get("tenant") == tenant]
+        decisions = []
+        for r in records:
+            p = r.payload
+            decisions.append(AuditDecision(
+                kind=r.kind, event_id=p["event_id"], decision_id=p["decision_id"], task_id=p["task_id"],
+                tenant=p["tenant"], cell=p["cell"], node_id=p.get("node_id", ""),
+                gpu_devices=list(p.get("gpu_devices") or []), gpu_milli=p.get("gpu_milli", 0),
+                cpu_milli=p.get("cpu_milli", 0), memory_mib=p.get("memory_mib", 0),
+                reasons=[PendingReason.model_validate(x) for x in p.get("reasons") or []],
+                queue_position=p.get("queue_position", 0), cause=p.get("cause", ""),
+                provenance=Provenance.model_validate(p["provenance"]),
+                position=LogPosition(topic=r.topic, partition=r.partition, offset=r.offset)))
+        status = "SUBMITTED" if isinstance(task, Submission) else task.status
+        return AuditTrail(task_id=task_id, tenant=tenant, cell=task.cell, status=status, decisions=decisions)
+
+    def health(self) -> Health:
+        return Health(ready=self.follower is None or self.follower.ready, namespace=self.namespace)
