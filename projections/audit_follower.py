@@ -1,0 +1,254 @@
+"""The Kafka edge of the audit index: catch up, follow, rebuild.
+
+The index tracks its own source positions (stored with its rows, see ``audit.py``), so the
+follower needs no consumer group: it assigns every partition of the decisions topic and
+seeks each one to the stored position. Several processes can therefore read the same
+topic into their own index without disturbing each other or the workers.
+
+Where the index lives: ``<SUANLI_HOME>/audit/<namespace>`` (RocksDB). A running follower
+holds RocksDB's lock; queries from another process then open the index read-only and
+answer from its state as of that moment.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from suanli.config import Settings
+from suanli.errors import AuditError, DecodeError
+from suanli.projections.audit import ApplyResult, AuditIndex, SourceRecord
+from suanli.projections.audit_store import MemoryStore, RocksStore, Store
+from suanli.schemas.codec import Codec
+from suanli.streams.topics import TopicNames
+
+log = logging.getLogger(__name__)
+
+
+def index_dir(settings: Settings) -> Path:
+    """Where the namespace's audit index lives."""
+    return Path(settings.home) / "audit" / settings.namespace
+
+
+def open_store(path: Path | None, *, backend: str = "rocksdb", read_only: bool = False) -> Store:
+    if backend == "memory":
+        return MemoryStore()
+    if backend != "rocksdb":
+        raise AuditError(f"unknown audit backend {backend!r} (rocksdb or memory)")
+    if path is None:
+        raise AuditError("the rocksdb audit backend needs a directory")
+    return RocksStore(path, read_only=read_only)
+
+
+@dataclass
+class CatchUp:
+    """What one catch-up (or rebuild) read and did."""
+
+    topic: str
+    records: int = 0
+    seconds: float = 0.0
+    result: ApplyResult = field(default_factory=ApplyResult)
+    positions: dict[str, int] = field(default_factory=dict)
+    read_only: bool = False
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "records": self.records, "seconds": round(self.seconds, 3),
+                "events_per_s": round(self.rate, 1), **asdict(self.result), "positions": self.positions,
+                "read_only": self.read_only}
+
+
+def _positions(index: AuditIndex, topic: str) -> dict[str, int]:
+    return {f"{t}[{p}]": o for (t, p), o in sorted(index.positions().items()) if t == topic}
+
+
+async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> list[int]:
+    partitions = consumer.partitions_for_topic(topic)
+    if not partitions:
+        await consumer._client.force_metadata_update()  # noqa: SLF001 - first metadata fetch
+        partitions = consumer.partitions_for_topic(topic)
+    return sorted(partitions or ())
+
+
+class AuditFollower:
+    """Reads the decisions topic into an :class:`AuditIndex` from the index's own positions."""
+
+    def __init__(self, bootstrap: str, topic: str, index: AuditIndex, codec: Codec, *, max_records: int = 5000):
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.index = index
+        self.codec = codec
+        self.max_records = max_records
+
+    def _decode(self, record: Any) -> SourceRecord:
+        try:
+            kind, payload = self.codec.decode(record.value, topic=record.topic, partition=record.partition,
+                                              offset=record.offset)
+        except DecodeError as exc:
+            log.warning("audit: skipping %s", exc)
+            kind, payload = None, None
+        return SourceRecord(record.topic, record.partition, record.offset, kind, payload)
+
+    @asynccontextmanager
+    async def _consumer(self) -> AsyncIterator[tuple[AIOKafkaConsumer, list[TopicPartition]]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", max_partition_fetch_bytes=4 << 20)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(self.topic, p) for p in await _partitions(consumer, self.topic)]
+            if tps:
+                consumer.assign(tps)
+                stored = self.index.positions()
+                for tp in tps:
+                    consumer.seek(tp, stored.get((tp.topic, tp.partition), 0))
+            yield consumer, tps
+        finally:
+            await consumer.stop()
+
+    async def catch_up(self, timeout: float = 600.0) -> CatchUp:
+        """Fold everything the topic holds now (up to its end offsets at the call)."""
+        started = time.monotonic()
+        stats = CatchUp(self.topic)
+        async with self._consumer() as (consumer, tps):
+            if not tps:
+                stats.positions = _positions(self.index, self.topic)
+                return stats
+            ends = await consumer.end_offsets(tps)
+            stored = self.index.positions()
+            for tp in tps:
+                if stored.get((tp.topic, tp.partition), 0) > ends[tp]:
+                    raise AuditError(f"the audit index is ahead of {tp.topic}[{tp.partition}] "
+                                     f"({stored[(tp.topic, tp.partition)]} > end {ends[tp]}): the topic was "
+                                     "recreated; run `suanli audit rebuild`")
+            remaining = {tp for tp in tps if stored.get((tp.topic, tp.partition), 0) < ends[tp]}
+            deadline = time.monotonic() + timeout
+            while remaining:
+                if time.monotonic() > deadline:
+                    raise AuditError(f"audit catch-up of {self.topic} did not finish in {timeout:.0f}s")
+                fetched = await consumer.getmany(*remaining, timeout_ms=1000, max_records=self.max_records)
+                batch = [self._decode(r) for tp in sorted(fetched, key=lambda t: t.partition)
+                         for r in fetched[tp] if r.offset < ends[tp]]
+                if batch:
+                    stats.result.add(self.index.apply(batch))
+                    stats.records += len(batch)
+                for tp in list(remaining):
+                    if await consumer.position(tp) >= ends[tp]:
+                        remaining.discard(tp)
+        stats.seconds = time.monotonic() - started
+        stats.positions = _positions(self.index, self.topic)
+        return stats
+
+    async def follow(self, stop: asyncio.Event, on_batch: Callable[[ApplyResult], None] | None = None,
+                     poll_ms: int = 500) -> ApplyResult:
+        """Tail the topic until ``stop`` is set; each fetched batch is one atomic write."""
+        total = ApplyResult()
+        while not stop.is_set():
+            async with self._consumer() as (consumer, tps):
+                if not tps:          # topic not created yet: look again shortly
+                    try:
+                        await asyncio.wait_for(stop.wait(), 2.0)
+                    except asyncio.TimeoutError:
+                        pass
+                    continue
+                while not stop.is_set():
+                    fetched = await consumer.getmany(timeout_ms=poll_ms, max_records=self.max_records)
+                    batch = [self._decode(r) for tp in sorted(fetched, key=lambda t: t.partition) for r in fetched[tp]]
+                    if batch:
+                        result = self.index.apply(batch)
+                        total.add(result)
+                        if on_batch is not None:
+                            on_batch(result)
+        return total
+
+
+# ------------------------------------------------------------------------------ entry points
+@asynccontextmanager
+async def opened_index(settings: Settings, *, backend: str = "rocksdb", path: Path | None = None,
+                       catch_up: bool = True, codec: Codec | None = None) -> AsyncIterator[tuple[AuditIndex, CatchUp]]:
+    """The namespace's index, caught up with the decisions topic before it is handed out.
+
+    If another process (a follower) holds the RocksDB index, it is opened read-only and
+    not caught up: the follower keeps it current.
+    """
+    from suanli.schemas.registry import RegistryClient
+
+    path = path or index_dir(settings)
+    topic = TopicNames(settings.namespace).decisions
+    read_only = False
+    try:
+        store = open_store(path, backend=backend)
+    except AuditError as exc:
+        if not RocksStore.is_locked_error(exc):
+            raise
+        store, read_only = open_store(path, backend=backend, read_only=True), True
+    index = AuditIndex(store)
+    stats = CatchUp(topic, read_only=read_only)
+    registry = None
+    try:
+        if catch_up and not read_only:
+            if codec is None:
+                registry = RegistryClient(settings.registry_url)
+                codec = Codec(registry)
+            stats = await AuditFollower(settings.bootstrap_servers, topic, index, codec).catch_up()
+        else:
+            stats.positions = _positions(index, topic)
+        yield index, stats
+    finally:
+        store.close()
+        if registry is not None:
+            registry.close()
+
+
+async def rebuild(settings: Settings, *, path: Path | None = None, codec: Codec | None = None) -> CatchUp:
+    """Delete the local index and fold the whole decisions topic again."""
+    path = path or index_dir(settings)
+    try:
+        RocksStore(path).close()        # fails (locked) while a follower runs: never delete under it
+    except AuditError as exc:
+        raise AuditError(f"{exc}; stop the audit follower before a rebuild") from None
+    RocksStore.destroy(path)
+    async with opened_index(settings, path=path, codec=codec) as (_index, stats):
+        return stats
+
+
+async def follow(settings: Settings, stop: asyncio.Event, *, path: Path | None = None,
+                 on_batch: Callable[[ApplyResult], None] | None = None) -> ApplyResult:
+    """Catch up, then keep the namespace's index current until ``stop`` is set."""
+    from suanli.schemas.registry import RegistryClient
+
+    path = path or index_dir(settings)
+    topic = TopicNames(settings.namespace).decisions
+    store = open_store(path)
+    try:
+        with RegistryClient(settings.registry_url) as registry:
+            follower = AuditFollower(settings.bootstrap_servers, topic, AuditIndex(store), Codec(registry))
+            return await follower.follow(stop, on_batch)
+    finally:
+        store.close()
+
+
+class AuditIndexSource:
+    """The API's ``AuditSource`` (``api/audit.py``) answered from an :class:`AuditIndex`:
+    every decision about a task, in log order, each once, as ``DecisionRecord``s with the
+    Avro payload and the decision record's coordinates. No tenant filter here: the API
+    checks each record's tenant itself."""
+
+    def __init__(self, index: AuditIndex):
+        self.index = index
+
+    async def task_decisions(self, task_id: str) -> list[Any]:
+        from suanli.api.readmodel import DecisionRecord
+        from suanli.projections.audit import AuditQuery, payload_of
+
+        rows = self.index.query(AuditQuery(task=task_id, limit=None))
+        return [DecisionRecord(r["event"], payload_of(r), r["decision"]["topic"], r["decision"]["partition"],
+                               r["decision"]["offset"]) for r in rows]
