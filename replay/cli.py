@@ -109,12 +109,12 @@ def _replay(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- whatif
 def _whatif(args: argparse.Namespace) -> int:
     from . import report
-    from .fgd_protocol import _seeds
+    from .fgd_protocol import parse_seeds
     from .whatif import contract, run_fgd, run_log, run_timed, validate_sources
 
     mode = validate_sources(args.log, args.nodes, args.pods, args.protocol)
     try:
-        seeds = _seeds(args.seeds)
+        seeds = parse_seeds(args.seeds)
     except ValueError:
         raise ReplayError(f"--seeds {args.seeds!r}: expected e.g. 42-51 or 42,43") from None
     if not seeds:

@@ -183,7 +183,8 @@ def run_protocol(nodes_csv: str, pods_csv: str, policies: list[str], seeds: list
     return out
 
 
-def _seeds(spec: str) -> list[int]:
+def parse_seeds(spec: str) -> list[int]:
+    """``"42-51"`` or ``"1,3,5-7"`` -> the list of seeds."""
     out = []
     for part in spec.split(","):
         if "-" in part:
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     results = []
     for pods in a.pods:
-        r = run_protocol(a.nodes, pods, a.policy.split(","), _seeds(a.seeds), a.workers)
+        r = run_protocol(a.nodes, pods, a.policy.split(","), parse_seeds(a.seeds), a.workers)
         results.append(r)
         print(f"\n{r['workload']}  (seeds {a.seeds})")
         print(f"  {'policy':10s} {'unalloc GPU %':>16s} {'frag GPU %':>16s} {'wall s':>8s}")

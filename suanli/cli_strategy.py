@@ -75,20 +75,9 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seeds(spec: str) -> list[int]:
-    out: list[int] = []
-    for part in spec.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.extend(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
-    return out
-
-
 def _bench(args: argparse.Namespace) -> int:
     from suanli.processors import strategies as S
-    from suanli.replay.fgd_protocol import run_protocol
+    from suanli.replay.fgd_protocol import parse_seeds, run_protocol
 
     if args.name not in S.names():
         raise SuanliError(f"unknown strategy {args.name!r}; see `suanli strategy list`")
@@ -97,7 +86,7 @@ def _bench(args: argparse.Namespace) -> int:
     nodes = data / "openb_node_list_gpu_node.csv"
     if not pods.exists() or not nodes.exists():
         raise SuanliError(f"openb trace not found under {data} (need {pods.name} and {nodes.name})")
-    r = run_protocol(str(nodes), str(pods), [args.name], _seeds(args.seeds), args.workers)
+    r = run_protocol(str(nodes), str(pods), [args.name], parse_seeds(args.seeds), args.workers)
     v = r["policies"][args.name]
     u, f = v["unallocated_gpu_pct"], v["frag_gpu_pct"]
     print(f"{r['workload']}  (seeds {args.seeds}, FGD protocol, {len(u['per_seed'])} runs)")
