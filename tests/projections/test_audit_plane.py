@@ -188,3 +188,25 @@ def test_cli_why_list_rebuild(run):
     rebuilt = cli("rebuild", "--json")
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert json.loads(rebuilt.stdout)["applied"] == len(decisions)
+
+
+def test_replaying_the_cell_log_up_to_the_cited_offset_gives_the_same_decision(run):
+    """What the scheduler knew when it decided: the cell log up to the cited input offset,
+    re-run through the production core, yields the recorded decision byte for byte."""
+    from suanli.replay.log_replay import regenerate
+
+    settings, decisions, path = run
+    placed = [d for d in decisions if d.kind == "TaskPlaced"]
+    chosen = placed[len(placed) // 2]
+    answer, _ = _answer(settings, path, lambda index: index.why(chosen.payload["task_id"]))
+    row = next(r for r in answer["decisions"] if r["event_id"] == chosen.payload["event_id"])
+    cited = row["input"]
+    assert cited["topic"] == TopicNames(settings.namespace).cell_log
+    log = asyncio.run(_read(settings, cited["topic"]))
+    prefix = sorted((r for r in log if r.partition == cited["partition"] and r.offset <= cited["offset"]),
+                    key=lambda r: r.offset)
+    assert prefix and prefix[-1].offset == cited["offset"]
+    with RegistryClient(settings.registry_url) as registry:
+        regenerated = regenerate(Codec(registry), prefix)
+    matching = [v for v in regenerated if chosen.payload["event_id"].encode() in v]
+    assert matching == [chosen.value]
