@@ -31,6 +31,8 @@ from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
 
+from suanli.errors import StrategyError
+
 from . import rng
 from .state import GPU_MILLI, CellState
 
@@ -57,11 +59,11 @@ class Status:
 OK = Status()
 
 
-class DuplicatePluginError(ValueError):
+class DuplicatePluginError(StrategyError, ValueError):
     """A plugin name was registered twice."""
 
 
-class UnknownPluginError(KeyError):
+class UnknownPluginError(StrategyError, KeyError):
     """Configuration names a plugin that is not registered."""
 
 

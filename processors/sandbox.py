@@ -32,13 +32,16 @@ from typing import Any
 
 import numpy as np
 
+from suanli.errors import StrategyError
+
 from .framework import REGISTRY, CycleContext, Plugin, Profile
 from .plugins.basic import FILTERS
+
 
 DEFAULT_LIMITS = {"cpu_seconds": 2.0, "memory_mb": 1024, "wall_seconds": 5.0}
 
 
-class SandboxError(RuntimeError):
+class SandboxError(StrategyError, RuntimeError):
     """The sandboxed strategy failed; ``reason`` says how."""
 
     def __init__(self, reason: str):

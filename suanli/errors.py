@@ -94,3 +94,7 @@ class UnavailableError(SuanliError):
 class AuditError(SuanliError):
     """An audit query cannot be answered: no such task (for that tenant), a bad filter, or an
     audit index that cannot be opened."""
+
+
+class StrategyError(SuanliError):
+    """A scheduling strategy or plugin is misconfigured, unknown or failed (processors/)."""
