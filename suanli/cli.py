@@ -74,10 +74,38 @@ def _up(args: argparse.Namespace) -> int:
     return 0 if result["capacity_violations"] == 0 else 1
 
 
+def _test_setup() -> int:
+    """Run the test prerequisites' install steps (.ci/setup.d/*.sh, idempotent and quick when
+    everything is there already): the clients' toolchain packages, mermaid's parser,
+    PostgreSQL and the Connect jars. Output goes to a log that is shown only on failure."""
+    import time
+
+    steps = sorted((REPO_ROOT / ".ci" / "setup.d").glob("*.sh"))
+    log_path = settings().home / "logs" / "test-setup.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        for step in steps:
+            log.write(f"== {step.name}\n")
+            log.flush()
+            code = subprocess.call(["bash", str(step)], cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+            if code != 0:
+                log.close()
+                tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+                print(f"{tail}\nsuanli test: setup step {step.name} failed (exit {code}); full log: {log_path}",
+                      file=sys.stderr)
+                return 2
+    print(f"suanli test: {len(steps)} setup steps ready in {time.monotonic() - started:.0f}s (log: {log_path})")
+    return 0
+
+
 def _test(args: argparse.Namespace) -> int:
-    """Start the stack if needed, run pytest, stop what this command started."""
+    """Install the test prerequisites, start the stack if needed, run pytest, stop what
+    this command started."""
     from suanli.deploy import stack
 
+    if not args.skip_setup and _test_setup() != 0:
+        return 2
     s = settings()
     was_running = all(r["ready"] for r in stack.status(s))
     stack.up(s)
@@ -126,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     test_p = sub.add_parser("test", help="run the test suite against the embedded stack")
     test_p.add_argument("--keep-stack", action="store_true", help="leave the stack running afterwards")
+    test_p.add_argument("--skip-setup", action="store_true",
+                        help="do not run the install steps in .ci/setup.d (they are idempotent)")
     test_p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments passed to pytest")
     test_p.set_defaults(func=_test)
     return parser

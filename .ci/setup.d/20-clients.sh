@@ -25,6 +25,6 @@ echo "   go: modules and build ($(go version | cut -d' ' -f3))"
 echo "   java: mvn package"
 mvn -q -B -Dstyle.color=never -f clients/java/pom.xml package -DskipTests
 echo "   typescript: npm ci and build (node $(node --version))"
-npm ci --prefix clients/typescript --no-audit --no-fund --loglevel=error
+[ -d clients/typescript/node_modules ] || npm ci --prefix clients/typescript --no-audit --no-fund --loglevel=error
 npm run --prefix clients/typescript -s build
 echo "   clients ready in $(( SECONDS - t0 ))s"
