@@ -110,7 +110,7 @@ def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
     _label, spec = parse_policy(policy)
     nodes, pods, typical, capacity = load_inputs(nodes_csv, pods_csv)
     tasks = workload(pods, capacity, seed)
-    t1 = time.perf_counter()
+    time.perf_counter()
 
     state = CellState("openb")
     off = 0

@@ -2,8 +2,10 @@
 ``suanli api serve`` subprocess on loopback."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import uuid
 import signal
 import socket
 import subprocess
@@ -153,6 +155,20 @@ class ApiProcess:
     def client(self, tenant: str | None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {TOKENS[tenant]}"} if tenant else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+@contextlib.contextmanager
+def running_api(tmp: Path, partitions: int = 1):
+    """A live ``suanli api serve`` in a fresh namespace, ready, stopped afterwards."""
+    from suanli.config import load_settings
+
+    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=partitions)
+    server = ApiProcess(settings, write_tokens(tmp / "tokens.toml"), tmp / "api.log")
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
 
 
 def run_go(binary: Path, api: ApiProcess, tenant: str, *args: str) -> subprocess.CompletedProcess:

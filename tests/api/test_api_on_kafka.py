@@ -11,11 +11,10 @@ import uuid
 
 import grpc
 import pytest
-from api_helpers import TOKENS, ApiProcess, write_tokens
+from api_helpers import ApiProcess, TOKENS, running_api
 
 from suanli.api import suanli_pb2 as pb
 from suanli.api import suanli_pb2_grpc as pb_grpc
-from suanli.config import load_settings
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import end_offsets, read_range
@@ -26,14 +25,8 @@ pytestmark = pytest.mark.stack
 
 @pytest.fixture(scope="module")
 def api(stack, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("api")
-    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
-    server = ApiProcess(settings, write_tokens(tmp / "tokens.toml"), tmp / "api.log")
-    try:
-        server.wait_ready()
+    with running_api(tmp_path_factory.mktemp("api"), partitions=2) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _record(api: ApiProcess, position: dict):

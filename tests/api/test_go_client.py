@@ -10,9 +10,8 @@ import sys
 import uuid
 
 import pytest
-from api_helpers import GO_DIR, ApiProcess, go_env, run_go, write_tokens
+from api_helpers import GO_DIR, go_env, run_go, running_api
 
-from suanli.config import load_settings
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import end_offsets, read_range
@@ -21,14 +20,8 @@ from suanli.streams.topics import TopicNames
 
 @pytest.fixture(scope="module")
 def api(stack, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("go-api")
-    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=1)
-    server = ApiProcess(settings, write_tokens(tmp / "tokens.toml"), tmp / "api.log")
-    try:
-        server.wait_ready()
+    with running_api(tmp_path_factory.mktemp("go-api"), partitions=1) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_committed_go_stubs_are_current(go_client, tmp_path):

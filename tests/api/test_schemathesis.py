@@ -8,18 +8,16 @@ content type, and must match its documented schema. The number of cases run is p
 """
 from __future__ import annotations
 
-import uuid
 
 import hypothesis
 import pytest
 import schemathesis
-from api_helpers import TOKENS, ApiProcess, write_tokens
+from api_helpers import TOKENS, running_api
 from hypothesis import HealthCheck, Phase
 from schemathesis import GenerationMode
 from schemathesis.checks import (content_type_conformance, not_a_server_error, response_schema_conformance,
                                  status_code_conformance)
 
-from suanli.config import load_settings
 
 pytestmark = pytest.mark.stack
 
@@ -29,14 +27,8 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 @pytest.fixture(scope="module")
 def api(stack, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("schemathesis")
-    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=1)
-    server = ApiProcess(settings, write_tokens(tmp / "tokens.toml"), tmp / "api.log")
-    try:
-        server.wait_ready()
+    with running_api(tmp_path_factory.mktemp("schemathesis"), partitions=1) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_live_openapi_document_holds_under_generated_requests(api):

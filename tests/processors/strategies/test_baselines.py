@@ -1,8 +1,6 @@
 """The FGD paper's baselines: each one's defining behaviour on a hand-made cell."""
-import json
 
 import numpy as np
-import pytest
 
 from kit import Cell
 from suanli.processors import CellState

@@ -1,11 +1,7 @@
 """Performance family: random, bestfit, fgd, default, worst-fit, first-fit, balanced, analytics."""
-import json
 
-import numpy as np
 
 from kit import Cell
-from suanli.processors import CellState
-from suanli.processors.framework import CycleContext, Request
 from suanli.processors.plugins.fgd import Scarcity
 
 
