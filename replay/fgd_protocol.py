@@ -1,4 +1,4 @@
-"""The FGD evaluation protocol (``/work/shared/data/openb/PROTOCOL.md``) run through the
+"""The FGD evaluation protocol (``../shared/data/openb/PROTOCOL.md``) run through the
 production core: every task goes through ``processors.decide`` with full provenance.
 
 1. Cluster: the node list, empty; registered through ``decide`` (NodeRegistered events).

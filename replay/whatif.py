@@ -45,7 +45,7 @@ def run_fgd(nodes_csv: str, pods_csv: str, policies: list[str], seeds: list[int]
         parse_policy(p)
     result = fgd_protocol.run_protocol(nodes_csv, pods_csv, policies, seeds, workers)
     result["setup"] = {"nodes": nodes_csv, "pods": pods_csv, "seeds": f"{seeds[0]}..{seeds[-1]} ({len(seeds)})",
-                       "protocol": "/work/shared/data/openb/PROTOCOL.md steps 1-8 (replay/fgd_protocol.py)"}
+                       "protocol": "../shared/data/openb/PROTOCOL.md steps 1-8 (replay/fgd_protocol.py)"}
     if curves:
         result["series"] = {p: {"seed": seeds[0], "curve": fgd_protocol.run_experiment(
             nodes_csv, pods_csv, p, seeds[0], full=True, curve=True)["curve"]} for p in policies}

@@ -12,9 +12,9 @@ import asyncio
 import sys
 from pathlib import Path
 
+from suanli.config import settings
 from suanli.errors import SuanliError
 
-OPENB = Path("/work/shared/data/openb")
 
 
 def _read_decisions(task_id: str, idle_ms: int) -> list[tuple[str, dict]]:
@@ -115,5 +115,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--workload", default="default", help="openb_pod_list_<workload>.csv (default: default)")
     b.add_argument("--seeds", default="42-51")
     b.add_argument("--workers", type=int, default=2)
-    b.add_argument("--data", default=str(OPENB), help="directory of the openb trace")
+    b.add_argument("--data", default=str(settings().openb_dir), help="directory of the openb trace")
     b.set_defaults(func=_bench)

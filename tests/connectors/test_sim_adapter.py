@@ -16,7 +16,6 @@ from suanli.replay.openb import read_nodes
 from suanli.schemas.catalog import catalog
 from suanli.schemas.codec import _strip_logical_types
 
-pytestmark = pytest.mark.skipif(not DEFAULT_NODES.exists(), reason="openb trace not available")
 
 
 def fits(kind: str, payload: dict) -> bool:

@@ -7,6 +7,7 @@ PolicyChanged, exactly as a live cell starts. Its decision records are "what was
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from suanli.replay.dir_registry import DirRegistry
 from suanli.schemas.catalog import catalog
@@ -14,6 +15,8 @@ from suanli.schemas.codec import Codec
 from suanli.streams.cell_runner import CellRunner
 from suanli.streams.intake import RawRecord
 from suanli.streams.topics import DECISIONS
+from suanli.config import load_settings
+from suanli.replay.export import build_logdir
 
 CELL_LOG = "t.cells"
 DECISIONS_TOPIC = "t.decisions"
@@ -87,4 +90,21 @@ def live_run(codec: Codec, records: list[RawRecord], redeliver_every: int = 0) -
         for _ in range(copies):
             for r in produced:
                 out.append(RawRecord(DECISIONS_TOPIC, 0, len(out), rec.timestamp, r.key, r.value))
+    return out
+
+
+# The openb trace: ../shared/data/openb beside the checkout, or SUANLI_OPENB_DIR.
+DATA = load_settings().openb_dir
+
+
+def make_logdir(out: Path, *, lo: int = 0, n_tasks: int = 200, redeliver_every: int = 0) -> Path:
+    """A log directory of cell c1 built from a synthetic partition (cells c1 and c2)."""
+    codec, registry = offline_codec()
+    records = encode_log(codec, inputs(n_tasks=n_tasks))
+    decisions = live_run(codec, records, redeliver_every=redeliver_every)
+    key = b"c1"
+    build_logdir(out, codec, registry, cell="c1", namespace="t", cell_log_topic=CELL_LOG, partition=0,
+                 lo=lo, hi=len(records), prefix=[r for r in records[:lo] if r.key == key],
+                 inputs=[r for r in records[lo:] if r.key == key],
+                 decision_candidates=[r for r in decisions if r.key == key], log=lambda _m: None)
     return out

@@ -1,12 +1,10 @@
-from pathlib import Path
-
 import pytest
 
+from suanli.config import load_settings
 from suanli.replay.openb import read_nodes, read_pods
 from suanli.replay import fgd_protocol as fp
 
-DATA = Path("/work/shared/data/openb")
-pytestmark = pytest.mark.skipif(not DATA.exists(), reason="openb trace not available")
+DATA = load_settings().openb_dir
 
 
 def test_openb_import_counts():

@@ -2,7 +2,7 @@
 import json
 
 from suanli.cli import main
-from conftest import DATA
+from synth import DATA
 
 
 def test_replay_verify_identical_then_diverged(logdir, tmp_path, capsys):
@@ -39,9 +39,7 @@ def test_refused_inputs_exit_2(tmp_path, capsys, openb_small):
 
 def test_timed_mode_refuses_multigpu20(tmp_path, capsys):
     pods = DATA / "openb_pod_list_multigpu20.csv"
-    if not pods.exists():
-        import pytest
-        pytest.skip("openb trace not available")
+    assert pods.exists(), f"openb trace missing at {pods}"
     rc = main(["whatif", "--protocol", "timed", "--nodes", str(DATA / "openb_node_list_gpu_node.csv"),
                "--pods", str(pods), "--json", str(tmp_path / "x.json")])
     assert rc == 2

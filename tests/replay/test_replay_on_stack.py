@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from conftest import DATA
+from synth import DATA
 from suanli.config import load_settings
 from suanli.deploy.plane import Plane, PlaneOptions
 from suanli.replay.export import export_cell

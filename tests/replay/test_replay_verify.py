@@ -4,7 +4,7 @@ import json
 import pytest
 
 import synth
-from conftest import make_logdir
+from synth import make_logdir
 from suanli.streams.cell_runner import CellRunner
 from suanli.streams.topics import DECISIONS
 from suanli.replay.logdir import DECISIONS_FILE, LogDir, read_records, write_records

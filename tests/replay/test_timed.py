@@ -5,7 +5,7 @@ from suanli.errors import ReplayError
 from suanli.processors import CellState, decide
 from suanli.replay import timed
 from suanli.replay.openb import read_nodes
-from conftest import DATA
+from synth import DATA
 
 
 def test_shrink_is_a_seeded_sample_in_file_order(openb_small):
@@ -93,7 +93,6 @@ def test_deterministic(openb_small, contended):
 
 
 def test_untimed_trace_is_refused():
-    if not (DATA / "openb_pod_list_multigpu20.csv").exists():
-        pytest.skip("openb trace not available")
+    assert (DATA / "openb_pod_list_multigpu20.csv").exists(), f"openb trace missing at {DATA}"
     with pytest.raises(ReplayError, match="not a timed trace"):
         timed.build(DATA / "openb_node_list_gpu_node.csv", DATA / "openb_pod_list_multigpu20.csv")
