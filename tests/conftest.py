@@ -6,7 +6,13 @@ If those are not reachable the tests FAIL with a clear message; they are never s
 """
 from __future__ import annotations
 
+import os
 import uuid
+
+# Tests never write into a real control plane's topics: every module that reads the
+# namespace at import time (streams/topics.py) sees this one, and so do the workers and
+# connectors the tests start. Tests that run a plane use a fresh namespace of their own.
+os.environ["SUANLI_NAMESPACE"] = os.environ.get("SUANLI_TEST_NAMESPACE", "suanlitest")
 
 import pytest
 
