@@ -42,6 +42,7 @@ from suanli.api.readmodel import LogFollower, ReadModel, Submission
 from suanli.errors import ConflictError, NotFoundError, ValidationError
 from suanli.projections.lifecycle import TERMINAL, TaskView
 from suanli.schemas.catalog import catalog
+from suanli.schemas.codec import parse_plain
 from suanli.schemas.models import TaskResourcesModel, format_errors, validate_event
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,199}$")
@@ -56,18 +57,9 @@ class EventSink(Protocol):
         ...
 
 
-def _plain(schema: Any) -> Any:
-    """``schema`` without logicalType annotations (Suanli keeps times as int ms)."""
-    if isinstance(schema, list):
-        return [_plain(s) for s in schema]
-    if isinstance(schema, dict):
-        return {k: _plain(v) for k, v in schema.items() if k != "logicalType"}
-    return schema
-
-
 @cache
 def _avro(kind: str) -> Any:
-    return fastavro.parse_schema(_plain(catalog()[kind].schema), named_schemas={})
+    return parse_plain(catalog()[kind].schema)
 
 
 def check_avro(kind: str, payload: dict[str, Any]) -> None:

@@ -22,17 +22,18 @@ MAGIC = 0
 HEADER = struct.Struct(">bI")
 
 
-def _strip_logical_types(schema: Any) -> Any:
+def strip_logical_types(schema: Any) -> Any:
     """Copy of ``schema`` without ``logicalType`` annotations (same binary encoding)."""
     if isinstance(schema, list):
-        return [_strip_logical_types(s) for s in schema]
+        return [strip_logical_types(s) for s in schema]
     if isinstance(schema, dict):
-        return {k: _strip_logical_types(v) for k, v in schema.items() if k != "logicalType"}
+        return {k: strip_logical_types(v) for k, v in schema.items() if k != "logicalType"}
     return schema
 
 
-def _parse(schema: dict) -> Any:
-    return fastavro.parse_schema(_strip_logical_types(schema), named_schemas={})
+def parse_plain(schema: dict) -> Any:
+    """``schema`` parsed by fastavro with times as plain int milliseconds (see above)."""
+    return fastavro.parse_schema(strip_logical_types(schema), named_schemas={})
 
 
 def frame(schema_id: int, body: bytes) -> bytes:
@@ -77,7 +78,7 @@ class Codec:
             schema_id = self.registry.register(event.subject, event.schema)
             with self._lock:
                 self._ids[kind] = schema_id
-                self._writers[kind] = _parse(event.schema)
+                self._writers[kind] = parse_plain(event.schema)
         return schema_id
 
     def register_all(self) -> dict[str, int]:
@@ -144,8 +145,8 @@ class Codec:
         name = schema["name"]
         current = self.events.get(name)
         same = current is not None and current.schema == schema
-        reader = None if current is None or same else _parse(current.schema)
-        entry = (name, _parse(schema), reader)
+        reader = None if current is None or same else parse_plain(current.schema)
+        entry = (name, parse_plain(schema), reader)
         with self._lock:
             self._readers[schema_id] = entry
         return entry

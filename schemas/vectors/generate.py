@@ -29,6 +29,7 @@ from typing import Any
 import fastavro
 
 from suanli.schemas.catalog import catalog
+from suanli.schemas.codec import parse_plain
 
 HERE = Path(__file__).resolve().parent
 SCHEMA_DIR = HERE / "schemas"
@@ -99,14 +100,6 @@ VECTORS: list[tuple[str, str, str, dict[str, Any]]] = [
 ]
 
 
-def _strip_logical_types(schema: Any) -> Any:
-    if isinstance(schema, list):
-        return [_strip_logical_types(s) for s in schema]
-    if isinstance(schema, dict):
-        return {k: _strip_logical_types(v) for k, v in schema.items() if k != "logicalType"}
-    return schema
-
-
 def canonical(schema: Any, value: Any, named: dict[str, Any]) -> Any:
     """``value`` with every Avro map's entries in canonical order (sorted by key code point)."""
     if isinstance(schema, str):
@@ -139,7 +132,7 @@ def render() -> dict[Path, str]:
     for name, kind, description, event in VECTORS:
         spec = events[kind]
         event = canonical(spec.schema, copy.deepcopy(event), {})
-        parsed = fastavro.parse_schema(_strip_logical_types(spec.schema), named_schemas={})
+        parsed = parse_plain(spec.schema)
         body = io.BytesIO()
         fastavro.schemaless_writer(body, parsed, event)
         data = body.getvalue()

@@ -9,14 +9,14 @@ import pytest
 from suanli.connectors.kit import Adapter, ConnectorRunner, TaskReporter, ack_event, status_event
 from suanli.errors import ConnectorError
 from suanli.schemas.catalog import catalog
-from suanli.schemas.codec import _strip_logical_types
+from suanli.schemas.codec import parse_plain
 from suanli.streams.topics import PREFIX, dispatch_topic
 
 COMMAND = {"dispatch_id": "cell1/42", "task_id": "task-9", "cell": "cell1", "node_id": "n1", "connector": "sim"}
 
 
 def fits(kind: str, payload: dict) -> bool:
-    schema = fastavro.parse_schema(_strip_logical_types(catalog()[kind].schema), named_schemas={})
+    schema = parse_plain(catalog()[kind].schema)
     return fastavro.validation.validate(payload, schema, raise_errors=True)
 
 

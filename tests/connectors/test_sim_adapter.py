@@ -14,12 +14,12 @@ from suanli.connectors.simulated import (DEFAULT_NODES, SimulatedCluster, descri
 from suanli.errors import ConnectorError
 from suanli.replay.openb import read_nodes
 from suanli.schemas.catalog import catalog
-from suanli.schemas.codec import _strip_logical_types
+from suanli.schemas.codec import parse_plain
 
 
 
 def fits(kind: str, payload: dict) -> bool:
-    schema = fastavro.parse_schema(_strip_logical_types(catalog()[kind].schema), named_schemas={})
+    schema = parse_plain(catalog()[kind].schema)
     return fastavro.validation.validate(payload, schema, raise_errors=True)
 
 
