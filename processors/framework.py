@@ -236,13 +236,17 @@ def default_devices(state: CellState, row: int, req: Request) -> list[int]:
 
 
 # --------------------------------------------------------------------------- profile
+TIE_BREAKS = ("random", "name", "first")
+
 @dataclass
 class Profile:
     """An enabled set of plugins with weights, and the tie-break rule.
 
     ``tie_break``: ``"random"`` (seeded draw among the top-scored nodes, as the
-    Kubernetes scheduler does), ``"first"`` (lowest row) or the name of an enabled
-    plugin whose score orders the tied nodes (remaining ties: lowest row).
+    Kubernetes scheduler does), ``"name"`` (the lexicographically smallest node id, as
+    the FGD paper's simulator does: its patched kube-scheduler picks that "for
+    reproducibility"), ``"first"`` (lowest row) or the name of an enabled plugin whose
+    score orders the tied nodes (remaining ties: lowest row).
     """
     filters: list[Plugin]
     scorers: list[tuple[Plugin, float]]
@@ -263,6 +267,10 @@ class Profile:
         return cls(fs, ss, os_, tie_break, top_k, sec)
 
     def __post_init__(self) -> None:
+        if self.tie_break not in TIE_BREAKS and self.tie_break not in self.secondary:
+            raise StrategyError(
+                f"unknown tie_break {self.tie_break!r}: use one of {', '.join(TIE_BREAKS)} "
+                f"or a secondary scorer ({', '.join(self.secondary) or 'none configured'})")
         self._index()
 
     def _index(self) -> None:
@@ -333,6 +341,9 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
         pick = int(tied[0])
     elif profile.tie_break == "random":
         pick = int(tied[rng.draw(int(tied.size), ctx.seed, 0x71E)])
+    elif profile.tie_break == "name":
+        ids = state.node_ids
+        pick = int(min(tied.tolist(), key=lambda i: ids[int(rows[i])]))
     elif profile.tie_break in profile.secondary:
         sec = profile.secondary[profile.tie_break].score(ctx, rows[tied])
         pick = int(tied[int(np.argmax(sec))])

@@ -50,6 +50,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                     help="write the PNGs and report.html here (timed/log default: beside --json as <stem>-report, "
                          "else ./whatif-report; fgd: only when given)")
     wi.add_argument("--workers", type=int, default=2, help="processes for the fgd protocol's seeds (default 2)")
+    wi.add_argument("--node-names", choices=("shuffled", "csv"), default="shuffled",
+                    help="fgd: name the nodes opaquely in a seeded order per seed (default; the simulator's "
+                         "names are opaque and it breaks ties by the smallest name) or keep the CSV's sn")
     wi.add_argument("--shrink", type=float, help="timed: keep this fraction of the nodes (seeded sample)")
     wi.add_argument("--shrink-seed", type=int, default=0, help="timed: seed of the node sample (default 0)")
     wi.add_argument("--load", type=float, default=1.0,
@@ -123,7 +126,8 @@ def _whatif(args: argparse.Namespace) -> int:
     policies = [p for p in (args.policy or default_policies).split(",") if p.strip()]
     t0 = time.perf_counter()
     if mode == "fgd":
-        result = run_fgd(args.nodes, args.pods, policies, seeds, workers=args.workers, curves=bool(args.report))
+        result = run_fgd(args.nodes, args.pods, policies, seeds, workers=args.workers, curves=bool(args.report),
+                         node_names=args.node_names)
         out = contract(result)
     elif mode == "timed":
         if args.policy and "recorded" in policies:
@@ -137,7 +141,8 @@ def _whatif(args: argparse.Namespace) -> int:
     else:
         result = run_log(args.log, policies, progress=not args.quiet)
         out = result
-    print(f"\n{result['workload']} ({mode}{', seeds ' + args.seeds if mode == 'fgd' else ''})")
+    detail = f", seeds {args.seeds}, node names {args.node_names}" if mode == "fgd" else ""
+    print(f"\n{result['workload']} ({mode}{detail})")
     print(report.table(result))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")

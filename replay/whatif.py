@@ -40,21 +40,22 @@ DEFINITIONS = [
 
 
 def run_fgd(nodes_csv: str, pods_csv: str, policies: list[str], seeds: list[int], *, workers: int = 2,
-            curves: bool = False) -> dict[str, Any]:
+            curves: bool = False, node_names: str = "shuffled") -> dict[str, Any]:
     for p in policies:
         parse_policy(p)
-    result = fgd_protocol.run_protocol(nodes_csv, pods_csv, policies, seeds, workers)
+    result = fgd_protocol.run_protocol(nodes_csv, pods_csv, policies, seeds, workers, node_names)
     result["setup"] = {"nodes": nodes_csv, "pods": pods_csv, "seeds": f"{seeds[0]}..{seeds[-1]} ({len(seeds)})",
                        "protocol": "../shared/data/openb/PROTOCOL.md steps 1-8 (replay/fgd_protocol.py)"}
     if curves:
         result["series"] = {p: {"seed": seeds[0], "curve": fgd_protocol.run_experiment(
-            nodes_csv, pods_csv, p, seeds[0], full=True, curve=True)["curve"]} for p in policies}
+            nodes_csv, pods_csv, p, seeds[0], full=True, curve=True, node_names=node_names)["curve"]}
+            for p in policies}
     return result
 
 
 def contract(result: dict[str, Any]) -> dict[str, Any]:
     """What ``--json`` writes for the fgd protocol (the CLI contract)."""
-    return {k: result[k] for k in ("protocol", "workload", "policies")}
+    return {k: result[k] for k in ("protocol", "workload", "node_names", "policies")}
 
 
 def run_timed(nodes_csv: str, pods_csv: str, policies: list[str], *, seed: int = 42, shrink: float | None = None,

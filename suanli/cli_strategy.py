@@ -86,7 +86,7 @@ def _bench(args: argparse.Namespace) -> int:
     nodes = data / "openb_node_list_gpu_node.csv"
     if not pods.exists() or not nodes.exists():
         raise SuanliError(f"openb trace not found under {data} (need {pods.name} and {nodes.name})")
-    r = run_protocol(str(nodes), str(pods), [args.name], parse_seeds(args.seeds), args.workers)
+    r = run_protocol(str(nodes), str(pods), [args.name], parse_seeds(args.seeds), args.workers, args.node_names)
     v = r["policies"][args.name]
     u, f = v["unallocated_gpu_pct"], v["frag_gpu_pct"]
     print(f"{r['workload']}  (seeds {args.seeds}, FGD protocol, {len(u['per_seed'])} runs)")
@@ -115,5 +115,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--workload", default="default", help="openb_pod_list_<workload>.csv (default: default)")
     b.add_argument("--seeds", default="42-51")
     b.add_argument("--workers", type=int, default=2)
+    b.add_argument("--node-names", choices=("shuffled", "csv"), default="shuffled",
+                   help="opaque per-seed node names (default) or the CSV's sn (see `suanli whatif --help`)")
     b.add_argument("--data", default=str(settings().openb_dir), help="directory of the openb trace")
     b.set_defaults(func=_bench)

@@ -3,7 +3,8 @@
 Keeps GPU tasks of the same kind ("affinity": shared, 1-GPU, 2-GPU, ...) together: a
 node holding only tasks of the task's kind scores highest, then mixed nodes holding it,
 then idle nodes, then nodes holding only other kinds; fuller nodes first inside a band.
-CPU-only tasks score 0 everywhere (random node). Seeded random pick among the top.
+CPU-only tasks score 0 everywhere. Ties go to the lexicographically smallest node id,
+as in the paper's simulator (so CPU-only tasks fill nodes in name order).
 Use it when tasks of one shape should share nodes (homogeneous islands, simpler
 capacity planning); as a reference point of the FGD protocol.
 """
@@ -13,9 +14,10 @@ from ..framework import REGISTRY, Profile
 from ..plugins.basic import FILTERS
 
 NAME = "gpu-clustering"
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 
 
 def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "GpuClustering"}], tie_break="random",
+    return Profile.build(REGISTRY, FILTERS, [{"name": "GpuClustering"}],
+                         tie_break=config.get("tie_break", "name"),
                          top_k=int(config.get("top_k", 5)), others=["Capacity"])

@@ -2,7 +2,7 @@
 
 Prefers, in order: GPUs already shared by other tasks (the fuller the better), then fully
 free GPUs on a node already in use (the fewer taken the better), then idle nodes (small
-nodes first). CPU-only tasks score 0 everywhere. Seeded random pick among the top;
+nodes first). CPU-only tasks score 0 everywhere. Ties go to the smallest node id (the simulator's rule);
 shared tasks on the GPU with the least free milli that fits.
 Use it for training-style whole-GPU workloads where keeping idle nodes idle matters
 (e.g. to power them down or keep room for large gangs); reference point of the protocol.
@@ -13,9 +13,10 @@ from ..framework import REGISTRY, Profile
 from ..plugins.basic import FILTERS
 
 NAME = "gpu-packing"
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 
 
 def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "GpuPacking"}], tie_break="random",
+    return Profile.build(REGISTRY, FILTERS, [{"name": "GpuPacking"}],
+                         tie_break=config.get("tie_break", "name"),
                          top_k=int(config.get("top_k", 5)), others=["Capacity"])

@@ -13,5 +13,5 @@ VERSION = "1.0.0"
 
 
 def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "RandomScore"}], tie_break="random",
+    return Profile.build(REGISTRY, FILTERS, [{"name": "RandomScore"}], tie_break=config.get("tie_break", "random"),
                          top_k=int(config.get("top_k", 5)), others=["Capacity"])

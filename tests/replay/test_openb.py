@@ -56,3 +56,28 @@ def test_run_protocol_shape(tmp_path):
     v = r["policies"]["bestfit"]
     assert set(v) == {"unallocated_gpu_pct", "frag_gpu_pct", "seconds"}
     assert len(v["unallocated_gpu_pct"]["per_seed"]) == 2
+
+
+def test_opaque_names_are_a_seeded_permutation_of_the_same_nodes():
+    nodes = read_nodes(DATA / "openb_node_list_gpu_node.csv")[:50]
+    a, b, c = fp.opaque_names(nodes, 42), fp.opaque_names(nodes, 42), fp.opaque_names(nodes, 43)
+    assert a == b and a != c
+    assert sorted(n["node_id"] for n in a) == [f"node-{k:04d}" for k in range(50)]
+    # same registration order and resources; only the names (and so the name order) change
+    for old, new in zip(nodes, a):
+        assert {k: v for k, v in new.items() if k not in ("node_id", "event_id")} == \
+               {k: v for k, v in old.items() if k not in ("node_id", "event_id")}
+        assert new["event_id"] == f"{new['cell']}/node/{new['node_id']}"
+    order = [nodes.index(next(o for o, n in zip(nodes, a) if n["node_id"] == nid))
+             for nid in sorted(n["node_id"] for n in a)]
+    assert order != list(range(50))          # the name order is not the CSV order
+
+
+def test_node_names_option(tmp_path):
+    n, p = _small(tmp_path)
+    csv_run = fp.run_experiment(n, p, "gpu-packing", 42, node_names="csv")
+    assert csv_run["unallocated_gpu_pct"] is not None
+    with pytest.raises(ValueError, match="node_names must be one of shuffled, csv"):
+        fp.run_experiment(n, p, "gpu-packing", 42, node_names="alphabetical")
+    r = fp.run_protocol(n, p, ["bestfit"], [42], workers=1, node_names="csv")
+    assert r["node_names"] == "csv"

@@ -11,8 +11,8 @@ def test_fgd_protocol_json_is_exactly_the_contract(openb_small, tmp_path):
                "--json", str(out)])
     assert rc == 0
     doc = json.loads(out.read_text())
-    assert set(doc) == {"protocol", "workload", "policies"}
-    assert doc["protocol"] == "fgd" and doc["workload"] == "pods"
+    assert set(doc) == {"protocol", "workload", "node_names", "policies"}
+    assert doc["protocol"] == "fgd" and doc["workload"] == "pods" and doc["node_names"] == "shuffled"
     assert list(doc["policies"]) == ["bestfit", "default:bestfit_weight=2.0"]
     for v in doc["policies"].values():
         assert set(v) == {"unallocated_gpu_pct", "frag_gpu_pct", "seconds"}

@@ -87,3 +87,33 @@ def test_gpu_tag_index_stays_equal_to_a_rebuild():
         live = [dict(d) for d in c.state.gpu_tags()]
         c.state._derived.pop("gpu_tags")
         assert c.state.gpu_tags() == live
+
+
+def test_ties_go_to_the_smallest_node_name_not_the_first_registered():
+    # The paper's simulator breaks ties by the lexicographically smallest node name; a
+    # CPU-only task scores 0 everywhere under GpuClustering/GpuPacking, so it is all tie.
+    for strategy in ("gpu-clustering", "gpu-packing", "bestfit", "dotprod"):
+        c = Cell(strategy)
+        for n in ("node-c", "node-a", "node-b"):
+            c.node(n, cpu=32000, gpus=2)
+        c.task("cpu1", cpu=4000)
+        assert c.node_of("cpu1") == "node-a", strategy
+        path = c.placed("cpu1")["provenance"]["path"]
+        assert any(step.endswith("3 tied, tie-break name") for step in path), (strategy, path)
+
+
+def test_name_tie_break_fills_nodes_in_name_order():
+    c = Cell("gpu-packing")
+    for n in ("n2", "n1"):
+        c.node(n, cpu=8000, gpus=1)
+    c.task("a", cpu=6000)
+    c.task("b", cpu=6000)          # no longer fits n1
+    assert (c.node_of("a"), c.node_of("b")) == ("n1", "n2")
+
+
+def test_unknown_tie_break_is_refused_with_the_choices():
+    import pytest
+    from suanli.errors import StrategyError
+    from suanli.processors import strategies as S
+    with pytest.raises(StrategyError, match="unknown tie_break 'sideways'.*random, name, first"):
+        S.get_strategy("bestfit", {"tie_break": "sideways"})
