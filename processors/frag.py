@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from .state import CellState
+from .state import GPU_MILLI, CellState
 
 
 @dataclass(frozen=True)
@@ -148,3 +148,29 @@ def cluster_frag_milli(tt: TypicalTasks, state: CellState) -> float:
         return 0.0
     acc = tt.access_table(state)[:, state.model_idx].T
     return float(node_frag(tt, state.cpu_free, state.gpu_free, acc).sum()) / tt.total
+
+
+def gap_waste_table(tt: TypicalTasks) -> np.ndarray:
+    """``W[f]`` for f = 0..1000: the expected milli of a GPU gap of ``f`` free milli that is
+    never used, if future tasks are drawn from the typical distribution and a gap is
+    filled by a random task that fits it, again and again, until none fits.
+
+    ``W[f] = f`` when no GPU class fits ``f``; otherwise the weighted mean of
+    ``W[f - s_m]`` over the classes m with per-GPU milli ``s_m <= f`` (weights: class
+    counts; a whole-GPU class fits only a free GPU, f = 1000). FGD's fragment measure asks
+    whether the *next* task could use a gap; this asks how much of it will be left when
+    the gap has been filled as far as the workload's shapes allow (e.g. 190 milli left by
+    an 810-milli task is only ever filled by the rare 160/110/50 shapes).
+    """
+    sizes = [int(m) for n, m in zip(tt.num, tt.milli) if n > 0 and m > 0]
+    weights = [float(c) for n, m, c in zip(tt.num, tt.milli, tt.count) if n > 0 and m > 0]
+    w = np.arange(GPU_MILLI + 1, dtype=np.float64)
+    if not sizes:
+        return w
+    s_arr = np.array(sizes, dtype=np.int64)
+    q_arr = np.array(weights, dtype=np.float64)
+    for f in range(1, GPU_MILLI + 1):
+        fit = s_arr <= f
+        if fit.any():
+            w[f] = float((q_arr[fit] * w[f - s_arr[fit]]).sum() / q_arr[fit].sum())
+    return w

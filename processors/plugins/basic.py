@@ -143,6 +143,15 @@ class RandomScore(Plugin):
 
 @REGISTRY.register
 class BestFitRaw(BestFit):
-    """BestFit's raw 0..100 score without min-max normalisation (for weighted blends)."""
+    """BestFit's raw 0..100 score without min-max normalisation (for weighted blends).
+
+    ``kinds`` (default: all) lists the task kinds it scores (``cpu``, ``shared``,
+    ``whole``); for the others it scores 0, i.e. it stays out of the decision."""
     name = "BestFitRaw"
     normalize = False
+
+    def score(self, ctx, rows):
+        kinds = self.args.get("kinds")
+        if kinds is not None and ctx.req.kind not in kinds:
+            return np.zeros(rows.size)
+        return super().score(ctx, rows)

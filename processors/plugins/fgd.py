@@ -9,6 +9,9 @@ Modes:
   (coarse buckets, so that a secondary score can order near-equal nodes); the device with
   the best score (ties: least free milli, then lowest index).
 
+``gap_weight`` (default 0, the paper's FGD) adds, for a shared task, ``gap_weight`` times
+the drop in the chosen GPU gap's expected final waste (``frag.gap_waste_table``) to delta.
+
 Per-node results are cached per task shape in ``state._derived`` and recomputed only for
 rows whose stamp changed since (a placement changes one row), which keeps a decision at
 O(changed rows), not O(nodes x classes x devices). The cache is a pure function of the
@@ -20,9 +23,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..frag import TypicalTasks, frag_after_shared, node_frag, shape_key, typical_from_counts
+from ..frag import (TypicalTasks, frag_after_shared, gap_waste_table, node_frag, shape_key,
+                    typical_from_counts)
 from ..framework import REGISTRY, CycleContext, Plugin
-from ..state import CellState
+from ..state import GPU_MILLI, CellState
 
 
 class _Entry:
@@ -114,10 +118,21 @@ class FGD(Plugin):
             t = state._derived[k] = tt.access_table(state)
         return t
 
+    def _waste(self, state: CellState, tt: TypicalTasks) -> np.ndarray:
+        k = ("fgd-waste", tt.digest)
+        w = state._derived.get(k)
+        if w is None:
+            w = state._derived[k] = gap_waste_table(tt)
+        return w
+
     def _entry(self, ctx: CycleContext, rows: np.ndarray) -> _Entry:
         s, r = ctx.state, ctx.req
         tt = self.typical(s)
-        k = ("fgd", tt.digest, self.mode, self.ign, r.cpu, r.gpu_count, r.gpu_milli, r.models)
+        # every argument that changes a score is in the key: plugins with different
+        # settings (a blend, a PolicyChanged) may share one state's cache
+        k = ("fgd", tt.digest, self.mode, self.ign, self.args.get("quantum", 0),
+             self.args.get("device_tie", "first"), float(self.args.get("gap_weight", 0) or 0),
+             r.cpu, r.gpu_count, r.gpu_milli, r.models)
         e = s._derived.get(k)
         if e is None or e.n != s.n_nodes:
             e = s._derived[k] = _Entry(s.n_nodes)
@@ -141,6 +156,11 @@ class FGD(Plugin):
             after = frag_after_shared(tt, cpu, gpu, acc, r.cpu, r.gpu_milli, self.ign)      # [k,G]
             delta = (before[:, None] - after) / tt.total                        # milli
             fits = gpu >= r.gpu_milli
+            gw = float(self.args.get("gap_weight", 0) or 0)
+            if gw:                              # + the drop in the gap's expected final waste
+                wt = self._waste(s, tt)
+                delta = delta + gw * (wt[np.clip(gpu, 0, GPU_MILLI)]
+                                      - wt[np.clip(gpu - r.gpu_milli, 0, GPU_MILLI)])
             if self.mode == "sigmoid":
                 sc = np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
                 sc = np.where(fits, sc, -np.inf)

@@ -8,7 +8,8 @@ Use it on GPU-sharing clusters where many tasks take a fraction of a GPU.
 Config: ``typical_tasks`` (list of {cpu_milli, gpu_count, gpu_milli, gpu_models, count},
 the workload's task-shape histogram) or ``"observed"`` (the cell's own running histogram
 of submitted shapes; default); ``threshold_pct`` (popularity cut, 95 as in the
-simulator); ``mode`` (``sigmoid`` | ``raw``); ``tie_break`` among equal int scores:
+simulator); ``mode`` (``sigmoid`` | ``raw``); ``gap_weight`` (0: off, as in the paper; see
+``default``); ``tie_break`` among equal int scores:
 ``"name"`` (default: the smallest node id, which is what the paper's simulator does: its
 patched kube-scheduler breaks ties by node name "for reproducibility"), ``"BestFit"`` or
 ``"random"`` (the stock Kubernetes reservoir draw). The sigmoid truncation makes ties
@@ -30,7 +31,7 @@ def fgd_args(config: dict, mode: str) -> dict:
             "threshold_pct": config.get("threshold_pct", 95.0),
             "refresh_every": config.get("refresh_every", 500),
             "mode": config.get("mode", mode)}
-    for k in ("quantum", "device_tie", "ignore_noaccess", "class_weight"):
+    for k in ("quantum", "device_tie", "ignore_noaccess", "class_weight", "gap_weight"):
         if k in config:
             args[k] = config[k]
     return args

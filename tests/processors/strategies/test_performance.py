@@ -90,3 +90,35 @@ def test_analytics_keeps_cpu_work_off_gpu_nodes():
     assert c.node_of("etl") == "cpu1"
     c.task("train", cpu=4000, gpus=1, milli=1000)
     assert c.node_of("train") == "gpu"
+
+
+def test_gap_weight_adds_the_drop_in_the_gaps_expected_final_waste():
+    import numpy as np
+    from suanli.processors.frag import TypicalTasks, gap_waste_table
+    from suanli.processors.framework import CycleContext, Request
+    from suanli.processors.plugins.fgd import FGD
+    typical = [{"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 810, "count": 5},
+               {"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 470, "count": 5},
+               {"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 160, "count": 1}]
+    c = Cell("default", {"typical_tasks": typical})
+    c.node("a", cpu=32000, gpus=1, model="T4")
+    c.node("b", cpu=32000, gpus=1, model="T4")
+    c.task("x", gpus=1, milli=470)                 # one node now has a 530-milli gap
+    s, rows = c.state, np.array([0, 1])
+    req = Request(1000, 0, 1, 470)
+    plain = FGD(typical=typical, mode="raw").score(CycleContext(s, req, "t", 0, {}), rows)
+    gapped = FGD(typical=typical, mode="raw", gap_weight=0.5).score(CycleContext(s, req, "t", 0, {}), rows)
+    w = gap_waste_table(TypicalTasks.from_list(typical))
+    free = s.gpu_free[rows, 0]
+    assert np.allclose(gapped - plain, 0.5 * (w[free] - w[free - 470]))
+    assert sorted(free.tolist()) == [530, 1000] and not np.allclose(gapped, plain)
+
+def test_default_leaves_whole_gpu_tasks_to_the_gradient_and_checks_its_config():
+    import pytest
+    from suanli.errors import StrategyError
+    from suanli.processors import strategies as S
+    prof = S.get_strategy("default", {}).profile
+    bf = next(p for p, _ in prof.scorers if p.name == "BestFitRaw")
+    assert bf.args["kinds"] == ["cpu", "shared"]
+    with pytest.raises(StrategyError, match="bestfit_kinds must be a list drawn from cpu, shared, whole"):
+        S.get_strategy("default", {"bestfit_kinds": ["gpu"]})
