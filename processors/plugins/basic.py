@@ -115,11 +115,15 @@ class BestFit(Plugin):
     normalize = True
 
     def score(self, ctx, rows):
+        return self._score(ctx, rows, 0.5)
+
+    def _score(self, ctx, rows, cpu_share: float):
+        """``cpu_share`` weighs the CPU term, ``1 - cpu_share`` the GPU term."""
         s, r = ctx.state, ctx.req
         max_cpu = float(self.args.get("max_cpu", 128000))
         max_gpu = float(self.args.get("max_gpu", 8000))
-        cpu = (s.cpu_free[rows] - r.cpu) / max_cpu * 0.5
-        gpu = (s.gpu_free_total[rows] - r.gpu_total) / max_gpu * 0.5
+        cpu = (s.cpu_free[rows] - r.cpu) / max_cpu * cpu_share
+        gpu = (s.gpu_free_total[rows] - r.gpu_total) / max_gpu * (1.0 - cpu_share)
         return np.trunc((1.0 - (cpu + gpu)) * 100.0)
 
 
@@ -145,13 +149,16 @@ class RandomScore(Plugin):
 class BestFitRaw(BestFit):
     """BestFit's raw 0..100 score without min-max normalisation (for weighted blends).
 
-    ``kinds`` (default: all) lists the task kinds it scores (``cpu``, ``shared``,
-    ``whole``); for the others it scores 0, i.e. it stays out of the decision."""
+    ``kinds`` (default: every kind, CPU share 0.5) maps the task kinds it scores (``cpu``,
+    ``shared``, ``whole``) to the CPU term's share (the GPU term gets the rest); for the
+    other kinds it scores 0, i.e. it stays out of the decision."""
     name = "BestFitRaw"
     normalize = False
 
     def score(self, ctx, rows):
         kinds = self.args.get("kinds")
-        if kinds is not None and ctx.req.kind not in kinds:
+        if kinds is None:
+            return self._score(ctx, rows, 0.5)
+        if ctx.req.kind not in kinds:
             return np.zeros(rows.size)
-        return super().score(ctx, rows)
+        return self._score(ctx, rows, float(kinds[ctx.req.kind]))

@@ -10,11 +10,13 @@ score(node) = delta_frag(node) + g * gap_gain(node) + w * bestfit(node) - scarci
   random fitting typical shapes until none fits). FGD only asks whether the next task
   could use a gap; this sees that 190 milli left by an 810-milli task stays a sliver;
 * ``bestfit``: the simulator's BestFit score (0..100, un-normalised), weight ``w``
-  (``bestfit_weight``, default 1.0), for CPU-only and shared tasks only
-  (``bestfit_kinds``): one BestFit point trades against one milli-GPU of fragmentation,
-  so packing decides between nodes that FGD sees as (nearly) equal. Whole-GPU tasks are
-  left to the fragmentation gradient: their devices are interchangeable, and BestFit's CPU
-  half would steer them to CPU-tight nodes and strand the GPUs that are left there;
+  (``bestfit_weight``, default 1.0): one BestFit point trades against one milli-GPU of
+  fragmentation, so packing decides between nodes that FGD sees as (nearly) equal. Per
+  task kind (``bestfit_kinds``, kind -> share of the CPU term): shared tasks use the
+  simulator's 50/50; CPU-only tasks pack by *GPU* only (0.0), i.e. onto the nodes whose
+  GPUs are already taken, so their CPU use strands no free GPU; whole-GPU tasks are left
+  to the fragmentation gradient (their devices are interchangeable, and BestFit's CPU half
+  would steer them to CPU-tight nodes and strand the GPUs left there);
 * ``scarcity`` (weight ``scarcity_weight``, default 1.0; 0 disables): the expected milli of
   *other* tasks' future demand the placement takes away, from how much of each typical
   class's accepted-model pool it uses (plugins/fgd.py ``Scarcity``). It only acts when
@@ -45,12 +47,14 @@ def build(config: dict) -> Profile:
     args["mode"] = config.get("mode", "raw")
     args.setdefault("device_tie", "bestfit")
     args.setdefault("gap_weight", 0.5)
-    kinds = config.get("bestfit_kinds", ["cpu", "shared"])
-    if not isinstance(kinds, list) or not set(kinds) <= {"cpu", "shared", "whole"}:
-        raise StrategyError(f"bestfit_kinds must be a list drawn from cpu, shared, whole; got {kinds!r}")
+    kinds = config.get("bestfit_kinds", {"cpu": 0.0, "shared": 0.5})
+    if not isinstance(kinds, dict) or not set(kinds) <= {"cpu", "shared", "whole"} \
+            or not all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in kinds.values()):
+        raise StrategyError("bestfit_kinds must map task kinds (cpu, shared, whole) to the CPU "
+                            f"term's share in 0..1, e.g. {{\"cpu\": 0.0, \"shared\": 0.5}}; got {kinds!r}")
     scorers = [{"name": "FGD", "args": args},
                {"name": "BestFitRaw", "weight": float(config.get("bestfit_weight", 1.0)),
-                "args": {"kinds": sorted(kinds)}}]
+                "args": {"kinds": {k: float(v) for k, v in sorted(kinds.items())}}}]
     if float(config.get("scarcity_weight", 1.0)):
         scorers.append({"name": "Scarcity", "weight": float(config.get("scarcity_weight", 1.0)),
                         "args": {"typical": args["typical"], "threshold_pct": args["threshold_pct"]}})
