@@ -36,8 +36,10 @@ from suanli.processors.strategies import MODULES, get_strategy
 # Keys a strategy builder forwards to a plugin only when present; the plugin's default.
 PLUGIN_DEFAULTS: dict[str, dict[str, Any]] = {
     "bestfit": {"max_cpu": 128000, "max_gpu": 8000},       # plugins/basic.py BestFit
-    "fgd": {"quantum": 0, "device_tie": "first"},           # plugins/fgd.py FGD
-    "default": {"quantum": 0, "device_tie": "bestfit"},     # strategies/default.py setdefault
+    "fgd": {"quantum": 0, "device_tie": "first", "gap_weight": 0,          # plugins/fgd.py FGD
+            "ignore_noaccess": False, "class_weight": "count"},
+    "default": {"quantum": 0, "device_tie": "bestfit", "gap_weight": 0.5,  # strategies/default.py
+                "ignore_noaccess": False, "class_weight": "count"},
 }
 # Keys read by get_strategy itself (strategies/__init__.py): their values come from a
 # Strategy built with {} (seed, retry_budget).

@@ -12,8 +12,9 @@ score(node) = delta_frag(node) + g * gap_gain(node) + w * bestfit(node) - scarci
 * ``bestfit``: the simulator's BestFit score (0..100, un-normalised), weight ``w``
   (``bestfit_weight``, default 1.0): one BestFit point trades against one milli-GPU of
   fragmentation, so packing decides between nodes that FGD sees as (nearly) equal. Per
-  task kind (``bestfit_kinds``, kind -> share of the CPU term): shared tasks use the
-  simulator's 50/50; CPU-only tasks pack by *GPU* only (0.0), i.e. onto the nodes whose
+  task kind (``bestfit_kinds``, kind -> share of the CPU term): shared tasks lean on the
+  GPU (0.25 CPU, 0.75 GPU: the GPU is what they fragment, and packing their CPU strands
+  whole GPUs behind it); CPU-only tasks pack by *GPU* only (0.0), i.e. onto the nodes whose
   GPUs are already taken, so their CPU use strands no free GPU; whole-GPU tasks are left
   to the fragmentation gradient (their devices are interchangeable, and BestFit's CPU half
   would steer them to CPU-tight nodes and strand the GPUs left there);
@@ -47,7 +48,7 @@ def build(config: dict) -> Profile:
     args["mode"] = config.get("mode", "raw")
     args.setdefault("device_tie", "bestfit")
     args.setdefault("gap_weight", 0.5)
-    kinds = config.get("bestfit_kinds", {"cpu": 0.0, "shared": 0.5})
+    kinds = config.get("bestfit_kinds", {"cpu": 0.0, "shared": 0.25})
     if not isinstance(kinds, dict) or not set(kinds) <= {"cpu", "shared", "whole"} \
             or not all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in kinds.values()):
         raise StrategyError("bestfit_kinds must map task kinds (cpu, shared, whole) to the CPU "

@@ -119,7 +119,7 @@ def test_default_leaves_whole_gpu_tasks_to_the_gradient_and_checks_its_config():
     from suanli.processors import strategies as S
     prof = S.get_strategy("default", {}).profile
     bf = next(p for p, _ in prof.scorers if p.name == "BestFitRaw")
-    assert bf.args["kinds"] == {"cpu": 0.0, "shared": 0.5}
+    assert bf.args["kinds"] == {"cpu": 0.0, "shared": 0.25}
     for bad in (["cpu"], {"gpu": 0.5}, {"cpu": 2}):
         with pytest.raises(StrategyError, match="bestfit_kinds must map task kinds"):
             S.get_strategy("default", {"bestfit_kinds": bad})
