@@ -20,6 +20,7 @@ device), ``acc[k, C]`` (model accepted by class c).
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -161,16 +162,26 @@ def gap_waste_table(tt: TypicalTasks) -> np.ndarray:
     whether the *next* task could use a gap; this asks how much of it will be left when
     the gap has been filled as far as the workload's shapes allow (e.g. 190 milli left by
     an 810-milli task is only ever filled by the rare 160/110/50 shapes).
+
+    Computed on multiples of the sizes' greatest common divisor ``g`` (openb: 10 milli): a
+    gap of ``F*g + r`` milli (``r < g``) fits exactly the shapes ``F*g`` fits, and its ``r``
+    milli are never used, so ``W[F*g + r] = W[F*g] + r``.
     """
-    sizes = [int(m) for n, m in zip(tt.num, tt.milli) if n > 0 and m > 0]
-    weights = [float(c) for n, m, c in zip(tt.num, tt.milli, tt.count) if n > 0 and m > 0]
-    w = np.arange(GPU_MILLI + 1, dtype=np.float64)
-    if not sizes:
-        return w
-    s_arr = np.array(sizes, dtype=np.int64)
-    q_arr = np.array(weights, dtype=np.float64)
-    for f in range(1, GPU_MILLI + 1):
-        fit = s_arr <= f
-        if fit.any():
-            w[f] = float((q_arr[fit] * w[f - s_arr[fit]]).sum() / q_arr[fit].sum())
-    return w
+    classes = [(int(m), float(c)) for n, m, c in zip(tt.num, tt.milli, tt.count) if n > 0 and m > 0]
+    if not classes:
+        return np.arange(GPU_MILLI + 1, dtype=np.float64)
+    g = GPU_MILLI
+    for m, _ in classes:
+        g = math.gcd(g, m)
+    steps = [(m // g, q) for m, q in sorted(classes)]
+    coarse = [0.0] * (GPU_MILLI // g + 1)
+    for f in range(1, len(coarse)):
+        num = den = 0.0
+        for size, q in steps:
+            if size > f:
+                break
+            num += q * coarse[f - size]
+            den += q
+        coarse[f] = num / den if den else float(f * g)
+    f = np.arange(GPU_MILLI + 1)
+    return np.asarray(coarse, dtype=np.float64)[f // g] + (f % g)
