@@ -89,7 +89,8 @@ def _bench(args: argparse.Namespace) -> int:
     r = run_protocol(str(nodes), str(pods), [args.name], parse_seeds(args.seeds), args.workers, args.node_names)
     v = r["policies"][args.name]
     u, f = v["unallocated_gpu_pct"], v["frag_gpu_pct"]
-    print(f"{r['workload']}  (seeds {args.seeds}, FGD protocol, {len(u['per_seed'])} runs)")
+    print(f"{r['workload']}  (seeds {args.seeds}, FGD protocol, node names {args.node_names}, "
+          f"{len(u['per_seed'])} runs)")
     print(f"  {'policy':16s} {'unalloc GPU %':>16s} {'frag GPU %':>16s} {'wall s':>8s}")
     print(f"  {args.name:16s} {u['mean']:8.2f} ± {u['sd']:5.2f} {f['mean']:8.2f} ± {f['sd']:5.2f} {v['seconds']:8.2f}")
     print(f"  per seed: {', '.join(f'{x:.2f}' for x in u['per_seed'])}")
