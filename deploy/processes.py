@@ -24,12 +24,17 @@ class ServiceProcess:
     marker: str  # a string unique to this service's command line
 
     def pid(self) -> int | None:
-        """Pid of the running service, or None (stale pid files are removed)."""
+        """Pid of the running service, or None (stale pid files are removed).
+
+        The pid file is removed only when the process is gone or its command line is
+        readable and lacks the marker (a recycled pid). An empty or unreadable command
+        line of a live process (the moment of an exec, a loaded machine) is not evidence:
+        dropping the file then would orphan a running service for good."""
         try:
             pid = int(self.pid_file.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
-        if _cmdline_contains(pid, self.marker):
+        if _cmdline_contains(pid, self.marker) is not False:
             return pid
         self.pid_file.unlink(missing_ok=True)
         return None
@@ -110,13 +115,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _cmdline_contains(pid: int, marker: str) -> bool:
+def _cmdline_contains(pid: int, marker: str) -> bool | None:
+    """True/False for a live process whose command line could be read; False for a dead
+    one; None when it is alive but its command line reads empty or fails (unknown)."""
     if not _alive(pid):
         return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
-        return False
+        return None
+    if not cmdline.strip():
+        return None
     return marker in cmdline
 
 

@@ -24,3 +24,22 @@ def test_a_recycled_pid_is_not_mistaken_for_the_service(tmp_path):
     service.pid_file.write_text("1\n")  # pid 1 is alive but is not our service
     assert service.pid() is None
     assert not service.pid_file.exists()
+
+
+def test_an_empty_command_line_does_not_orphan_a_live_service(tmp_path, monkeypatch):
+    # /proc/PID/cmdline can read empty for a moment (an exec, a loaded machine); taking
+    # that for "not ours" used to delete the pid file and orphan the running worker
+    from pathlib import Path
+    marker = f"suanli-test-marker-{tmp_path.name}"
+    service = ServiceProcess("sleeper", tmp_path / "s.pid", tmp_path / "s.log", marker=marker)
+    pid = service.start([sys.executable, "-c", "import time; time.sleep(60)", marker])
+    real = Path.read_bytes
+    try:
+        monkeypatch.setattr(Path, "read_bytes",
+                            lambda self: b"" if str(self) == f"/proc/{pid}/cmdline" else real(self))
+        assert service.pid() == pid and service.pid_file.exists()
+        monkeypatch.setattr(Path, "read_bytes", real)
+        assert service.pid() == pid
+    finally:
+        assert service.stop(timeout=5) is True
+    assert service.pid() is None and not service.pid_file.exists()
