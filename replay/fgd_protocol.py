@@ -1,7 +1,8 @@
 """The FGD evaluation protocol (``../shared/data/openb/PROTOCOL.md``) run through the
 production core: every task goes through ``processors.decide`` with full provenance.
 
-1. Cluster: the node list, empty; registered through ``decide`` (NodeRegistered events).
+1. Cluster: the node list, empty; registered through ``decide`` (NodeRegistered events),
+   named opaquely per seed by default (:func:`opaque_names`).
 2. Order: the pod list shuffled with ``random.Random(seed)``.
 3. Tune 1.3: with the same RNG, tasks drawn uniformly from the original list are appended
    (as copies named ``<name>-t<i>``) while the total requested GPU milli stays
@@ -38,6 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from suanli.errors import ReplayError
 from suanli.processors import CellState, decide
 from suanli.processors.frag import TypicalTasks, cluster_frag_milli, shape_key, typical_from_counts
 
@@ -87,8 +89,8 @@ def opaque_names(nodes: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]
     (22 P100 2-GPU nodes first, and so on), so "smallest sn" is a structured first-fit
     that the simulator never ran. Scorers that leave many ties (GpuClustering and
     GpuPacking give every node 0 for a CPU-only task) are sensitive to that order: on the
-    default workload they land 0.7 points above the published means with CSV names and
-    within 0.1 with opaque ones, while BestFit, DotProd and FGD barely move. A per-seed
+    default workload they land 0.7-0.8 points above the published means with CSV names and
+    within 0.2 with opaque ones, while BestFit, DotProd and FGD move by 0.2 at most. A per-seed
     naming averages the 10-seed mean over namings instead of betting on one.
     """
     perm = list(range(len(nodes)))
@@ -134,7 +136,7 @@ def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
     ``"csv"`` (the CSV's ``sn``).
     """
     if node_names not in NODE_NAMES:
-        raise ValueError(f"node_names must be one of {', '.join(NODE_NAMES)}, not {node_names!r}")
+        raise ReplayError(f"node_names must be one of {', '.join(NODE_NAMES)}, not {node_names!r}")
     from .strategy_config import parse_policy
 
     t0 = time.perf_counter()

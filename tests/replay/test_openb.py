@@ -77,7 +77,8 @@ def test_node_names_option(tmp_path):
     n, p = _small(tmp_path)
     csv_run = fp.run_experiment(n, p, "gpu-packing", 42, node_names="csv")
     assert csv_run["unallocated_gpu_pct"] is not None
-    with pytest.raises(ValueError, match="node_names must be one of shuffled, csv"):
+    from suanli.errors import ReplayError
+    with pytest.raises(ReplayError, match="node_names must be one of shuffled, csv"):
         fp.run_experiment(n, p, "gpu-packing", 42, node_names="alphabetical")
     r = fp.run_protocol(n, p, ["bestfit"], [42], workers=1, node_names="csv")
     assert r["node_names"] == "csv"
