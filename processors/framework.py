@@ -128,13 +128,12 @@ class CycleContext:
         """Rows whose GPU model the task accepts (None = any model)."""
         if not self.req.models:
             return None
-        key = ("model_mask", self.req.models, len(self.state.models), self.state.n_nodes)
-        m = self.state._derived.get(key)
-        if m is None:
-            ids = [i for i, name in enumerate(self.state.models) if name in self.req.models]
-            m = np.isin(self.state.model_idx, np.array(ids, dtype=np.int64))
-            self.state._derived[key] = m
-        return m
+        s, models = self.state, self.req.models
+
+        def mask() -> np.ndarray:
+            ids = [i for i, name in enumerate(s.models) if name in models]
+            return np.isin(s.model_idx, np.array(ids, dtype=np.int64))
+        return s.derived(("model_mask", models, len(s.models), s.n_nodes), mask)
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import bisect
 import copy as _copy
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -78,6 +78,15 @@ class CellState:
         self.reservations: dict[str, Any] = {}  # room for advance reservations (C4)
         self.decisions = 0
         self._derived: dict[Any, Any] = {}
+
+    def derived(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """The cached value under ``key`` in the derived cache, computed once by ``compute``.
+        The key must hold everything the value depends on besides the state's own arrays
+        (which clear the cache when their shape changes)."""
+        value = self._derived.get(key)
+        if value is None:
+            value = self._derived[key] = compute()
+        return value
 
     # ------------------------------------------------------------------ nodes
     @property

@@ -77,11 +77,7 @@ class FGD(Plugin):
         submissions so that the per-node caches stay warm in between)."""
         tt = self._typical_counts(state)
         if self.weight == "gpu":
-            k = ("fgd-gpuw", tt.digest)
-            w = state._derived.get(k)
-            if w is None:
-                w = state._derived[k] = gpu_weighted(tt)
-            return w
+            return state.derived(("fgd-gpuw", tt.digest), lambda: gpu_weighted(tt))
         return tt
 
     def _typical_counts(self, state: CellState) -> TypicalTasks:
@@ -112,18 +108,7 @@ class FGD(Plugin):
 
     # -- cached node fragmentation (before any placement)
     def _acc(self, state: CellState, tt: TypicalTasks) -> np.ndarray:
-        k = ("fgd-acc", tt.digest, len(state.models))
-        t = state._derived.get(k)
-        if t is None:
-            t = state._derived[k] = tt.access_table(state)
-        return t
-
-    def _waste(self, state: CellState, tt: TypicalTasks) -> np.ndarray:
-        k = ("fgd-waste", tt.digest)
-        w = state._derived.get(k)
-        if w is None:
-            w = state._derived[k] = gap_waste_table(tt)
-        return w
+        return state.derived(("fgd-acc", tt.digest, len(state.models)), lambda: tt.access_table(state))
 
     def _entry(self, ctx: CycleContext, rows: np.ndarray) -> _Entry:
         s, r = ctx.state, ctx.req
@@ -158,7 +143,7 @@ class FGD(Plugin):
             fits = gpu >= r.gpu_milli
             gw = float(self.args.get("gap_weight", 0) or 0)
             if gw:                              # + the drop in the gap's expected final waste
-                wt = self._waste(s, tt)
+                wt = s.derived(("fgd-waste", tt.digest), lambda: gap_waste_table(tt))
                 delta = delta + gw * (wt[np.clip(gpu, 0, GPU_MILLI)]
                                       - wt[np.clip(gpu - r.gpu_milli, 0, GPU_MILLI)])
             if self.mode == "sigmoid":
