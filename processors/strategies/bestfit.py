@@ -8,15 +8,12 @@ point of the FGD protocol. Config: ``max_cpu`` / ``max_gpu`` (normalisers).
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from ..framework import Profile
+from ._baseline import baseline_profile, normaliser_args
 
 NAME = "bestfit"
 VERSION = "1.1.0"
 
 
 def build(config: dict) -> Profile:
-    args = {k: config[k] for k in ("max_cpu", "max_gpu") if k in config}
-    return Profile.build(REGISTRY, FILTERS, [{"name": "BestFit", "args": args}],
-                         tie_break=config.get("tie_break", "name"),
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+    return baseline_profile("BestFit", config, normaliser_args(config))

@@ -10,14 +10,12 @@ capacity planning); as a reference point of the FGD protocol.
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from ..framework import Profile
+from ._baseline import baseline_profile
 
 NAME = "gpu-clustering"
 VERSION = "1.1.0"
 
 
 def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "GpuClustering"}],
-                         tie_break=config.get("tie_break", "name"),
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+    return baseline_profile("GpuClustering", config)

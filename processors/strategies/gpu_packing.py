@@ -9,14 +9,12 @@ Use it for training-style whole-GPU workloads where keeping idle nodes idle matt
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from ..framework import Profile
+from ._baseline import baseline_profile
 
 NAME = "gpu-packing"
 VERSION = "1.1.0"
 
 
 def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "GpuPacking"}],
-                         tie_break=config.get("tie_break", "name"),
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+    return baseline_profile("GpuPacking", config)

@@ -5,13 +5,12 @@ load with no preference at all. Never for production packing.
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from ..framework import Profile
+from ._baseline import baseline_profile
 
 NAME = "random"
 VERSION = "1.0.0"
 
 
 def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "RandomScore"}], tie_break=config.get("tie_break", "random"),
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+    return baseline_profile("RandomScore", config, tie_break="random")
