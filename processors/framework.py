@@ -341,8 +341,10 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     elif profile.tie_break == "random":
         pick = int(tied[rng.draw(int(tied.size), ctx.seed, 0x71E)])
     elif profile.tie_break == "name":
-        ids = state.node_ids
-        pick = int(min(tied.tolist(), key=lambda i: ids[int(rows[i])]))
+        # each row's position in node-id order (ids never change; rows are only appended)
+        rank = state.derived(("name-rank", state.n_nodes),
+                             lambda: np.argsort(np.argsort(np.array(state.node_ids))))
+        pick = int(tied[np.argmin(rank[rows[tied]])])
     elif profile.tie_break in profile.secondary:
         sec = profile.secondary[profile.tie_break].score(ctx, rows[tied])
         pick = int(tied[int(np.argmax(sec))])
