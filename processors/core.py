@@ -76,6 +76,8 @@ def _task_submitted(s: CellState, e: dict) -> None:
                     "cpu": r.cpu, "mem": r.mem, "gpu_count": r.gpu_count, "gpu_milli": r.gpu_milli,
                     "models": list(r.models), "submitted_at": int(e.get("submitted_at") or 0),
                     "labels": dict(e.get("labels") or {}),
+                    "command": list(e["command"]) if e.get("command") else None,
+                    "duration_ms": e.get("duration_estimate_ms"),
                     "node": None, "devices": []}
     k = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
     s.class_counts[k] = s.class_counts.get(k, 0) + 1
