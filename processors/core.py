@@ -77,6 +77,7 @@ def _task_submitted(s: CellState, e: dict) -> None:
                     "models": list(r.models), "submitted_at": int(e.get("submitted_at") or 0),
                     "labels": dict(e.get("labels") or {}),
                     "command": list(e["command"]) if e.get("command") else None,
+                    "env": dict(e.get("env") or {}),
                     "duration_ms": e.get("duration_estimate_ms"),
                     "node": None, "devices": []}
     k = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)

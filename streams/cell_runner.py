@@ -95,7 +95,8 @@ class CellRunner:
             "node_id": placed["node_id"], "connector": connector,
             "gpu_devices": placed["gpu_devices"], "gpu_milli": placed["gpu_milli"],
             "cpu_milli": placed["cpu_milli"], "memory_mib": placed["memory_mib"],
-            "command": task.get("command"), "duration_estimate_ms": task.get("duration_ms"),
+            "command": task.get("command"), "env": task.get("env") or {},
+            "duration_estimate_ms": task.get("duration_ms"),
             "issued_at": placed["provenance"]["decided_at"],
         }
         return OutRecord(dispatch_topic(connector), placed["node_id"].encode(),
