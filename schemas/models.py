@@ -58,6 +58,7 @@ class TaskSubmittedModel(_Model):
     priority: int = Field(0, ge=-1_000_000, le=1_000_000)
     deadline: int | None = None
     duration_estimate_ms: int | None = Field(None, ge=0)
+    env: dict[str, str] = {}
 
     @field_validator("qos_tier")
     @classmethod
@@ -65,6 +66,26 @@ class TaskSubmittedModel(_Model):
         if v not in ("GOLD", "SILVER", "BRONZE"):
             raise ValueError("qos_tier must be GOLD, SILVER or BRONZE")
         return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        problem = env_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+
+def env_problem(env: dict[str, str]) -> str | None:
+    """Why ``env`` cannot be a process environment (a name that is empty or holds '=' or NUL, a
+    value with NUL), or None. Intake dead-letters such a TaskSubmitted; the local connector
+    refuses such a DispatchCommand."""
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name:
+            return f"environment variable name {name!r} must be non-empty, without '=' or NUL"
+        if "\0" in value:
+            return f"environment variable {name}: the value may not contain NUL"
+    return None
 
 
 class TaskCancelledModel(_Model):

@@ -14,11 +14,13 @@ Example::
     priority: 10
     labels: {workload: training}
     duration: 2h                 # estimate: ms, s, m, h (or duration_ms)
-    command: [python, train.py]
+    command: [python, train.py]  # argv, run without a shell (or one string, split like a shell: "python train.py")
+    env: {EPOCHS: "3"}           # added to the command's environment (names and values are strings)
 """
 from __future__ import annotations
 
 import re
+import shlex
 import uuid
 from typing import Any
 
@@ -82,7 +84,46 @@ class TaskSpec(BaseModel):
     duration: str | int | None = None
     duration_ms: int | None = Field(None, ge=0)
     deadline_ms: int | None = Field(None, ge=0)
-    command: list[str] | None = None
+    command: list[str] | str | None = Field(
+        None, description="Command line: an argv list (run without a shell), or one string split like a shell "
+                          "(shlex) into one")
+    env: dict[str, str] = Field({}, description="Environment variables added to the command's environment")
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _command(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                v = shlex.split(v)
+            except ValueError as exc:
+                raise ValueError(f"cannot split {v!r} into arguments: {exc}") from None
+        if isinstance(v, list):
+            if not v:
+                raise ValueError("give the program to run (an empty command runs nothing)")
+            bad = [i for i, a in enumerate(v) if not isinstance(a, str)]
+            if bad:
+                raise ValueError(f"argument {bad[0]} ({v[bad[0]]!r}) must be a string: quote it in YAML")
+            if not v[0]:
+                raise ValueError("the program (argument 0) is empty")
+        return v
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise ValueError("must be a mapping of NAME: value")
+        for name, value in v.items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"variable name {name!r} must be a non-empty string")
+            if "=" in name or "\0" in name:
+                raise ValueError(f"variable name {name!r} may not contain '=' or NUL")
+            if not isinstance(value, str):
+                raise ValueError(f"{name}: value {value!r} must be a string: quote it in YAML ({name}: \"{value}\")")
+            if "\0" in value:
+                raise ValueError(f"{name}: the value may not contain NUL")
+        return v
 
     @field_validator("qos")
     @classmethod
@@ -107,7 +148,7 @@ class TaskSpec(BaseModel):
                           "gpu_memory_mib": 0, "accelerators": []},
             "qos_tier": self.qos.upper(), "priority": self.priority, "labels": dict(self.labels),
             "deadline": self.deadline_ms, "duration_estimate_ms": duration, "command": self.command,
-            "profile": None,
+            "profile": None, "env": dict(self.env),
         }
 
 

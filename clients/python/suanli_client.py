@@ -61,6 +61,7 @@ class TaskSubmitted(TypedDict, total=False):
     duration_estimate_ms: int | None
     command: list[str] | None
     profile: dict[str, Any] | None
+    env: dict[str, str]                # environment of the command (process connectors)
 
 
 class ReservationBid(TypedDict):

@@ -14,6 +14,7 @@
 #           --gpu-milli N --gpu-model M (repeatable) --gpu-memory-mib N
 #   task:   --qos GOLD|SILVER|BRONZE --priority N --label k=v (repeatable) --deadline MS
 #           --duration-ms N --arg A (repeatable: the command line) --no-args (command = [])
+#           --env NAME=VALUE (repeatable: the command's environment)
 #   bid:    --start-at MS --duration-ms N --price X
 #   cancel: --reason TEXT
 #
@@ -73,21 +74,31 @@ enum() {  # enum VALUE SYMBOL...
 }
 
 # ---------------------------------------------------------------- arguments
-(( $# >= 1 )) || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+(( $# >= 1 )) || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 MODE=$1; shift
 BROKERS=127.0.0.1:19092 REGISTRY=http://127.0.0.1:18081/apis/ccompat/v7 TOPIC=suanli.raw.tasks
 KEY="" SCHEMA="" PRINT_HEX=0 VECTOR=""
 EVENT_ID="" TASK_ID="" BID_ID="" TENANT=default CELL=openb AT="" CPU=1000 MEM=1024 GPUS=0 MILLI=0
 GPU_MEM=0 QOS=SILVER PRIO=0 DEADLINE="" DURATION="" START_AT="" PRICE=0 REASON="" ARGS_SET=0
-MODELS=() ARGS=() LABEL_KEYS=() LABEL_VALUES=()
-add_label() {  # keep the labels sorted by key (byte order; [[ < ]] under LC_ALL=C); a repeated key replaces
-  local i n=${#LABEL_KEYS[@]}
+MODELS=() ARGS=() LABEL_KEYS=() LABEL_VALUES=() ENV_KEYS=() ENV_VALUES=()
+map_put() {  # map_put KEYS VALUES KEY VALUE: keep the map sorted by key (byte order; [[ < ]] under
+  # LC_ALL=C); a repeated key replaces. KEYS and VALUES name the two arrays of one map.
+  local -n keys=$1 values=$2
+  local i n=${#keys[@]}
   for (( i = 0; i < n; i++ )); do
-    if [[ ${LABEL_KEYS[i]} == "$1" ]]; then LABEL_VALUES[i]=$2; return; fi
-    [[ ${LABEL_KEYS[i]} < "$1" ]] || break
+    if [[ ${keys[i]} == "$3" ]]; then values[i]=$4; return; fi
+    [[ ${keys[i]} < "$3" ]] || break
   done
-  LABEL_KEYS=("${LABEL_KEYS[@]:0:i}" "$1" "${LABEL_KEYS[@]:i}")
-  LABEL_VALUES=("${LABEL_VALUES[@]:0:i}" "$2" "${LABEL_VALUES[@]:i}")
+  keys=("${keys[@]:0:i}" "$3" "${keys[@]:i}")
+  values=("${values[@]:0:i}" "$4" "${values[@]:i}")
+}
+str_map() {  # append a map of strings: str_map KEYS VALUES (array names, sorted by map_put)
+  local -n keys=$1 values=$2
+  if (( ${#keys[@]} > 0 )); then
+    zigzag ${#keys[@]}
+    local i; for i in "${!keys[@]}"; do str "${keys[i]}"; str "${values[i]}"; done
+  fi
+  HEX+=00
 }
 [[ $MODE == vector ]] && { (( $# >= 1 )) || die "vector needs a file"; VECTOR=$1; shift; }
 while (( $# > 0 )); do
@@ -100,7 +111,8 @@ while (( $# > 0 )); do
     --cell) CELL=$2 ;; --at) AT=$2 ;; --cpu-milli) CPU=$2 ;; --memory-mib) MEM=$2 ;;
     --gpu-count) GPUS=$2 ;; --gpu-milli) MILLI=$2 ;; --gpu-model) MODELS+=("$2") ;; --gpu-memory-mib) GPU_MEM=$2 ;;
     --qos) QOS=${2^^} ;; --priority) PRIO=$2 ;; --deadline) DEADLINE=$2 ;; --duration-ms) DURATION=$2 ;;
-    --label) [[ $2 == *=* ]] || die "--label $2: want key=value"; add_label "${2%%=*}" "${2#*=}" ;;
+    --label) [[ $2 == *=* ]] || die "--label $2: want key=value"; map_put LABEL_KEYS LABEL_VALUES "${2%%=*}" "${2#*=}" ;;
+    --env) [[ $2 == *=* ]] || die "--env $2: want NAME=VALUE"; map_put ENV_KEYS ENV_VALUES "${2%%=*}" "${2#*=}" ;;
     --arg) ARGS+=("$2"); ARGS_SET=1 ;; --no-args) ARGS_SET=1; shift; continue ;;
     --start-at) START_AT=$2 ;; --price) PRICE=$2 ;; --reason) REASON=$2 ;;
     *) die "unknown option $opt (run without arguments for help)" ;;
@@ -123,15 +135,12 @@ case $MODE in
     resources
     enum "$QOS" GOLD SILVER BRONZE
     int "$PRIO"
-    if (( ${#LABEL_KEYS[@]} > 0 )); then
-      zigzag ${#LABEL_KEYS[@]}
-      for i in "${!LABEL_KEYS[@]}"; do str "${LABEL_KEYS[i]}"; str "${LABEL_VALUES[i]}"; done
-    fi
-    HEX+=00                                                      # end of labels
+    str_map LABEL_KEYS LABEL_VALUES                              # labels
     if [[ -n $DEADLINE ]]; then HEX+=02; long "$DEADLINE"; else HEX+=00; fi
     if [[ -n $DURATION ]]; then HEX+=02; long "$DURATION"; else HEX+=00; fi
     if (( ARGS_SET )); then HEX+=02; str_array ${ARGS[@]+"${ARGS[@]}"}; else HEX+=00; fi
-    HEX+=00 ;;                                                   # profile: null
+    HEX+=00                                                      # profile: null
+    str_map ENV_KEYS ENV_VALUES ;;                               # env
   bid)
     [[ -n $BID_ID ]] || die "bid needs --bid-id"
     SUBJECT=io.suanli.events.ReservationBid KEY=${KEY:-$BID_ID}

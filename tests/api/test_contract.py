@@ -134,6 +134,7 @@ FED_BY = {
     "deadline": ["deadline_ms"],
     "duration_estimate_ms": ["duration_ms", "duration"],
     "command": ["command"],
+    "env": ["env"],
 }
 SET_BY_SERVER = {"event_id", "submitted_at", "tenant"}         # tenant: always the token's
 NOT_OFFERED = {"resources.gpu_memory_mib", "resources.accelerators", "profile"}   # not in the task form

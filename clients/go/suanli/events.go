@@ -48,6 +48,7 @@ type TaskSubmitted struct {
 	DurationEstimateMs *int64            `json:"duration_estimate_ms"`
 	Command            []string          `json:"command"` // nil is null
 	Profile            *TaskProfile      `json:"profile"`
+	Env                map[string]string `json:"env,omitempty"` // the command's environment; empty is {}
 }
 
 // ReservationBid is io.suanli.events.ReservationBid.

@@ -49,6 +49,7 @@ type TaskSpec struct {
 	DurationMs    *int64                 `protobuf:"varint,9,opt,name=duration_ms,json=durationMs,proto3,oneof" json:"duration_ms,omitempty"`
 	DeadlineMs    *int64                 `protobuf:"varint,10,opt,name=deadline_ms,json=deadlineMs,proto3,oneof" json:"deadline_ms,omitempty"`
 	Command       []string               `protobuf:"bytes,11,rep,name=command,proto3" json:"command,omitempty"`
+	Env           map[string]string      `protobuf:"bytes,12,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added to the command's environment
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -156,6 +157,13 @@ func (x *TaskSpec) GetDeadlineMs() int64 {
 func (x *TaskSpec) GetCommand() []string {
 	if x != nil {
 		return x.Command
+	}
+	return nil
+}
+
+func (x *TaskSpec) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
 	}
 	return nil
 }
@@ -2711,7 +2719,7 @@ var File_suanli_proto protoreflect.FileDescriptor
 
 const file_suanli_proto_rawDesc = "" +
 	"\n" +
-	"\fsuanli.proto\x12\tsuanli.v1\"\x9d\x04\n" +
+	"\fsuanli.proto\x12\tsuanli.v1\"\x85\x05\n" +
 	"\bTaskSpec\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x1b\n" +
 	"\x06tenant\x18\x02 \x01(\tH\x01R\x06tenant\x88\x01\x01\x12\x17\n" +
@@ -2726,8 +2734,12 @@ const file_suanli_proto_rawDesc = "" +
 	"\vdeadline_ms\x18\n" +
 	" \x01(\x03H\aR\n" +
 	"deadlineMs\x88\x01\x01\x12\x18\n" +
-	"\acommand\x18\v \x03(\tR\acommand\x1a9\n" +
+	"\acommand\x18\v \x03(\tR\acommand\x12.\n" +
+	"\x03env\x18\f \x03(\v2\x1c.suanli.v1.TaskSpec.EnvEntryR\x03env\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x05\n" +
 	"\x03_idB\t\n" +
@@ -3009,7 +3021,7 @@ func file_suanli_proto_rawDescGZIP() []byte {
 	return file_suanli_proto_rawDescData
 }
 
-var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_suanli_proto_goTypes = []any{
 	(*TaskSpec)(nil),           // 0: suanli.v1.TaskSpec
 	(*ResourcesSpec)(nil),      // 1: suanli.v1.ResourcesSpec
@@ -3049,57 +3061,59 @@ var file_suanli_proto_goTypes = []any{
 	(*FieldError)(nil),         // 35: suanli.v1.FieldError
 	(*ErrorResponse)(nil),      // 36: suanli.v1.ErrorResponse
 	nil,                        // 37: suanli.v1.TaskSpec.LabelsEntry
+	nil,                        // 38: suanli.v1.TaskSpec.EnvEntry
 }
 var file_suanli_proto_depIdxs = []int32{
 	1,  // 0: suanli.v1.TaskSpec.resources:type_name -> suanli.v1.ResourcesSpec
 	37, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
-	1,  // 2: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	0,  // 3: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
-	2,  // 4: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
-	16, // 5: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
-	14, // 6: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
-	18, // 7: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
-	19, // 8: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
-	20, // 9: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
-	14, // 10: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
-	14, // 11: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
-	14, // 12: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
-	15, // 13: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
-	26, // 14: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
-	15, // 15: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
-	17, // 16: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
-	29, // 17: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
-	31, // 18: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
-	15, // 19: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
-	21, // 20: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
-	14, // 21: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
-	33, // 22: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
-	35, // 23: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
-	4,  // 24: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
-	5,  // 25: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
-	6,  // 26: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
-	7,  // 27: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
-	8,  // 28: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
-	9,  // 29: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
-	10, // 30: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
-	11, // 31: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
-	12, // 32: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
-	13, // 33: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
-	22, // 34: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
-	23, // 35: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
-	27, // 36: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
-	26, // 37: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
-	24, // 38: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
-	28, // 39: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
-	34, // 40: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
-	25, // 41: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
-	30, // 42: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
-	32, // 43: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
-	34, // [34:44] is the sub-list for method output_type
-	24, // [24:34] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	38, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
+	1,  // 3: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
+	0,  // 4: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
+	2,  // 5: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
+	16, // 6: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
+	14, // 7: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
+	18, // 8: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
+	19, // 9: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
+	20, // 10: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
+	14, // 11: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
+	14, // 12: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
+	14, // 13: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
+	15, // 14: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
+	26, // 15: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
+	15, // 16: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
+	17, // 17: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
+	29, // 18: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
+	31, // 19: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
+	15, // 20: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
+	21, // 21: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
+	14, // 22: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
+	33, // 23: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
+	35, // 24: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
+	4,  // 25: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
+	5,  // 26: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
+	6,  // 27: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
+	7,  // 28: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
+	8,  // 29: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
+	9,  // 30: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
+	10, // 31: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
+	11, // 32: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
+	12, // 33: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
+	13, // 34: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
+	22, // 35: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
+	23, // 36: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
+	27, // 37: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
+	26, // 38: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
+	24, // 39: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
+	28, // 40: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
+	34, // 41: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
+	25, // 42: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
+	30, // 43: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
+	32, // 44: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
+	35, // [35:45] is the sub-list for method output_type
+	25, // [25:35] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_suanli_proto_init() }
@@ -3120,7 +3134,7 @@ func file_suanli_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_suanli_proto_rawDesc), len(file_suanli_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
