@@ -12,7 +12,7 @@ from typing import Any
 from suanli.bench import synthetic
 from suanli.replay.log_replay import regenerate
 from suanli.schemas.codec import Codec
-from suanli.streams.intake import RawRecord
+from suanli.streams.records import RawRecord
 
 
 def replay_events_per_second(codec: Codec, node_count: int, task_count: int) -> dict[str, Any]:

@@ -6,10 +6,10 @@ its Kafka I/O, so adapters never touch a producer, a consumer or the wire format
 =====================  ==========================================  =============================
 interface              adapter returns / does                      runner turns it into
 =====================  ==========================================  =============================
-``discover()``         NodeRegistered payloads                     RAW_NODES, key node_id
-``monitor(at, seq)``   ``[(kind, payload)]`` heartbeats + metrics  RAW_NODES, key node_id
-``admit(command)``     ``None`` (accept) or the reason to refuse   DispatchAck on RAW_STATUS
-``execute(cmd, rep)``  runs it, reporting through ``rep``          TaskStatusChanged on RAW_STATUS
+``discover()``         NodeRegistered payloads                     raw.nodes, key node_id
+``monitor(at, seq)``   ``[(kind, payload)]`` heartbeats + metrics  raw.nodes, key node_id
+``admit(command)``     ``None`` (accept) or the reason to refuse   DispatchAck on raw.status
+``execute(cmd, rep)``  runs it, reporting through ``rep``          TaskStatusChanged on raw.status
 =====================  ==========================================  =============================
 
 Event ids are deterministic: ``{dispatch_id}:ack``, ``{dispatch_id}:running``,
@@ -19,7 +19,7 @@ fact once even if a connector re-sends it.
 **Effectively once.** Dispatch topics are read at least once (offsets are committed only
 after the acks of a batch are stored), and every dispatch id is remembered, so a redelivered
 command is acknowledged and run once. The set of seen dispatch ids is not private state: at
-start the runner rebuilds it from its own DispatchAcks on RAW_STATUS (``recover=True``). A
+start the runner rebuilds it from its own DispatchAcks on raw.status (``recover=True``). A
 dispatch it had accepted but never finished (the connector died mid-run) is closed with a
 FAILED event, because its outcome is unknown and the process is gone; the scheduler decides
 whether to retry. Limitation: run one instance per connector name (and namespace). Two
@@ -43,7 +43,7 @@ from suanli.config import settings as load_settings
 from suanli.errors import ConnectorError
 from suanli.schemas.codec import Codec
 from suanli.streams.kafka_io import EventConsumer, EventProducer, Received, end_offsets, ensure_topics
-from suanli.streams.topics import DEAD_LETTERS, PREFIX, RAW_NODES, RAW_STATUS, TopicSpec, dispatch_topic
+from suanli.streams.topics import TopicNames, TopicSpec
 
 log = logging.getLogger("suanli.connectors")
 
@@ -181,8 +181,8 @@ class RunnerStats:
 class ConnectorRunner:
     """Runs one adapter against Kafka until cancelled.
 
-    ``await runner.run()``: ensures its topics, rebuilds the seen dispatch ids from RAW_STATUS
-    (``recover``), publishes the discovered nodes, then consumes ``dispatch_topic(name)`` in
+    ``await runner.run()``: ensures its topics, rebuilds the seen dispatch ids from raw.status
+    (``recover``), publishes the discovered nodes, then consumes ``topics.dispatch(name)`` in
     group ``<namespace>-connector-<name>`` (``suanli-connector-<name>``) while sending heartbeats and metrics every
     ``monitor_interval_s`` (``None`` or 0: never). ``runner.ready`` is set once it consumes.
     Cancelling ``run()`` stops cleanly: running tasks are stopped and reported FAILED, the
@@ -194,7 +194,7 @@ class ConnectorRunner:
     restarts the connector, which then recovers from the log.
     """
 
-    def __init__(self, adapter: Adapter, *, codec: Codec, bootstrap: str | None = None,
+    def __init__(self, adapter: Adapter, *, codec: Codec, bootstrap: str | None = None, namespace: str | None = None,
                  monitor_interval_s: float | None = 15.0, partitions: int | None = None,
                  recover: bool = True, recover_timeout_s: float = 120.0, poll_timeout_ms: int = 500):
         if not getattr(adapter, "name", ""):
@@ -203,8 +203,9 @@ class ConnectorRunner:
         self.codec = codec
         self.name = adapter.name
         self.bootstrap = bootstrap or load_settings().bootstrap_servers
-        self.topic = dispatch_topic(self.name)
-        self.group_id = f"{PREFIX}-connector-{self.name}"  # PREFIX is the namespace ('suanli' by default)
+        self.topics = TopicNames(namespace or load_settings().namespace)
+        self.topic = self.topics.dispatch(self.name)
+        self.group_id = f"{self.topics.namespace}-connector-{self.name}"  # 'suanli-connector-<name>' by default
         self.monitor_interval_s = monitor_interval_s
         self.partitions = partitions or load_settings().partitions
         self.recover = recover
@@ -219,13 +220,14 @@ class ConnectorRunner:
 
     # -- lifecycle ---------------------------------------------------------------------
     async def run(self) -> None:
-        await ensure_topics(self.bootstrap, [TopicSpec(RAW_NODES, self.partitions),
-                                             TopicSpec(RAW_STATUS, self.partitions),
-                                             TopicSpec(self.topic, self.partitions), TopicSpec(DEAD_LETTERS, 1)])
+        await ensure_topics(self.bootstrap, [TopicSpec(self.topics.raw_nodes, self.partitions),
+                                             TopicSpec(self.topics.raw_status, self.partitions),
+                                             TopicSpec(self.topic, self.partitions),
+                                             TopicSpec(self.topics.dead_letters, 1)])
         # Registry calls are blocking HTTP: make them once, off the event loop.
         await asyncio.to_thread(lambda: [self.codec.schema_id(k) for k in EMITTED_KINDS])
         try:
-            async with EventProducer(self.bootstrap, self.codec) as producer:
+            async with EventProducer(self.bootstrap, self.codec, namespace=self.topics.namespace) as producer:
                 self._producer = producer
                 if self.recover:
                     await self._recover()
@@ -255,26 +257,27 @@ class ConnectorRunner:
 
     # -- recovery: the seen set is a fold over our own acks --------------------------------
     async def _recover(self) -> None:
-        """Rebuild the seen dispatch ids from RAW_STATUS; close dispatches left in flight."""
+        """Rebuild the seen dispatch ids from raw.status; close dispatches left in flight."""
         started = time.monotonic()
-        ends = {p: e for p, e in (await end_offsets(self.bootstrap, RAW_STATUS)).items() if e > 0}
+        status_topic = self.topics.raw_status
+        ends = {p: e for p, e in (await end_offsets(self.bootstrap, status_topic)).items() if e > 0}
         acks: dict[str, dict[str, Any]] = {}
         cells: dict[str, str] = {}
         finished: set[str] = set()
         if ends:
             async with EventConsumer(self.bootstrap, self.codec, [], group_id=None) as consumer:
-                consumer.raw.assign([TopicPartition(RAW_STATUS, p) for p in ends])
+                consumer.raw.assign([TopicPartition(status_topic, p) for p in ends])
                 await consumer.raw.seek_to_beginning()
                 async for batch in consumer.batches(timeout_ms=200, max_records=5000):
                     for r in batch:
                         self._fold_status(r, acks, cells, finished)
                     for p in list(ends):
-                        if await consumer.raw.position(TopicPartition(RAW_STATUS, p)) >= ends[p]:
+                        if await consumer.raw.position(TopicPartition(status_topic, p)) >= ends[p]:
                             del ends[p]
                     if not ends:
                         break
                     if time.monotonic() - started > self.recover_timeout_s:
-                        raise ConnectorError(f"connector {self.name}: reading {RAW_STATUS} to rebuild its seen "
+                        raise ConnectorError(f"connector {self.name}: reading {status_topic} to rebuild its seen "
                                              f"dispatch ids took over {self.recover_timeout_s:.0f}s")
         self._seen.update(acks)
         self.stats.recovered_seen = len(acks)
@@ -306,7 +309,7 @@ class ConnectorRunner:
     # -- discovery and monitoring ---------------------------------------------------------
     async def _publish_nodes(self) -> None:
         self.nodes = self.adapter.discover()
-        await self._send_all(RAW_NODES, [("NodeRegistered", n) for n in self.nodes])
+        await self._send_all(self.topics.raw_nodes, [("NodeRegistered", n) for n in self.nodes])
         self.stats.nodes_published += len(self.nodes)
 
     async def _send_all(self, topic: str, events: list[tuple[str, dict[str, Any]]]) -> None:
@@ -331,7 +334,7 @@ class ConnectorRunner:
             except Exception:  # noqa: BLE001 - a broken probe must not stop heartbeats for good
                 log.exception("connector %s: monitor failed", self.name)
                 events = []
-            await self._send_all(RAW_NODES, events)
+            await self._send_all(self.topics.raw_nodes, events)
             self.stats.monitor_ticks += 1
             self.stats.monitor_events += len(events)
             await asyncio.sleep(max(0.0, self.monitor_interval_s - (time.monotonic() - tick)))
@@ -380,7 +383,7 @@ class ConnectorRunner:
             else:
                 self.stats.refused += 1
             ack = ack_event(command, self.name, reason is None, reason or "accepted", self.adapter.now_ms())
-            futures.append(await self._producer.send(RAW_STATUS, "DispatchAck", ack, key=command["task_id"]))
+            futures.append(await self._producer.send(self.topics.raw_status, "DispatchAck", ack, key=command["task_id"]))
         await asyncio.gather(*futures)  # acks are stored before any task starts
         for command in admitted:
             task = asyncio.create_task(self._run(command), name=f"{self.name}-{command['dispatch_id']}")
@@ -410,7 +413,7 @@ class ConnectorRunner:
                   "source_partition": r.partition, "source_offset": r.offset, "key": r.key, "value": r.value,
                   "error_kind": kind, "reason": reason, "schema_id": schema_id, "at": r.timestamp}
         assert self._producer is not None
-        return await self._producer.send(DEAD_LETTERS, "DeadLetter", letter, key=r.key)
+        return await self._producer.send(self.topics.dead_letters, "DeadLetter", letter, key=r.key)
 
     async def _run(self, command: dict[str, Any]) -> None:
         reporter = TaskReporter(command, self.adapter.now_ms, self._emit_status)
@@ -429,7 +432,7 @@ class ConnectorRunner:
 
     async def _emit_status(self, payload: dict[str, Any]) -> None:
         assert self._producer is not None
-        await (await self._producer.send(RAW_STATUS, "TaskStatusChanged", payload, key=payload["task_id"]))
+        await (await self._producer.send(self.topics.raw_status, "TaskStatusChanged", payload, key=payload["task_id"]))
         if payload["status"] == "COMPLETED":
             self.stats.completed += 1
         elif payload["status"] == "FAILED":

@@ -28,7 +28,7 @@ from suanli.processors.state import CellState
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner
-from suanli.streams.intake import RawRecord
+from suanli.streams.records import RawRecord
 from suanli.streams.kafka_io import read_range
 from suanli.streams.topics import TopicNames
 
@@ -163,7 +163,7 @@ def build_logdir(out: Path, codec: Codec, registry: Any, *, cell: str, namespace
     initial = {"strategy": "default", "config": {}}
     if prefix:
         # The policy in force at the start of the range: fold the prefix (no outputs).
-        runner = CellRunner(codec)
+        runner = CellRunner(codec, TopicNames(namespace))
         runner.catch_up(prefix)
         state = runner.partition(partition).cells.get(cell) or CellState(cell)
         initial = {"strategy": state.policy["strategy"], "config": state.policy.get("config") or {}}

@@ -3,6 +3,10 @@
 The same :class:`~suanli.streams.cell_runner.CellRunner` the scheduler worker uses
 (decode, core ``decide``, encode) runs over the records in log order, so the regenerated
 decision records can be compared with the recorded ones byte for byte.
+
+A replay produces to no topic: the runner's :class:`~suanli.streams.topics.TopicNames`
+(the log's namespace, or :data:`REPLAY_NAMESPACE`) only tell its decisions from the
+dispatch commands and dead letters it also emits.
 """
 from __future__ import annotations
 
@@ -11,8 +15,11 @@ from typing import Callable, Iterable
 
 from suanli.schemas.codec import Codec
 from suanli.streams.cell_runner import CellRunner
-from suanli.streams.intake import RawRecord
-from suanli.streams.topics import DECISIONS
+from suanli.streams.records import RawRecord
+from suanli.streams.topics import TopicNames
+
+# Namespace of a runner made here when the caller gives none (the names reach no broker).
+REPLAY_NAMESPACE = "replay"
 
 # Called after each input with the record and the decision records it produced.
 Observer = Callable[[RawRecord, list[bytes]], None]
@@ -31,13 +38,15 @@ def regenerate(codec: Codec, cell_log: Iterable[RawRecord], *, runner: CellRunne
                observer: Observer | None = None) -> list[bytes]:
     """The decision records (wire-format values) the core produces for ``cell_log``.
 
-    ``runner`` lets the caller start from a rebuilt state or an injected policy;
-    ``observer`` sees every input with its decisions (progress, metrics).
+    ``runner`` lets the caller start from a rebuilt state or an injected policy (default: a
+    fresh runner in :data:`REPLAY_NAMESPACE`); ``observer`` sees every input with its
+    decisions (progress, metrics).
     """
-    runner = runner or CellRunner(codec)
+    runner = runner or CellRunner(codec, TopicNames(REPLAY_NAMESPACE))
+    decisions = runner.topics.decisions
     out: list[bytes] = []
     for record in cell_log:
-        produced = [r.value for r in runner.apply(record) if r.topic == DECISIONS]
+        produced = [r.value for r in runner.apply(record) if r.topic == decisions]
         out.extend(produced)
         if observer is not None:
             observer(record, produced)

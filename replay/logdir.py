@@ -39,7 +39,7 @@ import fastavro
 
 from suanli.errors import ReplayError
 from suanli.schemas.codec import Codec, split_frame
-from suanli.streams.intake import RawRecord
+from suanli.streams.records import RawRecord
 
 from .dir_registry import DirRegistry
 
@@ -173,6 +173,13 @@ class LogDir:
     @property
     def partition(self) -> int:
         return int(self.meta["inputs"]["partition"])
+
+    @property
+    def namespace(self) -> str:
+        """The namespace the log was exported from (the replay's topic names)."""
+        from .log_replay import REPLAY_NAMESPACE
+
+        return self.meta.get("namespace") or REPLAY_NAMESPACE
 
     def inputs(self) -> Iterator[RawRecord]:
         return read_records(self.path / INPUTS_FILE)

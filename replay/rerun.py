@@ -2,7 +2,8 @@
 
 Order of a replay:
 
-1. a fresh :class:`CellRunner` with the directory's offline codec;
+1. a fresh :class:`CellRunner` with the directory's offline codec, producing (in memory)
+   to the topic names of the namespace the log was exported from;
 2. if the range starts mid-log, the cell's earlier records (``prefix.avro``) are
    re-applied silently (``CellRunner.catch_up``, as a recovering worker does), which
    rebuilds the state, caches included, exactly as the live worker had it;
@@ -24,7 +25,8 @@ from suanli.processors.core import decide
 from suanli.processors.state import CellState
 from suanli.schemas.codec import Codec
 from suanli.streams.cell_runner import CellRunner
-from suanli.streams.intake import RawRecord
+from suanli.streams.records import RawRecord
+from suanli.streams.topics import TopicNames
 
 from .log_replay import regenerate
 from .logdir import LogDir
@@ -60,7 +62,7 @@ def replay_logdir(log: LogDir, *, policy: dict[str, Any] | None = None, drop_pol
                   ) -> Replayed:
     """Re-run ``log``'s inputs; ``policy`` overrides ``strategy.json`` (what-if)."""
     codec = log.codec()
-    runner = CellRunner(codec)
+    runner = CellRunner(codec, TopicNames(log.namespace))
     tp = time.perf_counter()
     n_prefix = runner.catch_up(log.prefix())
     prefix_seconds = time.perf_counter() - tp

@@ -28,9 +28,10 @@ from suanli.config import Settings
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner, chunk
-from suanli.streams.intake import OutRecord, RawRecord, triage
+from suanli.streams.intake import triage
 from suanli.streams.kafka_io import read_range
-from suanli.streams.topics import CELL_LOG, RAW_TOPICS
+from suanli.streams.records import OutRecord, RawRecord
+from suanli.streams.topics import TopicNames
 
 log = logging.getLogger("suanli.streams")
 
@@ -88,14 +89,15 @@ async def _produce_all(app: faust.App, records: list[OutRecord]) -> None:
 def build_intake(settings: Settings) -> faust.App:
     app = make_app("intake", settings)
     codec = Codec(RegistryClient(settings.registry_url))
-    raw = app.topic(*RAW_TOPICS, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+    topics = TopicNames(settings.namespace)
+    raw = app.topic(*topics.raw, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 
     @app.agent(raw, name="intake")
     async def intake(stream: faust.StreamT) -> None:
         async for events in stream.take_events(BATCH, within=BATCH_WITHIN):
             outputs: list[OutRecord] = []
             for event in events:
-                outputs.extend(triage(codec, _raw(event.message)))
+                outputs.extend(triage(codec, _raw(event.message), topics))
             await _produce_all(app, outputs)
 
     return app
@@ -154,8 +156,9 @@ class SnapshotStore:
 def build_scheduler(settings: Settings) -> faust.App:
     app = make_app("scheduler", settings)
     codec = Codec(RegistryClient(settings.registry_url))
-    runner = CellRunner(codec)
-    cell_log = app.topic(CELL_LOG, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+    topics = TopicNames(settings.namespace)
+    runner = CellRunner(codec, topics)
+    cell_log = app.topic(topics.cell_log, key_type=bytes, value_type=bytes, partitions=settings.partitions)
     table = app.Table("cell-snapshots", key_type=str, value_type=bytes, partitions=settings.partitions)
     snapshots = SnapshotStore(table)
     started: set[int] = set()
@@ -166,7 +169,7 @@ def build_scheduler(settings: Settings) -> faust.App:
         """Restore the partition's snapshot and silently re-apply the log up to ``first_offset``."""
         blob = snapshots.load(event, partition)
         as_of = runner.restore(partition, blob) if blob else -1
-        missing = await read_range(settings.bootstrap_servers, CELL_LOG, partition, as_of + 1, first_offset)
+        missing = await read_range(settings.bootstrap_servers, topics.cell_log, partition, as_of + 1, first_offset)
         runner.catch_up(_raw(r) for r in missing)
         log.warning("scheduler: partition %s recovered: snapshot as of %s, re-applied %s records, resuming at %s",
                     partition, as_of, len(missing), first_offset)

@@ -12,6 +12,9 @@ worker restores the last snapshot and silently re-applies the cell log from ``as
 up to where Faust resumes (:meth:`catch_up`); decisions are re-derived, not re-emitted.
 Records Faust redelivers are re-decided deterministically, so any duplicate output has
 the same event id as the original and consumers drop it.
+
+No Kafka client here: the worker (``streams/app.py``) and replay (``replay/``) both drive
+this runner; it produces to the :class:`~suanli.streams.topics.TopicNames` it is given.
 """
 from __future__ import annotations
 
@@ -23,10 +26,12 @@ from typing import Any, Iterable
 
 from suanli.errors import DecodeError
 from suanli.processors.core import decide
+from suanli.processors.events import INPUT_KINDS
 from suanli.processors.state import CellState
 from suanli.schemas.codec import Codec
-from suanli.streams.intake import OutRecord, RawRecord, dead_letter
-from suanli.streams.topics import CELL_INPUTS, DECISIONS, dispatch_topic
+from suanli.streams.intake import dead_letter
+from suanli.streams.records import OutRecord, RawRecord
+from suanli.streams.topics import TopicNames
 
 SNAPSHOT_FORMAT = 1
 _NODE_EVENTS = frozenset({"NodeStatusChanged", "TaskStatusChanged"})
@@ -43,8 +48,9 @@ class PartitionState:
 class CellRunner:
     """Applies cell-log records to per-cell state; see the module docstring."""
 
-    def __init__(self, codec: Codec):
+    def __init__(self, codec: Codec, topics: TopicNames):
         self.codec = codec
+        self.topics = topics
         self.partitions: dict[int, PartitionState] = {}
 
     # ----------------------------------------------------------------- processing
@@ -62,8 +68,8 @@ class CellRunner:
                                               partition=record.partition, offset=record.offset)
         except DecodeError as exc:
             # Intake validated it, so this means a registry outage or a foreign writer.
-            return [dead_letter(self.codec, record, "UNDECODABLE", str(exc), exc.schema_id)] if emit else []
-        if kind not in CELL_INPUTS:
+            return [dead_letter(self.codec, record, self.topics, "UNDECODABLE", str(exc), exc.schema_id)] if emit else []
+        if kind not in INPUT_KINDS:
             return []
         cell = payload.get("cell") or (record.key or b"").decode(errors="replace")
         state = part.cells.get(cell)
@@ -72,7 +78,7 @@ class CellRunner:
         if kind in _NODE_EVENTS and payload.get("node_id") not in state.node_index:
             if not emit:
                 return []
-            return [dead_letter(self.codec, record, "UNKNOWN_NODE",
+            return [dead_letter(self.codec, record, self.topics, "UNKNOWN_NODE",
                                 f"{kind} names node {payload.get('node_id')!r}, which is not registered in cell {cell!r}")]
         _, outputs = decide(state, kind, payload, (record.topic, record.partition, record.offset))
         if not emit:
@@ -80,7 +86,7 @@ class CellRunner:
         out: list[OutRecord] = []
         key = cell.encode()
         for out_kind, out_payload in outputs:
-            out.append(OutRecord(DECISIONS, key, self.codec.encode(out_kind, out_payload)))
+            out.append(OutRecord(self.topics.decisions, key, self.codec.encode(out_kind, out_payload)))
             if out_kind == "TaskPlaced":
                 out.append(self._dispatch(state, out_payload))
         return out
@@ -99,7 +105,7 @@ class CellRunner:
             "duration_estimate_ms": task.get("duration_ms"),
             "issued_at": placed["provenance"]["decided_at"],
         }
-        return OutRecord(dispatch_topic(connector), placed["node_id"].encode(),
+        return OutRecord(self.topics.dispatch(connector), placed["node_id"].encode(),
                          self.codec.encode("DispatchCommand", command))
 
     def catch_up(self, records: Iterable[RawRecord]) -> int:

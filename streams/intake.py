@@ -4,43 +4,34 @@
 ``streams/app.py`` only moves its results to Kafka. Valid scheduler inputs are forwarded
 *verbatim* (the producer's own bytes, schema id and all), keyed by cell, so the cell log
 holds exactly what producers sent; the scheduler resolves old schema versions on read.
+The topics it produces to are the ``TopicNames`` it is given; it imports no Kafka client.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from suanli.errors import DecodeError
+from suanli.processors.events import INPUT_KINDS
 from suanli.schemas.codec import Codec
 from suanli.schemas.models import validate_event
-from suanli.streams.kafka_io import RawRecord
-from suanli.streams.topics import CELL_INPUTS, CELL_LOG, DEAD_LETTERS
+from suanli.streams.records import OutRecord, RawRecord
+from suanli.streams.topics import TopicNames
 
-__all__ = ["OutRecord", "RawRecord", "dead_letter", "triage"]
-
-
-@dataclass(frozen=True)
-class OutRecord:
-    """A record to produce: topic, key and already-encoded value."""
-
-    topic: str
-    key: bytes | None
-    value: bytes
+__all__ = ["dead_letter", "triage"]
 
 
-def dead_letter(codec: Codec, record: RawRecord, error_kind: str, reason: str,
+def dead_letter(codec: Codec, record: RawRecord, topics: TopicNames, error_kind: str, reason: str,
                 schema_id: int | None = None) -> OutRecord:
-    """The DeadLetter for ``record``: its reason, coordinates and original bytes."""
+    """The DeadLetter for ``record`` on ``topics.dead_letters``: its reason, coordinates and original bytes."""
     payload = {
         "event_id": f"dlq:{record.topic}:{record.partition}:{record.offset}",
         "source_topic": record.topic, "source_partition": record.partition, "source_offset": record.offset,
         "key": record.key, "value": record.value, "error_kind": error_kind, "reason": reason,
         "schema_id": schema_id, "at": max(0, int(record.timestamp or 0)),
     }
-    return OutRecord(DEAD_LETTERS, record.key, codec.encode("DeadLetter", payload))
+    return OutRecord(topics.dead_letters, record.key, codec.encode("DeadLetter", payload))
 
 
-def triage(codec: Codec, record: RawRecord) -> list[OutRecord]:
-    """What intake produces for one raw record (possibly nothing).
+def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecord]:
+    """What intake produces for one raw record (possibly nothing), to the topics of ``topics``.
 
     - undecodable bytes / unknown schema id -> DeadLetter (UNDECODABLE / UNKNOWN_SCHEMA)
     - a value that fails validation -> DeadLetter (INVALID) with pydantic's message
@@ -53,15 +44,15 @@ def triage(codec: Codec, record: RawRecord) -> list[OutRecord]:
                                      offset=record.offset)
     except DecodeError as exc:
         error_kind = "UNKNOWN_SCHEMA" if "unknown schema id" in exc.reason else "UNDECODABLE"
-        return [dead_letter(codec, record, error_kind, str(exc), exc.schema_id)]
+        return [dead_letter(codec, record, topics, error_kind, str(exc), exc.schema_id)]
     problem = validate_event(kind, payload)
     if problem is not None:
-        return [dead_letter(codec, record, "INVALID", f"{problem} (at {record.topic}[{record.partition}]@{record.offset})")]
-    if kind in CELL_INPUTS:
-        return [OutRecord(CELL_LOG, payload["cell"].encode(), bytes(record.value))]
+        return [dead_letter(codec, record, topics, "INVALID", f"{problem} (at {record.topic}[{record.partition}]@{record.offset})")]
+    if kind in INPUT_KINDS:
+        return [OutRecord(topics.cell_log, payload["cell"].encode(), bytes(record.value))]
     if kind == "DispatchAck":
         if not payload.get("cell"):
-            return [dead_letter(codec, record, "INVALID", "invalid DispatchAck: cell: must name the task's cell")]
+            return [dead_letter(codec, record, topics, "INVALID", "invalid DispatchAck: cell: must name the task's cell")]
         status = {
             "event_id": f"{payload['event_id']}:status", "task_id": payload["task_id"], "cell": payload["cell"],
             "node_id": payload["node_id"], "status": "DISPATCHED" if payload["accepted"] else "FAILED",
@@ -69,5 +60,5 @@ def triage(codec: Codec, record: RawRecord) -> list[OutRecord]:
             "message": payload.get("message") or ("" if payload["accepted"] else "refused by connector"),
             "usage": None,
         }
-        return [OutRecord(CELL_LOG, payload["cell"].encode(), codec.encode("TaskStatusChanged", status))]
+        return [OutRecord(topics.cell_log, payload["cell"].encode(), codec.encode("TaskStatusChanged", status))]
     return []

@@ -15,7 +15,8 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from suanli.errors import DecodeError
 from suanli.schemas.codec import Codec
-from suanli.streams.topics import PREFIX, TopicSpec, raw_route
+from suanli.streams.records import RawRecord
+from suanli.streams.topics import TopicSpec, raw_route
 
 
 async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec]) -> None:
@@ -37,9 +38,13 @@ async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec]) -> None:
 
 
 class EventProducer:
-    """Idempotent producer (acks=all) of Suanli events."""
+    """Idempotent producer (acks=all) of Suanli events.
 
-    def __init__(self, bootstrap: str, codec: Codec, *, linger_ms: int = 5, namespace: str = PREFIX):
+    ``namespace`` is needed only by :meth:`publish` (which picks the raw topic itself);
+    :meth:`send` takes an explicit topic.
+    """
+
+    def __init__(self, bootstrap: str, codec: Codec, *, linger_ms: int = 5, namespace: str | None = None):
         self.codec = codec
         self.namespace = namespace
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
@@ -64,23 +69,13 @@ class EventProducer:
 
     async def publish(self, kind: str, payload: dict[str, Any]) -> asyncio.Future:
         """Send a producer-side event to its raw topic in this producer's namespace."""
+        if self.namespace is None:
+            raise ValueError("EventProducer.publish needs the producer's namespace (EventProducer(..., namespace=...))")
         topic, key = raw_route(kind, payload, self.namespace)
         return await self.send(topic, kind, payload, key=key)
 
     async def flush(self) -> None:
         await self._producer.flush()
-
-
-@dataclass(frozen=True)
-class RawRecord:
-    """A record as it sits in Kafka: coordinates, timestamp (ms), key and value bytes."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import os
 import uuid
 
-# Tests never write into a real control plane's topics: every module that reads the
-# namespace at import time (streams/topics.py) sees this one, and so do the workers and
-# connectors the tests start. Tests that run a plane use a fresh namespace of their own.
+# Tests never write into a real control plane's topics: the settings every test, worker and
+# connector reads (at run time; topic names are TopicNames(settings.namespace)) name this
+# namespace, subprocesses included since they inherit the environment. Set before any
+# suanli import so that the cached settings() sees it too. Tests that run a plane use a
+# fresh namespace of their own.
 os.environ["SUANLI_NAMESPACE"] = os.environ.get("SUANLI_TEST_NAMESPACE", "suanlitest")
 
 import pytest

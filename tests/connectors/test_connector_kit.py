@@ -10,7 +10,7 @@ from suanli.connectors.kit import Adapter, ConnectorRunner, TaskReporter, ack_ev
 from suanli.errors import ConnectorError
 from suanli.schemas.catalog import catalog
 from suanli.schemas.codec import parse_plain
-from suanli.streams.topics import PREFIX, dispatch_topic
+from suanli.streams.topics import TopicNames
 
 COMMAND = {"dispatch_id": "cell1/42", "task_id": "task-9", "cell": "cell1", "node_id": "n1", "connector": "sim"}
 
@@ -63,12 +63,16 @@ class _Nameless(Adapter):
         await report.completed()
 
 
-def test_a_runner_needs_a_named_adapter_and_derives_its_topic_and_group():
+def test_a_runner_needs_a_named_adapter_and_derives_its_topic_and_group(settings):
     with pytest.raises(ConnectorError):
         ConnectorRunner(_Nameless(), codec=None, bootstrap="127.0.0.1:1")
     named = _Nameless()
     named.name = "edge7"
-    runner = ConnectorRunner(named, codec=None, bootstrap="127.0.0.1:1", partitions=1)
-    assert runner.topic == dispatch_topic("edge7") == f"{PREFIX}.dispatch.edge7"
-    assert runner.group_id == f"{PREFIX}-connector-edge7"  # 'suanli-connector-edge7' in the default namespace
+    runner = ConnectorRunner(named, codec=None, bootstrap="127.0.0.1:1", partitions=1, namespace="ns1")
+    assert runner.topic == TopicNames("ns1").dispatch("edge7") == "ns1.dispatch.edge7"
+    assert runner.group_id == "ns1-connector-edge7"
     assert runner.describe()["dispatch_topic"] == runner.topic
+    # Without a namespace, the runner takes the settings' one when it is built.
+    default = ConnectorRunner(named, codec=None, bootstrap="127.0.0.1:1", partitions=1)
+    ns = settings.namespace
+    assert default.topic == f"{ns}.dispatch.edge7" and default.group_id == f"{ns}-connector-edge7"

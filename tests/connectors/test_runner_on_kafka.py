@@ -1,7 +1,7 @@
 """ConnectorRunner against the real broker and registry: discovery, dispatch, dedup, bad input, recovery.
 
 Each test uses its own connector name (so its own dispatch topic and consumer group) and its
-own task ids; RAW_* topics are shared with everything else, so reads start at a snapshot of
+own task ids; the raw topics are shared with everything else, so reads start at a snapshot of
 their end offsets and keep only this test's records.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from suanli.connectors.kit import ConnectorRunner
 from suanli.connectors.local_process import LocalProcesses
 from suanli.connectors.simulated import SimulatedCluster
 from suanli.streams.kafka_io import EventProducer, ensure_topics
-from suanli.streams.topics import DEAD_LETTERS, RAW_NODES, RAW_STATUS, TopicSpec, dispatch_topic
+from suanli.streams.topics import TopicNames, TopicSpec
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(60)]
 
@@ -38,10 +38,17 @@ def _node_csv(tmp_path: Path, name: str) -> Path:
     return path
 
 
+@pytest.fixture
+def topics(stack) -> TopicNames:
+    """The topic names of the test namespace (the runners' default namespace too)."""
+    return TopicNames(stack.namespace)
+
+
 async def _prepare(stack) -> dict:
-    await ensure_topics(stack.bootstrap_servers, [TopicSpec(t, stack.partitions) for t in (RAW_NODES, RAW_STATUS)]
-                        + [TopicSpec(DEAD_LETTERS, 1)])
-    return await snapshot(stack.bootstrap_servers, RAW_NODES, RAW_STATUS, DEAD_LETTERS)
+    t = TopicNames(stack.namespace)
+    await ensure_topics(stack.bootstrap_servers, [TopicSpec(n, stack.partitions) for n in (t.raw_nodes, t.raw_status)]
+                        + [TopicSpec(t.dead_letters, 1)])
+    return await snapshot(stack.bootstrap_servers, t.raw_nodes, t.raw_status, t.dead_letters)
 
 
 async def _produce(stack, codec, topic: str, items: list) -> None:
@@ -57,11 +64,11 @@ async def _produce(stack, codec, topic: str, items: list) -> None:
         await asyncio.gather(*futures)
 
 
-def _mine(prefix: str):
+def _mine(prefix: str, topics: TopicNames):
     def keep(r) -> bool:
         p = r.payload or {}
         return (any(str(p.get(f, "")).startswith(prefix) for f in ("task_id", "node_id"))
-                or p.get("source_topic") == dispatch_topic(prefix))
+                or p.get("source_topic") == topics.dispatch(prefix))
     return keep
 
 
@@ -69,7 +76,7 @@ def _count(records, kind: str) -> int:
     return sum(r.kind == kind for r in records)
 
 
-def test_sim_runner_registers_dispatches_deduplicates_and_survives_garbage(stack, codec, tmp_path):
+def test_sim_runner_registers_dispatches_deduplicates_and_survives_garbage(stack, codec, tmp_path, topics):
     name = _unique()
     sim = SimulatedCluster(_node_csv(tmp_path, name), cell=name, name=name, time_scale=0.001)
     runner = ConnectorRunner(sim, codec=codec, bootstrap=stack.bootstrap_servers, monitor_interval_s=0.5,
@@ -83,11 +90,11 @@ def test_sim_runner_registers_dispatches_deduplicates_and_survives_garbage(stack
                   b"not avro at all", ("NodeHeartbeat", heartbeat),  # bad records: skipped, dead-lettered
                   ("DispatchCommand", d[2]), ("DispatchCommand", d[3]), ("DispatchCommand", d[4]),
                   ("DispatchCommand", {**d[5], "duration_estimate_ms": None})]
-    topic = dispatch_topic(name)
+    topic = topics.dispatch(name)
 
     async def scenario():
         start = await _prepare(stack)
-        async with Tail(stack.bootstrap_servers, codec, start, keep=_mine(name)) as tail, running(runner):
+        async with Tail(stack.bootstrap_servers, codec, start, keep=_mine(name, topics)) as tail, running(runner):
             await _produce(stack, codec, topic, records_in)
             finished = [d[i]["task_id"] for i in (0, 1, 4, 5)]
             await tail.until(lambda rs: all(status_trail(rs, t)[-1:] == ["COMPLETED"] for t in finished)
@@ -103,11 +110,11 @@ def test_sim_runner_registers_dispatches_deduplicates_and_survives_garbage(stack
     assert status_trail(records, d[3]["task_id"]) == []
     refusal = next(r.payload for r in records if r.kind == "DispatchAck" and not r.payload["accepted"])
     assert "not in the simulated cluster" in refusal["message"] and refusal["event_id"] == f"{d[2]['dispatch_id']}:ack"
-    statuses = [r for r in records if r.topic == RAW_STATUS]
+    statuses = [r for r in records if r.topic == topics.raw_status]
     assert len({r.payload["event_id"] for r in statuses}) == len(statuses) == 13  # no event twice
     assert all(r.key.decode() == r.payload["task_id"] for r in statuses)
 
-    nodes = [r for r in records if r.topic == RAW_NODES]
+    nodes = [r for r in records if r.topic == topics.raw_nodes]
     registered = {r.payload["node_id"]: r.payload for r in nodes if r.kind == "NodeRegistered"}
     assert set(registered) == {f"{name}-cpu", f"{name}-t4", f"{name}-v100"}
     assert registered[f"{name}-v100"]["accelerators"][0]["count"] == 8
@@ -116,7 +123,7 @@ def test_sim_runner_registers_dispatches_deduplicates_and_survives_garbage(stack
     beats = Counter(r.payload["node_id"] for r in nodes if r.kind == "NodeHeartbeat")
     assert set(beats) == set(registered) and min(beats.values()) >= 2
 
-    letters = [r.payload for r in records if r.topic == DEAD_LETTERS]
+    letters = [r.payload for r in records if r.topic == topics.dead_letters]
     assert sorted(p["error_kind"] for p in letters) == ["INVALID", "UNDECODABLE", "UNKNOWN_SCHEMA"]
     assert {p["source_topic"] for p in letters} == {topic}
     assert b"not avro at all" in [p["value"] for p in letters]
@@ -124,7 +131,7 @@ def test_sim_runner_registers_dispatches_deduplicates_and_survives_garbage(stack
     assert (s.accepted, s.refused, s.duplicates, s.foreign, s.bad_records, s.completed) == (4, 1, 1, 1, 3, 4)
 
 
-def test_local_runner_runs_real_processes_and_stops_them_on_shutdown(stack, codec):
+def test_local_runner_runs_real_processes_and_stops_them_on_shutdown(stack, codec, topics):
     name = _unique()
     node = f"{name}-host"
     local = LocalProcesses(cell=name, name=name, node_id=node, max_concurrent=4, kill_grace_s=2.0)
@@ -135,11 +142,11 @@ def test_local_runner_runs_real_processes_and_stops_them_on_shutdown(stack, code
     bad = command(name, "bad", node, command=[py, "-c", "import sys; sys.exit(3)"])
     empty = command(name, "empty", node)                          # no command: refused
     slow = command(name, "slow", node, command=["sleep", "30"])  # still running at shutdown
-    topic = dispatch_topic(name)
+    topic = topics.dispatch(name)
 
     async def scenario():
         start = await _prepare(stack)
-        async with Tail(stack.bootstrap_servers, codec, start, keep=_mine(name)) as tail, running(runner) as run:
+        async with Tail(stack.bootstrap_servers, codec, start, keep=_mine(name, topics)) as tail, running(runner) as run:
             await _produce(stack, codec, topic, [("DispatchCommand", c) for c in (ok, bad, empty, ok, slow)]
                            + [b"\x00garbage"])
             await tail.until(lambda rs: status_trail(rs, ok["task_id"])[-1:] == ["COMPLETED"]
@@ -174,7 +181,7 @@ def test_local_runner_runs_real_processes_and_stops_them_on_shutdown(stack, code
     assert runner.stats.duplicates == 1 and runner.stats.bad_records == 1
 
 
-def test_a_restarted_runner_rebuilds_its_seen_dispatches_from_the_log(stack, codec, tmp_path):
+def test_a_restarted_runner_rebuilds_its_seen_dispatches_from_the_log(stack, codec, tmp_path, topics):
     name = _unique()
     nodes = _node_csv(tmp_path, name)
     node = f"{name}-cpu"
@@ -201,23 +208,23 @@ def test_a_restarted_runner_rebuilds_its_seen_dispatches_from_the_log(stack, cod
         start = await _prepare(stack)
         # A previous incarnation's log: 'lost' was accepted and started, then the connector died;
         # 'done' finished. Both commands are redelivered (their offsets were never committed).
-        await _produce(stack, codec, RAW_STATUS, [ack(lost), status(lost, "RUNNING"), ack(done),
+        await _produce(stack, codec, topics.raw_status, [ack(lost), status(lost, "RUNNING"), ack(done),
                                                   status(done, "RUNNING"), status(done, "COMPLETED")])
-        await _produce(stack, codec, dispatch_topic(name),
+        await _produce(stack, codec, topics.dispatch(name),
                        [("DispatchCommand", c) for c in (lost, done, new)])
-        async with Tail(stack.bootstrap_servers, codec, start, keep=_mine(name)) as tail:
+        async with Tail(stack.bootstrap_servers, codec, start, keep=_mine(name, topics)) as tail:
             async with running(first):
                 await tail.until(lambda rs: status_trail(rs, new["task_id"])[-1:] == ["COMPLETED"]
                                  and status_trail(rs, lost["task_id"])[-1:] == ["FAILED"])
                 await tail.settle(1.0)
             # Same connector again (same group): a redelivered 'new' is still not run twice.
-            await _produce(stack, codec, dispatch_topic(name), [("DispatchCommand", c) for c in (new, later)])
+            await _produce(stack, codec, topics.dispatch(name), [("DispatchCommand", c) for c in (new, later)])
             async with running(second):
                 await tail.until(lambda rs: status_trail(rs, later["task_id"])[-1:] == ["COMPLETED"])
                 await tail.settle(1.0)
             return tail.records
 
-    records = [r for r in asyncio.run(scenario()) if r.topic == RAW_STATUS]
+    records = [r for r in asyncio.run(scenario()) if r.topic == topics.raw_status]
     assert status_trail(records, lost["task_id"]) == ["ack", "RUNNING", "FAILED"]
     closed = [r.payload for r in records if r.payload["event_id"] == f"{lost['dispatch_id']}:failed"]
     assert len(closed) == 1 and "restarted while the task was in flight" in closed[0]["message"]
@@ -228,7 +235,7 @@ def test_a_restarted_runner_rebuilds_its_seen_dispatches_from_the_log(stack, cod
     assert (second.stats.recovered_seen, second.stats.recovered_lost, second.stats.duplicates) == (3, 0, 1)
 
 
-def test_the_command_line_starts_announces_and_stops_on_sigterm(stack, tmp_path):
+def test_the_command_line_starts_announces_and_stops_on_sigterm(stack, tmp_path, topics):
     name = _unique()
     nodes = _node_csv(tmp_path, name)
     proc = subprocess.Popen([sys.executable, "-m", "suanli.connectors", "sim", "--nodes", str(nodes), "--cell", name,
@@ -236,7 +243,7 @@ def test_the_command_line_starts_announces_and_stops_on_sigterm(stack, tmp_path)
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()  # the start line is printed once the runner consumes
-        expected = f"suanli connector {name}: 3 node(s) in cell {name}, consuming {dispatch_topic(name)}"
+        expected = f"suanli connector {name}: 3 node(s) in cell {name}, consuming {topics.dispatch(name)}"
         assert line.startswith(expected), (line, proc.stderr.read() if proc.poll() is not None else "")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0

@@ -22,7 +22,7 @@ from suanli.deploy.plane import Plane, PlaneOptions
 from suanli.replay.log_replay import first_divergence, regenerate
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
-from suanli.streams.intake import RawRecord
+from suanli.streams.records import RawRecord
 from suanli.streams.kafka_io import EventConsumer
 
 pytestmark = pytest.mark.stack

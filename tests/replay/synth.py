@@ -13,13 +13,14 @@ from suanli.replay.dir_registry import DirRegistry
 from suanli.schemas.catalog import catalog
 from suanli.schemas.codec import Codec
 from suanli.streams.cell_runner import CellRunner
-from suanli.streams.intake import RawRecord
-from suanli.streams.topics import DECISIONS
+from suanli.streams.records import RawRecord
+from suanli.streams.topics import TopicNames
 from suanli.config import load_settings
 from suanli.replay.export import build_logdir
 
-CELL_LOG = "t.cells"
-DECISIONS_TOPIC = "t.decisions"
+TOPICS = TopicNames("t")              # the synthetic log's namespace
+CELL_LOG = TOPICS.cell_log            # "t.cells"
+DECISIONS_TOPIC = TOPICS.decisions    # "t.decisions"
 
 
 def offline_codec() -> tuple[Codec, DirRegistry]:
@@ -82,10 +83,10 @@ def live_run(codec: Codec, records: list[RawRecord], redeliver_every: int = 0) -
     ``redeliver_every`` > 0 writes every n-th input's decisions twice (at-least-once
     redelivery after a crash), as duplicates with the same event ids.
     """
-    runner = CellRunner(codec)
+    runner = CellRunner(codec, TOPICS)
     out: list[RawRecord] = []
     for i, rec in enumerate(records):
-        produced = [r for r in runner.apply(rec) if r.topic == DECISIONS]
+        produced = [r for r in runner.apply(rec) if r.topic == DECISIONS_TOPIC]
         copies = 2 if redeliver_every and i % redeliver_every == 0 else 1
         for _ in range(copies):
             for r in produced:
@@ -103,7 +104,7 @@ def make_logdir(out: Path, *, lo: int = 0, n_tasks: int = 200, redeliver_every: 
     records = encode_log(codec, inputs(n_tasks=n_tasks))
     decisions = live_run(codec, records, redeliver_every=redeliver_every)
     key = b"c1"
-    build_logdir(out, codec, registry, cell="c1", namespace="t", cell_log_topic=CELL_LOG, partition=0,
+    build_logdir(out, codec, registry, cell="c1", namespace=TOPICS.namespace, cell_log_topic=CELL_LOG, partition=0,
                  lo=lo, hi=len(records), prefix=[r for r in records[:lo] if r.key == key],
                  inputs=[r for r in records[lo:] if r.key == key],
                  decision_candidates=[r for r in decisions if r.key == key], log=lambda _m: None)

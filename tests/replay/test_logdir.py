@@ -10,7 +10,7 @@ from suanli.replay.dir_registry import LOCAL_ID_BASE, DirRegistry
 from suanli.replay.logdir import LogDir, read_records, write_logdir, write_records
 from suanli.replay.rerun import replay_logdir
 from suanli.replay.verify import verify
-from suanli.streams.intake import RawRecord
+from suanli.streams.records import RawRecord
 
 
 def test_ocf_round_trip_keeps_every_field_and_byte(tmp_path):

@@ -6,7 +6,6 @@ import pytest
 import synth
 from synth import make_logdir
 from suanli.streams.cell_runner import CellRunner
-from suanli.streams.topics import DECISIONS
 from suanli.replay.logdir import DECISIONS_FILE, LogDir, read_records, write_records
 from suanli.replay.rerun import replay_logdir
 from suanli.replay.verify import describe, verify
@@ -33,13 +32,13 @@ def test_snapshot_restore_decides_like_the_uninterrupted_run():
     records = synth.encode_log(codec, synth.inputs(n_tasks=200, other_cell=None))
 
     def run(split=None):
-        runner, out = CellRunner(codec), []
+        runner, out = CellRunner(codec, synth.TOPICS), []
         for i, rec in enumerate(records):
             if i == split:
                 blob = runner.snapshot(0)
-                runner = CellRunner(codec)
+                runner = CellRunner(codec, synth.TOPICS)
                 runner.restore(0, blob)
-            out += [r.value for r in runner.apply(rec) if r.topic == DECISIONS]
+            out += [r.value for r in runner.apply(rec) if r.topic == synth.DECISIONS_TOPIC]
         return out
 
     assert run() == run(split=20)
