@@ -11,6 +11,9 @@ re-applies them silently to rebuild the state (see ``logdir.py`` for why not a s
 
 Export a range after the scheduler has decided it: decisions not yet on the topic are
 missing from the directory, and a verify would report them.
+
+Only :func:`export_cell` talks to Kafka, and it imports aiokafka when called: importing
+this module (``build_logdir``, used by tests and tools) needs no broker and no Kafka client.
 """
 from __future__ import annotations
 
@@ -19,9 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.partitioner import murmur2
-
 from suanli.config import Settings
 from suanli.errors import ReplayError
 from suanli.processors.state import CellState
@@ -29,7 +29,6 @@ from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner
 from suanli.streams.records import RawRecord
-from suanli.streams.kafka_io import read_range
 from suanli.streams.topics import TopicNames
 
 from .logdir import schema_ids, write_logdir
@@ -60,7 +59,10 @@ class _Offsets:
     """Beginning/end/time-index offsets of one topic (a short-lived consumer)."""
 
     def __init__(self, bootstrap: str):
+        from aiokafka import AIOKafkaConsumer, TopicPartition  # Kafka only when exporting
+
         self.c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+        self.tp = TopicPartition
 
     async def __aenter__(self) -> "_Offsets":
         await self.c.start()
@@ -79,14 +81,14 @@ class _Offsets:
         return sorted(parts)
 
     async def bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        tp = TopicPartition(topic, partition)
+        tp = self.tp(topic, partition)
         begin = (await self.c.beginning_offsets([tp]))[tp]
         end = (await self.c.end_offsets([tp]))[tp]
         return begin, end
 
     async def at_time(self, topic: str, partition: int, ms: int) -> int:
         """First offset whose timestamp is >= ``ms`` (the end offset when none is)."""
-        tp = TopicPartition(topic, partition)
+        tp = self.tp(topic, partition)
         hit = (await self.c.offsets_for_times({tp: ms}))[tp]
         return hit.offset if hit is not None else (await self.c.end_offsets([tp]))[tp]
 
@@ -99,6 +101,8 @@ async def _candidates(off: _Offsets, topic: str, cell: str, given: int | None) -
             raise ReplayError(f"{topic} has no partition {given} (it has {parts})")
         return [given]
     # Producers key the cell log by cell with Kafka's default (murmur2) partitioner.
+    from aiokafka.partitioner import murmur2
+
     hint = (murmur2(cell.encode()) & 0x7FFFFFFF) % len(parts)
     return [hint] + [q for q in parts if q != hint]
 
@@ -108,6 +112,8 @@ async def export_cell(settings: Settings, cell: str, out: Path, *, from_offset: 
                       partition: int | None = None, nodes_source: str | None = None,
                       log=print) -> dict[str, Any]:
     """Export ``cell`` from Kafka (see the module docstring). Returns ``cell.json``'s content."""
+    from suanli.streams.kafka_io import read_range  # aiokafka: only an export reads Kafka
+
     names = TopicNames(settings.namespace)
     bootstrap = settings.bootstrap_servers
     key = cell.encode()
