@@ -2,10 +2,12 @@
 
 The machine registers as one node (CPU count from the affinity mask, memory from
 ``/proc/meminfo``, no accelerators, tier ``onprem``). A command runs without a shell, argv as
-given, in a new session (so the whole process group can be stopped), with
-``SUANLI_TASK_ID``, ``SUANLI_DISPATCH_ID``, ``SUANLI_CPU_MILLI`` and ``SUANLI_MEMORY_MIB``
-added to the environment, stdin from /dev/null and stdout+stderr into a temporary file whose
-tail goes into the FAILED message.
+given, in a new session (so the whole process group can be stopped). Its environment is the
+connector's, plus the task's ``env`` (from its submission, carried by the DispatchCommand;
+it overrides the connector's variables, ``PATH`` included, which is also where the program
+is looked up), plus ``SUANLI_TASK_ID``, ``SUANLI_DISPATCH_ID``, ``SUANLI_CPU_MILLI`` and
+``SUANLI_MEMORY_MIB`` (set last: a task cannot change them). stdin is /dev/null;
+stdout+stderr go into a temporary file whose tail goes into the FAILED message.
 
 Usage comes from ``os.wait4`` on the command: ``cpu_seconds`` = user + system time
 (including descendants it waited for), ``max_rss_mib`` = peak RSS, ``wall_ms``. Linux
@@ -15,10 +17,12 @@ connector's RSS for every small task. Hence ``asyncio.create_subprocess_exec`` s
 trampoline (``python -S -I``, about 8 MiB: the floor of ``max_rss_mib``) that spawns the
 command, ``wait4``s it and writes the exit status and rusage to a pipe.
 
-Outcomes: exit 0 -> COMPLETED; non-zero -> FAILED with that exit code; killed by a signal ->
-FAILED with the negative signal number; cannot exec -> FAILED with 127 (not found) or 126.
-A command that is missing, empty, names an executable not on PATH, or targets another node
-is refused in its DispatchAck. At most ``max_concurrent`` processes run at once; the rest
+Outcomes: exit 0 -> COMPLETED with exit code 0 ("exited with code 0"); non-zero -> FAILED
+with that exit code; killed by a signal -> FAILED with the negative signal number; cannot exec
+-> FAILED with 127 (not found) or 126. The core releases the task's resources on the terminal
+status (TaskReleased). A command that is missing, empty, names an executable not on the
+(task's) PATH, carries an environment no process can have, or targets another node is
+refused in its DispatchAck. At most ``max_concurrent`` processes run at once; the rest
 wait (accepted) for a slot. Resource limits (cpu_milli, memory_mib) are not enforced.
 """
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Any
 
 from suanli.connectors.kit import Adapter, TaskReporter
 from suanli.errors import ConnectorError
+from suanli.schemas.models import env_problem
 
 # Runs (as ``python -S -I -c``) between the connector and the command: it spawns the command,
 # waits for it with wait4 and writes ``{status, utime, stime, maxrss_kib, wall_ms}`` as JSON
@@ -103,7 +108,7 @@ def _cpu_times() -> tuple[int, int]:
 
 
 def exit_message(code: int, tail: str) -> str:
-    """Human-readable reason for a non-zero exit."""
+    """Human-readable outcome of an exit code (negative: the signal that killed it)."""
     if code < 0:
         with suppress(ValueError):
             what = f"killed by {signal.Signals(-code).name}"
@@ -161,9 +166,21 @@ class LocalProcesses(Adapter):
                     "and needs `command` (an argv list)")
         if command["node_id"] != self.node_id:
             return f"node {command['node_id']!r} is not this machine ({self.node_id!r})"
-        if shutil.which(argv[0]) is None:
-            return f"executable {argv[0]!r} not found (PATH={os.environ.get('PATH', '')})"
+        task_env = command.get("env") or {}
+        problem = env_problem(task_env)
+        if problem:
+            return f"cannot run the command: {problem}"
+        path = task_env.get("PATH", os.environ.get("PATH", ""))
+        if shutil.which(argv[0], path=path) is None:
+            return f"executable {argv[0]!r} not found (PATH={path})"
         return None
+
+    @staticmethod
+    def environment(command: dict[str, Any]) -> dict[str, str]:
+        """The command's environment: this process's, the task's ``env`` over it, then the SUANLI_* variables."""
+        return {**os.environ, **(command.get("env") or {}),
+                "SUANLI_TASK_ID": command["task_id"], "SUANLI_DISPATCH_ID": command["dispatch_id"],
+                "SUANLI_CPU_MILLI": str(command["cpu_milli"]), "SUANLI_MEMORY_MIB": str(command["memory_mib"])}
 
     async def execute(self, command: dict[str, Any], report: TaskReporter) -> None:
         async with self._slots:
@@ -171,8 +188,7 @@ class LocalProcesses(Adapter):
 
     async def _run(self, command: dict[str, Any], report: TaskReporter) -> None:
         argv = list(command["command"])
-        env = {**os.environ, "SUANLI_TASK_ID": command["task_id"], "SUANLI_DISPATCH_ID": command["dispatch_id"],
-               "SUANLI_CPU_MILLI": str(command["cpu_milli"]), "SUANLI_MEMORY_MIB": str(command["memory_mib"])}
+        env = self.environment(command)
         started = time.monotonic()
         read_fd, write_fd = os.pipe()
         with tempfile.TemporaryFile() as output, open(read_fd, "rb") as result:
@@ -197,7 +213,7 @@ class LocalProcesses(Adapter):
             if "error" in outcome:
                 await report.failed(outcome["exit_code"], f"cannot start {argv[0]!r}: {outcome['error']}")
             elif outcome["exit_code"] == 0:
-                await report.completed(outcome["usage"])
+                await report.completed(outcome["usage"], exit_message(0, ""))
             else:
                 await report.failed(outcome["exit_code"], exit_message(outcome["exit_code"], self._tail(output)),
                                     outcome["usage"])

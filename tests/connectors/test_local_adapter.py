@@ -67,6 +67,34 @@ def test_a_successful_command_completes_with_its_usage(local):
     assert usage["wall_ms"] >= 300
 
 
+def test_the_tasks_environment_reaches_the_process_and_cannot_replace_the_suanli_variables(local, tmp_path):
+    out = tmp_path / "env.txt"
+    show = ("import os, sys; names = ['GREETING', 'EMPTY', 'SUANLI_TASK_ID', 'HOME']\n"
+            "open(sys.argv[1], 'w').write('\\n'.join(f'{n}={os.environ.get(n)}' for n in names))")
+    command = {**_command([PY, "-c", show, str(out)], i="env"),
+               "env": {"GREETING": "ni hao 算力", "EMPTY": "", "SUANLI_TASK_ID": "spoofed", "HOME": "/task/home"}}
+    events = asyncio.run(_execute(local, command))
+    assert [e["status"] for e in events] == ["RUNNING", "COMPLETED"]
+    assert events[1]["exit_code"] == 0 and events[1]["message"] == "exited with code 0"
+    assert out.read_text().splitlines() == ["GREETING=ni hao 算力", "EMPTY=", "SUANLI_TASK_ID=tenv", "HOME=/task/home"]
+
+
+def test_the_program_is_looked_up_on_the_tasks_path(local, tmp_path):
+    tool = tmp_path / "bin" / "only-on-task-path"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\necho found > {tmp_path / 'ran'}\n")
+    tool.chmod(0o755)
+    without = _command([tool.name], i="nopath")
+    assert "not found" in local.admit(without)
+    events = asyncio.run(_execute(local, {**without, "env": {"PATH": f"{tool.parent}:/usr/bin:/bin"}}))
+    assert events[-1]["status"] == "COMPLETED" and (tmp_path / "ran").read_text() == "found\n"
+
+
+def test_an_environment_no_process_can_have_is_refused(local):
+    assert "environment variable name 'A=B'" in local.admit({**_command(["true"]), "env": {"A=B": "1"}})
+    assert "may not contain NUL" in local.admit({**_command(["true"]), "env": {"A": "x\0y"}})
+
+
 def test_small_commands_are_not_charged_the_connector_memory(local):
     ballast = bytearray(300 * 2**20)  # make this (the connector) process big
     ballast[::4096] = b"x" * len(ballast[::4096])
