@@ -43,6 +43,7 @@ from suanli.config import Settings, to_env
 from suanli.deploy import postgres
 from suanli.deploy.processes import ServiceProcess
 from suanli.errors import StackError
+from suanli.streams.topics import TopicNames, TopicSpec, core_topics
 
 HERE = Path(__file__).resolve().parent / "connect"
 RUNTIME_POM = HERE / "pom.xml"
@@ -327,8 +328,6 @@ def wait_running(client: ConnectClient, name: str, timeout: float = 120) -> dict
 
 # ------------------------------------------------------------------------------ connectors
 def template_values(settings: Settings) -> dict[str, str]:
-    from suanli.streams.topics import TopicNames
-
     schema = pg_schema(settings.namespace)
     return {
         "namespace": settings.namespace,
@@ -409,7 +408,6 @@ def stop_worker(settings: Settings, log: Callable[[str], None] = print) -> bool:
 def register(settings: Settings, *, sink: bool = True, source: bool = True, timeout: float = 120) -> dict[str, dict]:
     """PUT the namespace's connector configs (idempotent) and wait until they run."""
     from suanli.streams.kafka_io import ensure_topics
-    from suanli.streams.topics import TopicSpec, core_topics
 
     specs = core_topics(settings.partitions, settings.namespace)
     if source:
@@ -465,7 +463,7 @@ def up(settings: Settings, *, sink: bool = True, source: bool = True,
         started["nodes-bridge"] = svc.pid() is None
         if started["nodes-bridge"]:
             svc.start(argv, env=to_env(settings))
-            log(f"connect: nodes bridge {cdc_topic(settings)} -> {settings.namespace}.raw.nodes "
+            log(f"connect: nodes bridge {cdc_topic(settings)} -> {TopicNames(settings.namespace).raw_nodes} "
                 f"(log: {svc.log_file})")
     return {"started": started, "connectors": statuses, "seconds": round(time.monotonic() - began, 2),
             "postgres": postgres.dsn(), "connect": rest_url(), "schema": pg_schema(settings.namespace)}
@@ -498,7 +496,7 @@ def status(settings: Settings) -> list[dict[str, Any]]:
             rows.append({"service": name, "address": rest_url(), "pid": worker.pid(), "ready": _running(st),
                          "detail": detail})
     svc, _argv = bridge_service(settings)
-    rows.append({"service": "nodes-bridge", "address": f"{cdc_topic(settings)} -> {settings.namespace}.raw.nodes",
+    rows.append({"service": "nodes-bridge", "address": f"{cdc_topic(settings)} -> {TopicNames(settings.namespace).raw_nodes}",
                  "pid": svc.pid(), "ready": svc.pid() is not None})
     return rows
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from suanli.config import settings
 from suanli.errors import AuditError
+from suanli.streams.topics import TopicNames
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -113,7 +114,7 @@ def _audit_follow(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        print(f"suanli: following {settings().namespace}.decisions into {index_dir(settings())} (Ctrl-C stops)")
+        print(f"suanli: following {TopicNames(settings().namespace).decisions} into {index_dir(settings())} (Ctrl-C stops)")
 
         def report(result: Any) -> None:
             if result.applied and not args.quiet:
