@@ -33,13 +33,13 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from suanli.config import Settings
 from suanli.errors import DecodeError, UnavailableError
 from suanli.projections.lifecycle import LifecycleView
+from suanli.processors.model import TASK_DECISION_KINDS
 from suanli.schemas.codec import Codec
 from suanli.schemas.models import validate_event
 from suanli.streams.topics import TopicNames
 
 log = logging.getLogger(__name__)
 
-DECISION_KINDS = ("TaskPlaced", "TaskPending", "TaskUnschedulable", "TaskReleased")
 # Start-up order of the fold (see the module docstring); the roles name TopicNames attributes.
 ROLES = ("cell_log", "raw_tasks", "decisions", "dead_letters")
 
@@ -116,7 +116,7 @@ class ReadModel:
             self.bids[p["bid_id"]] = Bid(p)
 
     def _on_decision(self, kind: str, p: dict[str, Any], topic: str, partition: int, offset: int) -> None:
-        if kind in DECISION_KINDS:
+        if kind in TASK_DECISION_KINDS:
             if self._first(p, "decision"):
                 self.decisions.setdefault(p["task_id"], []).append(DecisionRecord(kind, p, topic, partition, offset))
         elif kind == "ReservationGranted":

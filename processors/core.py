@@ -1,158 +1,162 @@
 """The two pure entry points of the scheduling core.
 
-``evolve(state, kind, event) -> state``
+``evolve(state, event) -> state``
     Folds one *fact* into the state: an input fact (node registered / status changed,
     policy changed, task status changed, task cancelled) or one of the core's own
     decisions (TaskPlaced, TaskPending, TaskUnschedulable, TaskReleased). Rebuilding a
     cell is ``fold(evolve, inputs and decisions in log order)``.
 
-``decide(state, kind, event, position) -> (state, [(kind, payload), ...])``
+``decide(state, event, position) -> (state, [decision, ...])``
     The scheduler step for one input read at ``position = (topic, partition, offset)``.
     It folds the input, decides, and folds its own decisions, so the returned state
     already reflects them. Deterministic: no wall clock (``decided_at`` is the input's
     time), no I/O, randomness only from the strategy seed mixed with the position.
     Idempotent: an input at or below the last applied offset of its (topic, partition)
     is ignored and yields no outputs; so are a second submission of a known task id and
-    a status for an unknown task.
+    a status for an unknown task. A PolicyChanged naming an unknown strategy or argument,
+    or a value out of range, raises :class:`~suanli.errors.RejectedInput` (its offset
+    counts as applied; nothing else changes): the runner dead-letters it.
 
-Both mutate ``state`` in place and return it (see ``state.py``).
+Inputs and decisions are the typed values of ``model.py``; the codec converts them to
+and from Avro at the edge. Both functions mutate ``state`` in place and return it (see
+``state.py``).
 """
 from __future__ import annotations
 
-import json
-from typing import Any
+from dataclasses import replace
+from typing import Any, Optional
 
-from . import events as ev
-from . import rng
-from . import matching
-from .framework import Code, CycleContext, CycleResult, Request, Status, default_devices, run_cycle
+from suanli.errors import ModelError, RejectedInput, StrategyError
+
+from . import matching, rng
+from . import model as m
+from .framework import Code, CycleContext, CycleResult, Status, default_devices, run_cycle
 from .frag import shape_key
-from .state import (CANCELLED, COMPLETED, FAILED, HOLDING, PENDING, PLACED, READY, TERMINAL,
-                    UNSCHEDULABLE, CellState)
+from .model import Request
 from .sandbox import SandboxError
+from .state import (CANCELLED, COMPLETED, FAILED, HOLDING, PENDING, PLACED, READY, TERMINAL,
+                    UNSCHEDULABLE, CellState, TaskRecord)
 from .strategies import Strategy, config_digest, get_blend, get_strategy
 
-Output = tuple[str, dict[str, Any]]
 Position = tuple[str, int, int]
 
 
 # ============================================================================ evolve
-def _node_registered(s: CellState, e: dict) -> None:
-    nid = e["node_id"]
-    gpus = [a for a in (e.get("accelerators") or []) if a.get("kind", "GPU") == "GPU"]
-    count = sum(int(a.get("count", 0)) for a in gpus)
-    model = max(gpus, key=lambda a: int(a.get("count", 0)))["model"] if gpus else None
-    meta = {k: e[k] for k in ("site", "region", "zone", "arch", "tier", "pricing", "price_per_hour",
-                              "pue", "carbon_g_per_kwh", "connector", "labels", "registered_at",
-                              "accelerators") if k in e}
-    if nid in s.node_index:       # re-registration: refresh descriptive fields, mark ready
-        s.node_meta[nid].update(meta)
-        s.meta_changed()
-        s.set_node_status(nid, READY)
+def _node_registered(s: CellState, e: m.NodeRegistered) -> None:
+    node = m.Node.of(e)
+    if e.node_id in s.node_index:     # re-registration: refresh descriptive fields, mark ready
+        s.update_node(replace(node, cpu_milli=s.nodes[e.node_id].cpu_milli,
+                              memory_mib=s.nodes[e.node_id].memory_mib,
+                              gpu_count=s.nodes[e.node_id].gpu_count, gpu_model=s.nodes[e.node_id].gpu_model))
+        s.set_node_status(e.node_id, READY)
         return
-    s.add_node(nid, int(e.get("cpu_milli", 0)), int(e.get("memory_mib", 0)), count, model, meta)
+    s.add_node(e.node_id, node.cpu_milli, node.memory_mib, node.gpu_count, node.gpu_model, node)
 
 
-def _node_status(s: CellState, e: dict) -> None:
-    if e.get("node_id") in s.node_index and e.get("status") in ("READY", "CORDONED", "DOWN"):
-        s.set_node_status(e["node_id"], e["status"])
+def _node_status(s: CellState, e: m.NodeStatusChanged) -> None:
+    if e.node_id in s.node_index and e.status in ("READY", "CORDONED", "DOWN"):
+        s.set_node_status(e.node_id, e.status)
 
 
-def _policy(s: CellState, e: dict) -> None:
-    cfg = e.get("config")
-    if cfg is None:
-        cfg = json.loads(e.get("config_json") or "{}")
-    s.policy = {"strategy": e["strategy"], "config": cfg, "digest": config_digest(cfg)}
+def policy_of(e: m.PolicyChanged) -> m.Policy:
+    """The policy a PolicyChanged sets, validated: :class:`RejectedInput` names what is wrong
+    (an unknown strategy, an unknown argument, a value out of range)."""
+    try:
+        cfg = e.config()
+        get_strategy(e.strategy, cfg)
+    except KeyError:
+        from .strategies import names
+        raise RejectedInput(f"PolicyChanged for cell {e.cell!r}: unknown strategy {e.strategy!r}; "
+                            f"known: {', '.join(names())}") from None
+    except (StrategyError, ModelError, ValueError, TypeError) as exc:
+        raise RejectedInput(f"PolicyChanged for cell {e.cell!r}, strategy {e.strategy!r}: {exc}") from None
+    return m.Policy(strategy=e.strategy, config=cfg, digest=config_digest(cfg))
 
 
-def _task_submitted(s: CellState, e: dict) -> None:
-    tid = e["task_id"]
-    if tid in s.tasks:
+def _policy(s: CellState, e: m.PolicyChanged) -> None:
+    s.policy = policy_of(e)
+
+
+def _task_submitted(s: CellState, e: m.TaskSubmitted) -> None:
+    if e.task_id in s.tasks:
         return
-    r = Request.from_resources(e.get("resources") or {})
+    task = m.Task.of(e)
     s.seq += 1
-    s.tasks[tid] = {"tenant": e.get("tenant", ""), "status": "SUBMITTED", "seq": s.seq,
-                    "priority": int(e.get("priority") or 0), "qos": e.get("qos_tier", "SILVER"),
-                    "cpu": r.cpu, "mem": r.mem, "gpu_count": r.gpu_count, "gpu_milli": r.gpu_milli,
-                    "models": list(r.models), "submitted_at": int(e.get("submitted_at") or 0),
-                    "labels": dict(e.get("labels") or {}),
-                    "command": list(e["command"]) if e.get("command") else None,
-                    "env": dict(e.get("env") or {}),
-                    "duration_ms": e.get("duration_estimate_ms"),
-                    "node": None, "devices": []}
+    s.tasks[e.task_id] = TaskRecord(task, s.seq)
+    r = task.request
     k = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
     s.class_counts[k] = s.class_counts.get(k, 0) + 1
 
 
-def _task_status(s: CellState, e: dict) -> None:
-    t = s.tasks.get(e.get("task_id"))
-    st = e.get("status")
-    if t is None or t["status"] in TERMINAL:
+def _task_status(s: CellState, e: m.TaskStatusChanged) -> None:
+    t = s.tasks.get(e.task_id)
+    if t is None or t.status in TERMINAL:
         return
-    if st in ("DISPATCHED", "RUNNING") and t["status"] in HOLDING:
-        t["status"] = st
+    if e.status in ("DISPATCHED", "RUNNING") and t.status in HOLDING:
+        t.status = e.status
     # COMPLETED / FAILED are applied by the TaskReleased decision that follows them
 
 
-def _placed(s: CellState, e: dict) -> None:
-    t = s.tasks[e["task_id"]]
-    if t["status"] in HOLDING:
+def _placed(s: CellState, e: m.TaskPlaced) -> None:
+    t = s.tasks[e.task_id]
+    if t.status in HOLDING:
         return
-    s.allocate(e["task_id"], e["node_id"], e["gpu_devices"], e["gpu_milli"], e["cpu_milli"], e["memory_mib"])
-    s.dequeue(e["task_id"])
-    t.update(status=PLACED, node=e["node_id"], devices=list(e["gpu_devices"]))
+    s.allocate(e.task_id, e.node_id, e.gpu_devices, e.gpu_milli, e.cpu_milli, e.memory_mib)
+    s.dequeue(e.task_id)
+    t.status, t.node, t.devices = PLACED, e.node_id, tuple(e.gpu_devices)
 
 
-def _pending(s: CellState, e: dict) -> None:
-    t = s.tasks[e["task_id"]]
-    t["status"] = PENDING
-    s.enqueue(e["task_id"])
+def _pending(s: CellState, e: m.TaskPending) -> None:
+    s.tasks[e.task_id].status = PENDING
+    s.enqueue(e.task_id)
 
 
-def _unschedulable(s: CellState, e: dict) -> None:
-    s.tasks[e["task_id"]]["status"] = UNSCHEDULABLE
-    s.dequeue(e["task_id"])
+def _unschedulable(s: CellState, e: m.TaskUnschedulable) -> None:
+    s.tasks[e.task_id].status = UNSCHEDULABLE
+    s.dequeue(e.task_id)
 
 
-def _released(s: CellState, e: dict) -> None:
-    t = s.tasks.get(e["task_id"])
-    if t is None or t["status"] in TERMINAL:
+def _released(s: CellState, e: m.TaskReleased) -> None:
+    t = s.tasks.get(e.task_id)
+    if t is None or t.status in TERMINAL:
         return
-    if t["status"] in HOLDING:
-        s.free(t["node"], t["devices"], t["gpu_milli"], t["cpu"], t["mem"])
-    s.dequeue(e["task_id"])
-    t["status"] = e["cause"] if e["cause"] in (COMPLETED, FAILED, CANCELLED) else CANCELLED
+    if t.status in HOLDING:
+        r = t.task.request
+        s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
+    s.dequeue(e.task_id)
+    t.status = e.cause if e.cause in (COMPLETED, FAILED, CANCELLED) else CANCELLED
 
 
-_EVOLVE = {
-    ev.NODE_REGISTERED: _node_registered,
-    ev.NODE_STATUS_CHANGED: _node_status,
-    ev.POLICY_CHANGED: _policy,
-    ev.TASK_SUBMITTED: _task_submitted,
-    ev.TASK_STATUS_CHANGED: _task_status,
-    ev.TASK_CANCELLED: lambda s, e: None,   # the TaskReleased decision carries the effect
-    ev.TASK_PLACED: _placed,
-    ev.TASK_PENDING: _pending,
-    ev.TASK_UNSCHEDULABLE: _unschedulable,
-    ev.TASK_RELEASED: _released,
+_EVOLVE: dict[type, Any] = {
+    m.NodeRegistered: _node_registered,
+    m.NodeStatusChanged: _node_status,
+    m.PolicyChanged: _policy,
+    m.TaskSubmitted: _task_submitted,
+    m.TaskStatusChanged: _task_status,
+    m.TaskCancelled: lambda s, e: None,   # the TaskReleased decision carries the effect
+    m.TaskPlaced: _placed,
+    m.TaskPending: _pending,
+    m.TaskUnschedulable: _unschedulable,
+    m.TaskReleased: _released,
 }
 
 
-def evolve(state: CellState, kind: str, event: dict[str, Any]) -> CellState:
-    """Fold one fact into ``state`` (in place) and return it. Unknown kinds are ignored."""
-    fn = _EVOLVE.get(kind)
+def evolve(state: CellState, event: Any) -> CellState:
+    """Fold one fact into ``state`` (in place) and return it. Other kinds are ignored."""
+    fn = _EVOLVE.get(type(event))
     if fn is not None:
         fn(state, event)
     return state
 
 
 # ============================================================================ decide
-def _event_time(kind: str, e: dict) -> int:
-    for k in ("at", "submitted_at", "registered_at"):
-        v = e.get(k)
-        if v is not None:
-            return int(v)
-    return 0
+def event_time(e: Any) -> int:
+    """The time an input carries: its ``at``, ``submitted_at`` or ``registered_at``."""
+    if isinstance(e, m.TaskSubmitted):
+        return e.submitted_at
+    if isinstance(e, m.NodeRegistered):
+        return e.registered_at
+    return getattr(e, "at", 0) or 0
 
 
 class _Decider:
@@ -162,10 +166,10 @@ class _Decider:
     def __init__(self, s: CellState, pos: Position, at: int):
         self.s = s
         pol = s.policy
-        self.strategy: Strategy = get_strategy(pol["strategy"], pol.get("config"), pol.get("digest"))
+        self.strategy: Strategy = get_strategy(pol.strategy, dict(pol.config), pol.digest)
         self.pos = pos
         self.at = at
-        self.outs: list[Output] = []
+        self.outs: list[Any] = []
         self.n = 0
         self.topic_seed = rng.str_seed(pos[0])
 
@@ -176,31 +180,34 @@ class _Decider:
         return f"{did}/{kind}", did
 
     def provenance(self, res: CycleResult | None, path: list[str], strategy: Strategy | None = None,
-                   matched_rule: str | None = None) -> dict[str, Any]:
+                   matched_rule: str | None = None) -> m.Provenance:
         s = self.s
         t, p, o = self.pos
-        cands, filt = [], []
+        cands: tuple[m.Candidate, ...] = ()
+        filt: tuple[m.FilterOutcome, ...] = ()
         if res is not None:
             ids = s.node_ids
-            cands = [{"node_id": ids[r], "score": sc, "rank": i + 1} for i, (r, sc) in enumerate(res.candidates)]
-            filt = [{"reason": reason, "nodes": k, "sample": [ids[r] for r in sample.tolist()]}
-                    for reason, k, sample in res.filtered]
-        return {"input": {"topic": t, "partition": p, "offset": o},
-                "strategy": (strategy or self.strategy).ref(),
-                "candidates": cands, "filtered": filt, "path": path, "decided_at": self.at,
-                "matched_rule": matched_rule}
+            cands = tuple(m.Candidate(node_id=ids[r], score=sc, rank=i + 1) for i, (r, sc) in enumerate(res.candidates))
+            filt = tuple(m.FilterOutcome(reason=reason, nodes=k, sample=tuple(ids[r] for r in sample.tolist()))
+                         for reason, k, sample in res.filtered)
+        ref = (strategy or self.strategy).ref()
+        return m.Provenance(input=m.LogPosition(topic=t, partition=p, offset=o),
+                            strategy=m.StrategyRef(name=ref["name"], version=ref["version"],
+                                                   config_digest=ref["config_digest"]),
+                            candidates=cands, filtered=filt, path=tuple(path), decided_at=self.at,
+                            matched_rule=matched_rule)
 
-    def emit(self, kind: str, payload: dict[str, Any]) -> None:
-        evolve(self.s, kind, payload)
-        self.outs.append((kind, payload))
+    def emit(self, decision: Any) -> None:
+        evolve(self.s, decision)
+        self.outs.append(decision)
 
-    def choose(self, t: dict[str, Any], req: Request) -> tuple[Strategy, str | None, list[str]]:
+    def choose(self, t: TaskRecord) -> tuple[Strategy, Optional[str], list[str]]:
         """The strategy for this task: the first label rule that matches (policy config
         ``rules``), else the cell's strategy."""
         rules = self.strategy.config.get("rules")
         if not rules:
             return self.strategy, None, []
-        hit = matching.match(rules, t, req.kind)
+        hit = matching.match(rules, {"qos": t.task.qos_tier, "tenant": t.task.tenant, "labels": t.task.labels}, t.task.request.kind)
         if hit is None:
             return self.strategy, None, [f"match: no rule -> {self.strategy.name}"]
         i, rule = hit
@@ -219,11 +226,20 @@ class _Decider:
             return self.strategy
         return get_strategy(name, {"seed": self.strategy.seed, **(cfg.get("fallback_config") or {})})
 
+    def _placed(self, task_id: str, t: TaskRecord, node_id: str, devices: list[int],
+                prov: m.Provenance) -> None:
+        req = t.task.request
+        eid, did = self._ids(m.TaskPlaced.KIND)
+        self.emit(m.TaskPlaced(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant,
+                               cell=self.s.cell, node_id=node_id, gpu_devices=tuple(devices),
+                               gpu_milli=req.gpu_milli if devices else 0, cpu_milli=req.cpu,
+                               memory_mib=req.mem, provenance=prov))
+
     def schedule(self, task_id: str, retry: bool) -> bool:
         """Run one cycle for a known task; emit Placed / Pending / Unschedulable."""
         s, t = self.s, self.s.tasks[task_id]
-        req = Request(t["cpu"], t["mem"], t["gpu_count"], t["gpu_milli"], tuple(t["models"]))
-        strategy, rule, mpath = self.choose(t, req)
+        req = t.task.request
+        strategy, rule, mpath = self.choose(t)
         seed = rng.mix(strategy.seed, self.topic_seed, self.pos[1], self.pos[2], self.n)
         ctx = CycleContext(s, req, task_id, seed, strategy.config)
         try:
@@ -241,42 +257,38 @@ class _Decider:
             path.insert(len(path) - 1 if res.plan is not None else len(path), ctx.scratch["batch_note"])
         s.decisions += 1
         if res.plan is not None:
-            eid, did = self._ids(ev.TASK_PLACED)
-            self.emit(ev.TASK_PLACED, {
-                "event_id": eid, "decision_id": did, "task_id": task_id, "tenant": t["tenant"],
-                "cell": s.cell, "node_id": res.plan.node_id, "gpu_devices": res.plan.devices,
-                "gpu_milli": req.gpu_milli if res.plan.devices else 0, "cpu_milli": req.cpu,
-                "memory_mib": req.mem, "provenance": self.provenance(res, path, strategy, rule)})
+            self._placed(task_id, t, res.plan.node_id, res.plan.devices,
+                         self.provenance(res, path, strategy, rule))
             for other, row in ctx.scratch.get("joint") or []:
                 self.place_joint(other, row, task_id, strategy, rule)
             return True
         if retry:
             return False          # still pending: no new event (its last TaskPending stands)
-        reasons = [{"reason": r, "nodes": k} for r, k, _ in res.filtered]
+        reasons = tuple(m.PendingReason(reason=r, nodes=k) for r, k, _ in res.filtered)
         if res.status.code == Code.UNRESOLVABLE:
-            eid, did = self._ids(ev.TASK_UNSCHEDULABLE)
-            self.emit(ev.TASK_UNSCHEDULABLE, {
-                "event_id": eid, "decision_id": did, "task_id": task_id, "tenant": t["tenant"],
-                "cell": s.cell, "reasons": [{"reason": res.status.reason, "nodes": s.n_nodes}],
-                "provenance": self.provenance(res, path + ["unschedulable"], strategy, rule)})
+            eid, did = self._ids(m.TaskUnschedulable.KIND)
+            self.emit(m.TaskUnschedulable(
+                event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant, cell=s.cell,
+                reasons=(m.PendingReason(reason=res.status.reason, nodes=s.n_nodes),),
+                provenance=self.provenance(res, path + ["unschedulable"], strategy, rule)))
             return False
         if not reasons:
-            reasons = [{"reason": res.status.reason or "no nodes", "nodes": s.n_nodes}]
-        eid, did = self._ids(ev.TASK_PENDING)
-        payload = {"event_id": eid, "decision_id": did, "task_id": task_id, "tenant": t["tenant"],
-                   "cell": s.cell, "reasons": reasons, "queue_position": 0,
-                   "provenance": self.provenance(res, path + ["queued"], strategy, rule)}
-        self.emit(ev.TASK_PENDING, payload)
-        payload["queue_position"] = s.queue_position(task_id)
+            reasons = (m.PendingReason(reason=res.status.reason or "no nodes", nodes=s.n_nodes),)
+        eid, did = self._ids(m.TaskPending.KIND)
+        pending = m.TaskPending(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant,
+                                cell=s.cell, reasons=reasons, queue_position=0,
+                                provenance=self.provenance(res, path + ["queued"], strategy, rule))
+        evolve(s, pending)               # enqueue first: the position is the one after queueing
+        self.outs.append(replace(pending, queue_position=s.queue_position(task_id)))
         return False
 
     def place_joint(self, task_id: str, row: int, with_task: str, strategy: Strategy, rule: str | None) -> None:
         """Place a queued task that a joint (batch) plan put on ``row``, if it still fits."""
         s = self.s
         t = s.tasks.get(task_id)
-        if t is None or t["status"] != PENDING:
+        if t is None or t.status != PENDING:
             return
-        req = Request(t["cpu"], t["mem"], t["gpu_count"], t["gpu_milli"], tuple(t["models"]))
+        req = t.task.request
         if not (s.ready[row] and s.cpu_free[row] >= req.cpu and s.mem_free[row] >= req.mem):
             return
         devices = default_devices(s, row, req)
@@ -287,13 +299,8 @@ class _Decider:
         node = s.node_ids[row]
         path = ["retry from queue", f"batch window: placed jointly with {with_task} by {strategy.name}",
                 f"reserve gpu{devices} {req.gpu_milli} milli" if devices else "no GPU", f"bind {node}"]
-        eid, did = self._ids(ev.TASK_PLACED)
         res = CycleResult(Status(), None, [], [(row, 1.0)], 1, [])
-        self.emit(ev.TASK_PLACED, {
-            "event_id": eid, "decision_id": did, "task_id": task_id, "tenant": t["tenant"], "cell": s.cell,
-            "node_id": node, "gpu_devices": devices, "gpu_milli": req.gpu_milli if devices else 0,
-            "cpu_milli": req.cpu, "memory_mib": req.mem,
-            "provenance": self.provenance(res, path, strategy, rule)})
+        self._placed(task_id, t, node, devices, self.provenance(res, path, strategy, rule))
 
     def retry_pending(self) -> None:
         budget = self.strategy.retry_budget
@@ -302,17 +309,16 @@ class _Decider:
 
     def release(self, task_id: str, cause: str) -> None:
         s, t = self.s, self.s.tasks[task_id]
-        eid, did = self._ids(ev.TASK_RELEASED)
-        node = t["node"] if t["status"] in HOLDING else ""
+        eid, did = self._ids(m.TaskReleased.KIND)
+        node = t.node if t.status in HOLDING else ""
         path = [f"{cause.lower()}", f"release {node}" if node else "drop from queue"]
-        self.emit(ev.TASK_RELEASED, {
-            "event_id": eid, "decision_id": did, "task_id": task_id, "tenant": t["tenant"],
-            "cell": s.cell, "node_id": node, "cause": cause,
-            "gpu_devices": list(t["devices"]) if node else [],
-            "provenance": self.provenance(None, path)})
+        self.emit(m.TaskReleased(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant,
+                                 cell=s.cell, node_id=node, cause=cause,
+                                 gpu_devices=tuple(t.devices) if node else (),
+                                 provenance=self.provenance(None, path)))
 
 
-def decide(state: CellState, kind: str, event: dict[str, Any], position: Position) -> tuple[CellState, list[Output]]:
+def decide(state: CellState, event: Any, position: Position) -> tuple[CellState, list[Any]]:
     """The scheduler step for one input. See the module docstring for the contract."""
     topic, partition, offset = position
     key = f"{topic}/{partition}"
@@ -320,42 +326,41 @@ def decide(state: CellState, kind: str, event: dict[str, Any], position: Positio
     if last is not None and offset <= last:
         return state, []
     state.offsets[key] = offset
-    if kind not in ev.INPUT_KINDS:
+    if type(event).__name__ not in m.CELL_INPUT_KINDS:
         return state, []
-    d = _Decider(state, position, _event_time(kind, event)) if kind != ev.POLICY_CHANGED else None
+    if isinstance(event, m.PolicyChanged):
+        evolve(state, event)
+        return state, []
+    d = _Decider(state, position, event_time(event))
 
-    if kind == ev.TASK_SUBMITTED:
-        tid = event["task_id"]
-        if tid in state.tasks:
+    if isinstance(event, m.TaskSubmitted):
+        if event.task_id in state.tasks:
             return state, []
-        evolve(state, kind, event)
-        d.schedule(tid, retry=False)
+        evolve(state, event)
+        d.schedule(event.task_id, retry=False)
         return state, d.outs
 
-    if kind == ev.TASK_STATUS_CHANGED:
-        t = state.tasks.get(event.get("task_id"))
-        if t is None or t["status"] in TERMINAL:
+    if isinstance(event, m.TaskStatusChanged):
+        t = state.tasks.get(event.task_id)
+        if t is None or t.status in TERMINAL:
             return state, []
-        evolve(state, kind, event)
-        st = event.get("status")
-        if st in (COMPLETED, FAILED, CANCELLED) and t["status"] in HOLDING:
-            d.release(event["task_id"], st)
+        evolve(state, event)
+        if event.status in (COMPLETED, FAILED, CANCELLED) and t.status in HOLDING:
+            d.release(event.task_id, event.status)
             d.retry_pending()
         return state, d.outs
 
-    if kind == ev.TASK_CANCELLED:
-        t = state.tasks.get(event.get("task_id"))
-        if t is None or t["status"] in TERMINAL:
+    if isinstance(event, m.TaskCancelled):
+        t = state.tasks.get(event.task_id)
+        if t is None or t.status in TERMINAL:
             return state, []
-        held = t["status"] in HOLDING
-        d.release(event["task_id"], CANCELLED)
+        held = t.status in HOLDING
+        d.release(event.task_id, CANCELLED)
         if held:
             d.retry_pending()
         return state, d.outs
 
-    evolve(state, kind, event)
-    if kind == ev.POLICY_CHANGED:
-        return state, []
-    if kind == ev.NODE_REGISTERED or (kind == ev.NODE_STATUS_CHANGED and event.get("status") == READY):
+    evolve(state, event)
+    if isinstance(event, m.NodeRegistered) or (isinstance(event, m.NodeStatusChanged) and event.status == READY):
         d.retry_pending()
     return state, d.outs

@@ -18,12 +18,14 @@ GPU device; a task's allocation is recorded exactly once on exactly one node.
 from __future__ import annotations
 
 import bisect
-import copy as _copy
-from typing import Any, Callable, Iterable
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-GPU_MILLI = 1000
+from .model import GPU_MILLI, Node, Policy, Task
+
 READY, CORDONED, DOWN = "READY", "CORDONED", "DOWN"
 NODE_STATUSES = (READY, CORDONED, DOWN)
 
@@ -33,13 +35,32 @@ COMPLETED, FAILED, CANCELLED, UNSCHEDULABLE = "COMPLETED", "FAILED", "CANCELLED"
 HOLDING = frozenset({PLACED, DISPATCHED, RUNNING})          # statuses that hold resources
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, UNSCHEDULABLE})
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2        # 2: typed tasks, nodes and policy (version 1 snapshots are refused: replay instead)
 
 _I64 = np.int64
 
 
 def _empty(n: int = 0) -> np.ndarray:
     return np.zeros(n, dtype=_I64)
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """A task in the cell: what it asked for (immutable), its arrival number, and where it
+    is in its life. ``node`` and ``devices`` are set while it holds resources."""
+    task: Task
+    seq: int
+    status: str = "SUBMITTED"
+    node: Optional[str] = None
+    devices: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task": self.task.to_json(), "seq": self.seq, "status": self.status, "node": self.node,
+                "devices": list(self.devices)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TaskRecord":
+        return cls(Task.from_json(d["task"]), int(d["seq"]), d["status"], d["node"], tuple(d["devices"]))
 
 
 class CellState:
@@ -50,7 +71,7 @@ class CellState:
         # --- nodes (row-aligned) ---
         self.node_ids: list[str] = []
         self.node_index: dict[str, int] = {}
-        self.node_meta: dict[str, dict[str, Any]] = {}   # JSON-able descriptive fields
+        self.nodes: dict[str, Node] = {}                 # what each node registered as
         self.node_status: list[str] = []
         self.models: list[str] = []                      # GPU model vocabulary, first-seen order
         self.cpu_cap = _empty()
@@ -69,11 +90,11 @@ class CellState:
         self.stamp = _empty()
         self.clock = 0
         # --- tasks ---
-        self.tasks: dict[str, dict[str, Any]] = {}
+        self.tasks: dict[str, TaskRecord] = {}
         self.queue: list[list] = []          # sorted [-priority, seq, task_id]
         self.seq = 0                          # arrival counter
         self.offsets: dict[str, int] = {}     # "topic/partition" -> last applied offset
-        self.policy: dict[str, Any] = {"strategy": "default", "config": {}}
+        self.policy = Policy()
         self.class_counts: dict[str, int] = {}  # running histogram of submitted task shapes
         self.reservations: dict[str, Any] = {}  # room for advance reservations (C4)
         self.decisions = 0
@@ -110,9 +131,9 @@ class CellState:
             return len(self.models) - 1
 
     def add_node(self, node_id: str, cpu_milli: int, memory_mib: int, gpu_count: int,
-                 gpu_model: str | None, meta: dict[str, Any] | None = None,
-                 status: str = READY) -> int:
-        """Append a node row (all resources free). Returns its row."""
+                 gpu_model: str | None, node: Node | None = None, status: str = READY) -> int:
+        """Append a node row (all resources free). Returns its row. ``node`` is what the
+        node registered as (a bare one with these resources when None)."""
         if node_id in self.node_index:
             raise ValueError(f"node {node_id} already registered")
         if gpu_count > self.max_gpus:
@@ -122,7 +143,7 @@ class CellState:
         midx = self.model_id(gpu_model) if (gpu_count > 0 and gpu_model) else -1
         self.node_ids.append(node_id)
         self.node_index[node_id] = row
-        self.node_meta[node_id] = dict(meta or {})
+        self.nodes[node_id] = node or Node.bare(node_id, cpu_milli, memory_mib, gpu_count, gpu_model)
         self.node_status.append(status)
         app = np.append
         self.cpu_cap = app(self.cpu_cap, cpu_milli)
@@ -197,20 +218,23 @@ class CellState:
 
     # ------------------------------------------------------------- node meta
     def meta_array(self, field: str, default: Any = 0.0, dtype: Any = np.float64) -> np.ndarray:
-        """``node_meta[*][field]`` as a row-aligned array (cached; invalidated when a node
-        registers or re-registers). Missing or null values become ``default``."""
+        """The nodes' attribute ``field`` (a :class:`Node` field) as a row-aligned array
+        (cached; invalidated when a node registers or re-registers). Null or empty values
+        become ``default``."""
         cache = self._derived.setdefault("meta", {})
         key = (field, default, str(dtype), self.n_nodes)
         a = cache.get(key)
         if a is None:
             vals = []
             for nid in self.node_ids:
-                v = self.node_meta[nid].get(field)
+                v = getattr(self.nodes[nid], field)
                 vals.append(default if v is None or v == "" else v)
             a = cache[key] = np.array(vals, dtype=dtype) if dtype is not object else np.array(vals, dtype=object)
         return a
 
-    def meta_changed(self) -> None:
+    def update_node(self, node: Node) -> None:
+        """A re-registration: new descriptive fields (resources stay as first registered)."""
+        self.nodes[node.node_id] = node
         self._derived.pop("meta", None)
 
     # ------------------------------------------------------- GPU affinity tags
@@ -226,9 +250,9 @@ class CellState:
         if tags is None:
             tags = [{} for _ in range(self.n_nodes)]
             for t in self.tasks.values():
-                if t["status"] in HOLDING and t["devices"]:
-                    d = tags[self.node_index[t["node"]]]
-                    k = self.gpu_tag(len(t["devices"]), t["gpu_milli"])
+                if t.status in HOLDING and t.devices:
+                    d = tags[self.node_index[t.node]]
+                    k = self.gpu_tag(len(t.devices), t.task.request.gpu_milli)
                     d[k] = d.get(k, 0) + 1
             self._derived["gpu_tags"] = tags
         return tags
@@ -248,7 +272,7 @@ class CellState:
     # ------------------------------------------------------------------ queue
     def enqueue(self, task_id: str) -> int:
         t = self.tasks[task_id]
-        item = [-int(t["priority"]), int(t["seq"]), task_id]
+        item = [-t.task.priority, t.seq, task_id]
         i = bisect.bisect_left(self.queue, item)
         if i < len(self.queue) and self.queue[i] == item:
             return i
@@ -259,7 +283,7 @@ class CellState:
         t = self.tasks.get(task_id)
         if t is None:
             return False
-        item = [-int(t["priority"]), int(t["seq"]), task_id]
+        item = [-t.task.priority, t.seq, task_id]
         i = bisect.bisect_left(self.queue, item)
         if i < len(self.queue) and self.queue[i] == item:
             del self.queue[i]
@@ -268,7 +292,7 @@ class CellState:
 
     def queue_position(self, task_id: str) -> int:
         t = self.tasks[task_id]
-        return bisect.bisect_left(self.queue, [-int(t["priority"]), int(t["seq"]), task_id])
+        return bisect.bisect_left(self.queue, [-t.task.priority, t.seq, task_id])
 
     # ------------------------------------------------------------- summaries
     def gpu_capacity_milli(self) -> int:
@@ -289,11 +313,11 @@ class CellState:
         used_cpu = np.zeros_like(self.cpu_cap)
         used_gpu = np.zeros_like(self.gpu_free)
         for t in self.tasks.values():
-            if t["status"] in HOLDING:
-                row = self.node_index[t["node"]]
-                used_cpu[row] += t["cpu"]
-                for d in t["devices"]:
-                    used_gpu[row, d] += t["gpu_milli"]
+            if t.status in HOLDING:
+                row = self.node_index[t.node]
+                used_cpu[row] += t.task.request.cpu
+                for d in t.devices:
+                    used_gpu[row, d] += t.task.request.gpu_milli
         assert (self.cpu_cap - self.cpu_free == used_cpu).all()
         real = self.gpu_free >= 0
         assert (np.where(real, GPU_MILLI - self.gpu_free, 0) == used_gpu).all()
@@ -306,7 +330,7 @@ class CellState:
             "cell": self.cell,
             "models": list(self.models),
             "nodes": [
-                {"node_id": nid, "status": self.node_status[r], "meta": self.node_meta[nid],
+                {"node_id": nid, "status": self.node_status[r], "node": self.nodes[nid].to_json(),
                  "cpu_cap": int(self.cpu_cap[r]), "cpu_free": int(self.cpu_free[r]),
                  "mem_cap": int(self.mem_cap[r]), "mem_free": int(self.mem_free[r]),
                  "gpu_count": int(self.gpu_count[r]),
@@ -317,13 +341,13 @@ class CellState:
             "max_gpus": self.max_gpus,
             "clock": self.clock,
             "stamps": [int(x) for x in self.stamp],
-            "tasks": _copy.deepcopy(self.tasks),
+            "tasks": {tid: t.to_json() for tid, t in self.tasks.items()},
             "queue": [list(q) for q in self.queue],
             "seq": self.seq,
             "offsets": dict(self.offsets),
-            "policy": _copy.deepcopy(self.policy),
+            "policy": self.policy.to_json(),
             "class_counts": dict(self.class_counts),
-            "reservations": _copy.deepcopy(self.reservations),
+            "reservations": json.loads(json.dumps(self.reservations)),
             "decisions": self.decisions,
         }
 
@@ -336,20 +360,20 @@ class CellState:
             s.models.append(m)
         for nd in snap["nodes"]:
             row = s.add_node(nd["node_id"], nd["cpu_cap"], nd["mem_cap"], nd["gpu_count"],
-                             nd["gpu_model"], nd["meta"], nd["status"])
+                             nd["gpu_model"], Node.from_json(nd["node"]), nd["status"])
             s.cpu_free[row] = nd["cpu_free"]
             s.mem_free[row] = nd["mem_free"]
             s.gpu_free[row, : nd["gpu_count"]] = nd["gpu_free"]
             s._refresh_gpu_row(row)
         s.clock = int(snap["clock"])
         s.stamp = np.array(snap["stamps"], dtype=_I64)
-        s.tasks = _copy.deepcopy(snap["tasks"])
+        s.tasks = {tid: TaskRecord.from_json(t) for tid, t in snap["tasks"].items()}
         s.queue = [list(q) for q in snap["queue"]]
         s.seq = int(snap["seq"])
         s.offsets = dict(snap["offsets"])
-        s.policy = _copy.deepcopy(snap["policy"])
+        s.policy = Policy.from_json(snap["policy"])
         s.class_counts = dict(snap["class_counts"])
-        s.reservations = _copy.deepcopy(snap["reservations"])
+        s.reservations = json.loads(json.dumps(snap["reservations"]))
         s.decisions = int(snap["decisions"])
         s._derived = {}
         return s

@@ -36,16 +36,18 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, NamedTuple
 
 from suanli.errors import AuditError
+from suanli.processors import model as m
 from suanli.projections.audit_store import Batch, Store
 
-# Event record name -> decision kind of the audit vocabulary.
+# Event record name -> decision kind of the audit vocabulary: one name for each decision
+# about a task (model.TASK_DECISION_KINDS, checked by tests/projections/test_audit.py).
 KINDS: dict[str, str] = {
-    "TaskPlaced": "placement",
-    "TaskPending": "pending",
-    "TaskPreempted": "preemption",
-    "TaskMigrated": "migration",
-    "TaskUnschedulable": "rejection",
-    "TaskReleased": "release",
+    m.TaskPlaced.KIND: "placement",
+    m.TaskPending.KIND: "pending",
+    m.TaskPreempted.KIND: "preemption",
+    m.TaskMigrated.KIND: "migration",
+    m.TaskUnschedulable.KIND: "rejection",
+    m.TaskReleased.KIND: "release",
 }
 KIND_ALIASES = {"unschedulable": "rejection", "placed": "placement", "released": "release",
                 "preempted": "preemption", "migrated": "migration", **{k.lower(): v for k, v in KINDS.items()}}

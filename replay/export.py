@@ -172,7 +172,7 @@ def build_logdir(out: Path, codec: Codec, registry: Any, *, cell: str, namespace
         runner = CellRunner(codec, TopicNames(namespace))
         runner.catch_up(prefix)
         state = runner.partition(partition).cells.get(cell) or CellState(cell)
-        initial = {"strategy": state.policy["strategy"], "config": state.policy.get("config") or {}}
+        initial = {"strategy": state.policy.strategy, "config": dict(state.policy.config)}
         log(f"export: {len(prefix):,} earlier records of the cell kept to rebuild the state before offset {lo}")
 
     decisions: list[RawRecord] = []

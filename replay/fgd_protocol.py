@@ -41,6 +41,7 @@ from typing import Any
 
 from suanli.errors import ReplayError
 from suanli.processors import CellState, decide
+from suanli.processors.model import NodeRegistered, PolicyChanged, TaskPlaced, TaskSubmitted, from_avro
 from suanli.processors.frag import TypicalTasks, cluster_frag_milli, shape_key, typical_from_counts
 
 from .openb import gpu_request, read_nodes, read_pods
@@ -149,11 +150,10 @@ def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
     state = CellState("openb")
     off = 0
     for n in nodes:
-        state, _ = decide(state, "NodeRegistered", n, (TOPIC, 0, off))
+        state, _ = decide(state, from_avro(NodeRegistered, n), (TOPIC, 0, off))
         off += 1
     cfg = {**policy_config(spec["strategy"], seed, typical), **spec["config"]}
-    state, _ = decide(state, "PolicyChanged", {"cell": "openb", "strategy": spec["strategy"], "config": cfg, "at": 0},
-                      (TOPIC, 0, off))
+    state, _ = decide(state, PolicyChanged.of("openb", spec["strategy"], cfg), (TOPIC, 0, off))
     off += 1
     t2 = time.perf_counter()
     arrived = allocated = placed = 0
@@ -163,10 +163,10 @@ def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
     for task in tasks:
         g = gpu_request(task)
         arrived += g
-        state, outs = decide(state, "TaskSubmitted", task, (TOPIC, 0, off))
+        state, outs = decide(state, from_avro(TaskSubmitted, task), (TOPIC, 0, off))
         off += 1
         n_run += 1
-        if outs and outs[0][0] == "TaskPlaced":
+        if outs and isinstance(outs[0], TaskPlaced):
             allocated += g
             placed += 1
         if curve:

@@ -26,28 +26,17 @@ from typing import Any
 import numpy as np
 
 from suanli.processors.frag import TypicalTasks, cluster_frag_milli, typical_from_counts
+from suanli.processors import model as m
+from suanli.processors.core import event_time as input_time  # noqa: F401  (re-exported for whatif)
 from suanli.processors.state import CellState
 
 TIERS = ("GOLD", "SILVER", "BRONZE")
 MAX_POINTS = 600       # series points kept for plots and JSON
 
 
-def _gpu(resources: dict[str, Any]) -> int:
-    n = int(resources.get("gpu_count") or 0)
-    m = int(resources.get("gpu_milli") or 0)
-    if n > 0 and m <= 0:
-        m = 1000
-    return n * m if n > 0 else 0
-
-
-def input_time(payload: dict[str, Any]) -> int:
-    """An input's event time in ms: ``at``, else ``submitted_at``, else ``registered_at``
-    (the same precedence the core uses for ``decided_at``)."""
-    for key in ("at", "submitted_at", "registered_at"):
-        v = payload.get(key)
-        if v is not None:
-            return int(v)
-    return 0
+def _gpu(resources: m.TaskResources) -> int:
+    """GPU milli a task asks for in total (``Request.gpu_total``)."""
+    return m.Request.of(resources).gpu_total
 
 
 def percentiles(xs: list[float]) -> dict[str, float | int | None]:
@@ -91,13 +80,14 @@ class RunMetrics:
         self.window: tuple[float, float, int] | None = None   # areas and time at the last submission
 
     # ------------------------------------------------------------------ feeding
-    def on_input(self, kind: str, payload: dict[str, Any], at_ms: int) -> None:
-        if kind == "TaskSubmitted" and payload["task_id"] not in self.tasks:
+    def on_input(self, event: Any, at_ms: int) -> None:
+        """An input (a ``model`` value), before the core decides it."""
+        if isinstance(event, m.TaskSubmitted) and event.task_id not in self.tasks:
             if self.t0 is None:
                 self.t0 = self.t = at_ms
-            self.tasks[payload["task_id"]] = {
-                "sub": int(payload.get("submitted_at") or at_ms), "qos": payload.get("qos_tier") or "SILVER",
-                "gpu": _gpu(payload.get("resources") or {}), "placed_at": None, "held": 0, "outcome": None}
+            self.tasks[event.task_id] = {
+                "sub": event.submitted_at or at_ms, "qos": event.qos_tier or "SILVER",
+                "gpu": _gpu(event.resources), "placed_at": None, "held": 0, "outcome": None}
             self._advance(at_ms)
             self.window = (self.alloc_area, self.demand_area, self.t)
             return
@@ -111,14 +101,16 @@ class RunMetrics:
         self.demand_area += self.demand * dt
         self.t = at_ms
 
-    def on_decision(self, kind: str, p: dict[str, Any]) -> None:
-        task = self.tasks.get(p.get("task_id"))
+    def on_decision(self, p: Any) -> None:
+        """A decision (a ``model`` value); other outputs (dispatch commands) are ignored."""
+        kind = type(p).__name__
+        task = self.tasks.get(getattr(p, "task_id", None))
         if task is None:
             return
         if kind == "TaskPlaced":
             if task["placed_at"] is None:
-                task["placed_at"] = int(p["provenance"]["decided_at"])
-            task["held"] = int(p.get("gpu_milli") or 0) * len(p.get("gpu_devices") or [])
+                task["placed_at"] = p.provenance.decided_at
+            task["held"] = p.gpu_milli * len(p.gpu_devices)
             self.alloc += task["held"]
             if task["outcome"] is None:
                 self.demand += task["gpu"]
@@ -129,12 +121,12 @@ class RunMetrics:
             if task["outcome"] is None:
                 task["outcome"] = "pending"
                 self.demand += task["gpu"]
-                reasons = p.get("reasons") or []
+                reasons = p.reasons
                 if reasons:
-                    top = max(reasons, key=lambda r: r.get("nodes", 0))["reason"]
+                    top = max(reasons, key=lambda r: r.nodes).reason
                     self.pending_reason[top] = self.pending_reason.get(top, 0) + 1
         elif kind == "TaskUnschedulable":
-            reason = (p.get("reasons") or [{"reason": "unknown"}])[0]["reason"]
+            reason = p.reasons[0].reason if p.reasons else "unknown"
             self.unschedulable[reason] = self.unschedulable.get(reason, 0) + 1
             if task["outcome"] == "pending":
                 self.demand -= task["gpu"]
@@ -145,7 +137,7 @@ class RunMetrics:
             if task["outcome"] == "placed":
                 self.alloc -= task["held"]
                 task["held"] = 0
-                task["outcome"] = "completed" if p.get("cause") == "COMPLETED" else p.get("cause", "").lower() or "released"
+                task["outcome"] = "completed" if p.cause == "COMPLETED" else p.cause.lower() or "released"
             elif task["outcome"] == "pending":
                 task["outcome"] = "abandoned"
 

@@ -21,7 +21,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from suanli.errors import RejectedInput, ReplayError
 from suanli.processors.core import decide
+from suanli.processors.model import PolicyChanged
 from suanli.processors.state import CellState
 from suanli.schemas.codec import Codec
 from suanli.streams.cell_runner import CellRunner
@@ -72,8 +74,10 @@ def replay_logdir(log: LogDir, *, policy: dict[str, Any] | None = None, drop_pol
         state = part.cells[log.cell] = CellState(log.cell)
     recorded = log.meta.get("initial_policy") or DEFAULT_POLICY
     chosen = policy if policy is not None else initial_policy(log.strategy, recorded)
-    decide(state, "PolicyChanged", {"cell": log.cell, "strategy": chosen["strategy"],
-                                    "config": chosen.get("config") or {}, "at": 0}, POLICY_POSITION)
+    try:
+        decide(state, PolicyChanged.of(log.cell, chosen["strategy"], chosen.get("config") or {}), POLICY_POSITION)
+    except RejectedInput as exc:
+        raise ReplayError(f"the policy to replay with is refused: {exc}") from None
 
     total = int((log.meta.get("counts") or {}).get("inputs") or 0) or None
     bar = Progress(total, f"replay {log.cell}", enabled=progress)

@@ -26,6 +26,8 @@ from typing import Any
 
 from suanli.errors import ReplayError
 from suanli.processors import CellState, decide
+from suanli.processors.model import (NodeRegistered, PolicyChanged, TaskCancelled, TaskStatusChanged,
+                                     TaskSubmitted, from_avro)
 from suanli.processors.frag import TypicalTasks
 from suanli.processors.state import HOLDING, PENDING
 
@@ -122,11 +124,10 @@ def run(w: TimedWorkload, policy: dict[str, Any], *, seed: int = 42, progress: b
     topic = f"trace.{w.name}"
     off = 0
     for node in w.cluster.nodes:
-        state, _ = decide(state, "NodeRegistered", node, (topic, 0, off))
+        state, _ = decide(state, from_avro(NodeRegistered, node), (topic, 0, off))
         off += 1
     config = {**policy_config(policy["strategy"], seed, w.typical), **(policy.get("config") or {})}
-    state, _ = decide(state, "PolicyChanged", {"cell": "openb", "strategy": policy["strategy"], "config": config,
-                                               "at": 0}, (topic, 0, off))
+    state, _ = decide(state, PolicyChanged.of("openb", policy["strategy"], config), (topic, 0, off))
     off += 1
     metrics = RunMetrics(TypicalTasks.from_list(w.typical), frag_every=max(1, len(w.events) // frag_samples))
     bar = Progress(len(w.events), f"timed {policy['strategy']}", enabled=progress)
@@ -135,23 +136,24 @@ def run(w: TimedWorkload, policy: dict[str, Any], *, seed: int = 42, progress: b
         task = w.tasks[i]
         tid = task["task_id"]
         if arrival:
-            kind, payload = "TaskSubmitted", task
+            event: Any = from_avro(TaskSubmitted, task)
         else:
-            status = state.tasks.get(tid, {}).get("status")
+            rec = state.tasks.get(tid)
+            status = rec.status if rec is not None else None
             if status in HOLDING:
-                kind, payload = "TaskStatusChanged", {"task_id": tid, "cell": "openb", "node_id": state.tasks[tid]["node"],
-                                                      "status": "COMPLETED", "at": at, "exit_code": 0, "message": ""}
+                event = TaskStatusChanged(event_id=f"{tid}/end", task_id=tid, cell="openb", node_id=rec.node,
+                                          status="COMPLETED", at=at, exit_code=0)
             elif status == PENDING:
-                kind, payload = "TaskCancelled", {"task_id": tid, "cell": "openb", "tenant": task["tenant"],
-                                                  "reason": "deleted before it was placed", "at": at}
+                event = TaskCancelled(event_id=f"{tid}/cancel", task_id=tid, cell="openb", tenant=task["tenant"],
+                                      reason="deleted before it was placed", at=at)
             else:
                 bar.update()
                 continue
-        metrics.on_input(kind, payload, at)
-        state, outs = decide(state, kind, payload, (topic, 0, off))
+        metrics.on_input(event, at)
+        state, outs = decide(state, event, (topic, 0, off))
         off += 1
-        for out_kind, out in outs:
-            metrics.on_decision(out_kind, out)
+        for out in outs:
+            metrics.on_decision(out)
         metrics.after_input(state)
         bar.update()
     bar.close()

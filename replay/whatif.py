@@ -22,6 +22,8 @@ from suanli.errors import ReplayError
 
 from . import fgd_protocol, timed
 from .logdir import LogDir
+from suanli.processors.model import from_avro
+
 from .metrics import RunMetrics, input_time
 from .rerun import replay_logdir
 from .strategy_config import explicit, parse_policy
@@ -104,12 +106,12 @@ def run_log(path: str | Path, policies: list[str], *, progress: bool = False) ->
 
         def observe(record, produced, state, metrics=metrics, codec=codec):
             try:
-                kind, payload = codec.decode(record.value)
+                event = from_avro(*codec.decode(record.value))
             except Exception:  # noqa: BLE001 - the runner dead-letters it; nothing to count
                 return
-            metrics.on_input(kind, payload, input_time(payload))
+            metrics.on_input(event, input_time(event))
             for value in produced:
-                metrics.on_decision(*codec.decode(value))
+                metrics.on_decision(from_avro(*codec.decode(value)))
             metrics.after_input(state)
 
         # The observer sees each input after the core decided it; on_input only needs the

@@ -24,17 +24,17 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from suanli.errors import DecodeError
+from suanli.errors import DecodeError, ModelError, RejectedInput
+from suanli.processors import model
 from suanli.processors.core import decide
-from suanli.processors.events import INPUT_KINDS
+from suanli.processors.model import CELL_INPUT_KINDS, NODE_EVENT_KINDS
 from suanli.processors.state import CellState
 from suanli.schemas.codec import Codec
 from suanli.streams.intake import dead_letter
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
 
-SNAPSHOT_FORMAT = 1
-_NODE_EVENTS = frozenset({"NodeStatusChanged", "TaskStatusChanged"})
+SNAPSHOT_FORMAT = 2       # 2: cell states with typed tasks (processors/state.py SNAPSHOT_VERSION 2)
 
 
 @dataclass
@@ -69,44 +69,48 @@ class CellRunner:
         except DecodeError as exc:
             # Intake validated it, so this means a registry outage or a foreign writer.
             return [dead_letter(self.codec, record, self.topics, "UNDECODABLE", str(exc), exc.schema_id)] if emit else []
-        if kind not in INPUT_KINDS:
+        if kind not in CELL_INPUT_KINDS:
             return []
-        cell = payload.get("cell") or (record.key or b"").decode(errors="replace")
+        try:
+            event = model.from_avro(kind, payload)
+        except ModelError as exc:
+            return [dead_letter(self.codec, record, self.topics, "INVALID", str(exc))] if emit else []
+        cell = event.cell or (record.key or b"").decode(errors="replace")
         state = part.cells.get(cell)
         if state is None:
             state = part.cells[cell] = CellState(cell)
-        if kind in _NODE_EVENTS and payload.get("node_id") not in state.node_index:
+        if kind in NODE_EVENT_KINDS and event.node_id not in state.node_index:
             if not emit:
                 return []
             return [dead_letter(self.codec, record, self.topics, "UNKNOWN_NODE",
-                                f"{kind} names node {payload.get('node_id')!r}, which is not registered in cell {cell!r}")]
-        _, outputs = decide(state, kind, payload, (record.topic, record.partition, record.offset))
+                                f"{kind} names node {event.node_id!r}, which is not registered in cell {cell!r}")]
+        try:
+            _, outputs = decide(state, event, (record.topic, record.partition, record.offset))
+        except RejectedInput as exc:
+            return [dead_letter(self.codec, record, self.topics, "INVALID", str(exc))] if emit else []
         if not emit:
             return []
         out: list[OutRecord] = []
         key = cell.encode()
-        for out_kind, out_payload in outputs:
-            out.append(OutRecord(self.topics.decisions, key, self.codec.encode(out_kind, out_payload)))
-            if out_kind == "TaskPlaced":
-                out.append(self._dispatch(state, out_payload))
+        for decision in outputs:
+            out.append(OutRecord(self.topics.decisions, key, self.codec.encode(decision.KIND, model.to_avro(decision))))
+            if isinstance(decision, model.TaskPlaced):
+                out.append(self._dispatch(state, decision))
         return out
 
-    def _dispatch(self, state: CellState, placed: dict[str, Any]) -> OutRecord:
-        """The dispatcher: a placement becomes a command on the node's connector topic."""
-        task = state.tasks[placed["task_id"]]
-        connector = (state.node_meta.get(placed["node_id"]) or {}).get("connector") or "sim"
-        command = {
-            "event_id": f"{placed['decision_id']}/dispatch", "dispatch_id": placed["decision_id"],
-            "task_id": placed["task_id"], "tenant": placed["tenant"], "cell": placed["cell"],
-            "node_id": placed["node_id"], "connector": connector,
-            "gpu_devices": placed["gpu_devices"], "gpu_milli": placed["gpu_milli"],
-            "cpu_milli": placed["cpu_milli"], "memory_mib": placed["memory_mib"],
-            "command": task.get("command"), "env": task.get("env") or {},
-            "duration_estimate_ms": task.get("duration_ms"),
-            "issued_at": placed["provenance"]["decided_at"],
-        }
-        return OutRecord(self.topics.dispatch(connector), placed["node_id"].encode(),
-                         self.codec.encode("DispatchCommand", command))
+    def _dispatch(self, state: CellState, placed: model.TaskPlaced) -> OutRecord:
+        """The dispatcher: a placement becomes a command on the node's connector topic,
+        carrying what the task runs (argv, environment) and its duration estimate."""
+        task = state.tasks[placed.task_id].task
+        connector = state.nodes[placed.node_id].connector or "sim"
+        command = model.DispatchCommand(
+            event_id=f"{placed.decision_id}/dispatch", dispatch_id=placed.decision_id,
+            task_id=placed.task_id, tenant=placed.tenant, cell=placed.cell, node_id=placed.node_id,
+            connector=connector, gpu_devices=placed.gpu_devices, gpu_milli=placed.gpu_milli,
+            cpu_milli=placed.cpu_milli, memory_mib=placed.memory_mib, command=task.command, env=task.env,
+            duration_estimate_ms=task.duration_estimate_ms, issued_at=placed.provenance.decided_at)
+        return OutRecord(self.topics.dispatch(connector), placed.node_id.encode(),
+                         self.codec.encode(command.KIND, model.to_avro(command)))
 
     def catch_up(self, records: Iterable[RawRecord]) -> int:
         """Re-apply records already processed before a crash, emitting nothing."""
@@ -125,10 +129,15 @@ class CellRunner:
         return zlib.compress(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode(), 3)
 
     def restore(self, partition: int, blob: bytes) -> int:
-        """Load a snapshot made by :meth:`snapshot`; returns its ``as_of`` offset."""
+        """Load a snapshot made by :meth:`snapshot`; returns its ``as_of`` offset.
+
+        A snapshot of another format (written by an older version) is not an error: the
+        log is the source of truth, so the partition starts empty and ``-1`` is returned,
+        and the caller re-applies the whole cell log."""
         doc = json.loads(zlib.decompress(blob))
         if doc.get("format") != SNAPSHOT_FORMAT:
-            raise ValueError(f"unsupported snapshot format {doc.get('format')}")
+            self.partitions[partition] = PartitionState()
+            return -1
         self.partitions[partition] = PartitionState(
             as_of=int(doc["as_of"]),
             cells={cell: CellState.from_snapshot(snap) for cell, snap in doc["cells"].items()})

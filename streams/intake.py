@@ -9,7 +9,7 @@ The topics it produces to are the ``TopicNames`` it is given; it imports no Kafk
 from __future__ import annotations
 
 from suanli.errors import DecodeError
-from suanli.processors.events import INPUT_KINDS
+from suanli.processors.model import CELL_INPUT_KINDS
 from suanli.schemas.codec import Codec
 from suanli.schemas.models import validate_event
 from suanli.streams.records import OutRecord, RawRecord
@@ -48,7 +48,7 @@ def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecor
     problem = validate_event(kind, payload)
     if problem is not None:
         return [dead_letter(codec, record, topics, "INVALID", f"{problem} (at {record.topic}[{record.partition}]@{record.offset})")]
-    if kind in INPUT_KINDS:
+    if kind in CELL_INPUT_KINDS:
         return [OutRecord(topics.cell_log, payload["cell"].encode(), bytes(record.value))]
     if kind == "DispatchAck":
         if not payload.get("cell"):

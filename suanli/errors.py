@@ -98,3 +98,20 @@ class AuditError(SuanliError):
 
 class StrategyError(SuanliError):
     """A scheduling strategy or plugin is misconfigured, unknown or failed (processors/)."""
+
+
+class ModelError(ValidationError):
+    """A value does not fit the cell's typed vocabulary (``processors/model.py``): a required
+    field is missing or has the wrong shape."""
+
+
+class RejectedInput(ValidationError):
+    """The scheduler refused a cell input that decoded fine, e.g. a PolicyChanged whose
+    strategy or arguments are unknown or out of range. The scheduler dead-letters it with
+    ``str(err)`` as the reason; nothing about the cell changes."""
+
+
+class StrategyConfigError(StrategyError):
+    """A strategy's or plugin's configuration has an unknown key or a bad value
+    (``processors/args.py``). ``str(err)`` names the strategy or plugin, the key, the value
+    and what is allowed."""

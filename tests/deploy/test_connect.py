@@ -21,6 +21,7 @@ import pytest
 from suanli.config import load_settings
 from suanli.deploy import connect, postgres
 from suanli.deploy.plane import Plane, PlaneOptions
+from suanli.processors.model import TASK_DECISION_KINDS
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer
@@ -28,7 +29,6 @@ from suanli.streams.topics import TopicNames
 
 pytestmark = pytest.mark.stack
 
-DECISION_KINDS = {"TaskPlaced", "TaskPending", "TaskUnschedulable", "TaskReleased", "TaskPreempted", "TaskMigrated"}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def _decisions(settings) -> dict[str, tuple]:
     """Distinct decisions in the topic: event id -> (kind, {(partition, offset) of each copy})."""
     out: dict[str, tuple] = {}
     for r in asyncio.run(_read(settings, TopicNames(settings.namespace).decisions)):
-        if r.kind in DECISION_KINDS:
+        if r.kind in TASK_DECISION_KINDS:
             out.setdefault(r.payload["event_id"], (r.kind, set()))[1].add((r.partition, r.offset))
     return out
 

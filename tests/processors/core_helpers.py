@@ -1,9 +1,41 @@
-"""Tiny builders for core tests (imported by path-insensitive name)."""
+"""Tiny builders for core tests (imported by path-insensitive name).
+
+Tests write inputs as Avro-shaped dicts and read decisions back as Avro-shaped dicts, as
+the codec would at the edge: :func:`typed` fills the required fields a test does not
+care about and builds the ``model`` value; outputs are ``(kind, to_avro(decision))``.
+"""
 from __future__ import annotations
 
+from typing import Any
+
 from suanli.processors import CellState, decide
+from suanli.processors.model import PolicyChanged, canonical_json, from_avro, to_avro
 
 TOPIC = "cell.test"
+
+# Required fields of the inputs that no core test cares about.
+_FILL: dict[str, dict[str, Any]] = {
+    "NodeRegistered": {"event_id": "", "cell": "test", "site": "s", "region": "r", "zone": "z",
+                       "tier": "onprem", "arch": "x86_64", "registered_at": 0},
+    "NodeStatusChanged": {"event_id": "", "cell": "test", "at": 0},
+    "TaskSubmitted": {"event_id": "", "tenant": "t", "cell": "test", "submitted_at": 0},
+    "TaskCancelled": {"event_id": "", "tenant": "t", "cell": "test", "at": 0},
+    "TaskStatusChanged": {"event_id": "", "cell": "test", "node_id": "", "at": 0},
+    "PolicyChanged": {"event_id": "", "cell": "test", "at": 0},
+}
+
+
+def typed(kind: str, event: dict) -> Any:
+    """The ``model`` value of an input written as a (partial) Avro dict; a ``config`` dict
+    on a PolicyChanged becomes its ``config_json``."""
+    if kind == "PolicyChanged" and "config" in event:
+        event = {**{k: v for k, v in event.items() if k != "config"}, "config_json": canonical_json(event["config"])}
+    return from_avro(kind, {**_FILL.get(kind, {}), **event})
+
+
+def outputs(decisions: list) -> list[tuple[str, dict]]:
+    """Decisions as the ``(kind, Avro dict)`` pairs a consumer of the decisions topic sees."""
+    return [(d.KIND, to_avro(d)) for d in decisions]
 
 
 class Feed:
@@ -17,7 +49,8 @@ class Feed:
 
     def send(self, kind: str, event: dict, offset: int | None = None):
         off = self.offset if offset is None else offset
-        self.state, outs = decide(self.state, kind, event, (TOPIC, 0, off))
+        self.state, decisions = decide(self.state, typed(kind, event), (TOPIC, 0, off))
+        outs = outputs(decisions)
         if offset is None:
             self.offset += 1
         self.outputs.extend(outs)
@@ -35,6 +68,6 @@ class Feed:
                                            "qos_tier": "SILVER", "priority": priority, "labels": {}})
 
     def status(self, tid: str, status: str, at=2):
-        t = self.state.tasks.get(tid, {})
-        return self.send("TaskStatusChanged", {"task_id": tid, "cell": "test", "node_id": t.get("node") or "",
+        t = self.state.tasks.get(tid)
+        return self.send("TaskStatusChanged", {"task_id": tid, "cell": "test", "node_id": (t and t.node) or "",
                                                "status": status, "at": at, "exit_code": 0, "message": ""})

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from core_helpers import Feed
+from core_helpers import Feed, typed
 from suanli.processors import CellState, PluginRegistry, decide
 from suanli.processors.framework import CycleContext, DuplicatePluginError, Plugin, Request
 from suanli.processors.plugins.basic import BestFit
@@ -48,12 +48,12 @@ def test_capacity_never_exceeded(strategy):
         f.state.check()
     for kind, p in f.outputs:
         if kind == "TaskPlaced":
-            t = f.state.tasks[p["task_id"]]
-            if t["gpu_count"] == 1 and t["gpu_milli"] < 1000:
+            t = f.state.tasks[p["task_id"]].task.request
+            if t.gpu_count == 1 and t.gpu_milli < 1000:
                 assert len(p["gpu_devices"]) == 1
-            elif t["gpu_count"] > 0:
-                assert len(p["gpu_devices"]) == t["gpu_count"] and p["gpu_milli"] == 1000
-            if t["models"]:
+            elif t.gpu_count > 0:
+                assert len(p["gpu_devices"]) == t.gpu_count and p["gpu_milli"] == 1000
+            if t.models:
                 assert p["node_id"] == "b"
     # shared tasks pack inside single devices and never exceed 1000 milli
     assert (f.state.gpu_free[f.state.gpu_free >= 0] >= 0).all()
@@ -117,7 +117,7 @@ def test_idempotence_old_offsets_and_duplicates():
     f.task("x", gpus=1, milli=500)
     snap = json.dumps(f.state.to_snapshot(), sort_keys=True)
     # redelivery of an old offset: ignored
-    assert f.send("TaskSubmitted", {"task_id": "other", "resources": {"cpu_milli": 1}}, offset=1) == []
+    assert f.send("TaskSubmitted", {"task_id": "other", "resources": {"cpu_milli": 1, "memory_mib": 1}}, offset=1) == []
     assert json.dumps(f.state.to_snapshot(), sort_keys=True) == snap
     # same task id again at a new offset: no new decision
     assert f.task("x", gpus=1, milli=500) == []
@@ -135,11 +135,11 @@ def test_snapshot_roundtrip_and_continue_identically():
     snap = a.state.to_snapshot()
     restored = CellState.from_snapshot(json.loads(json.dumps(snap)))
     assert restored.to_snapshot() == snap
-    ev = {"task_id": "n", "tenant": "t", "submitted_at": 9,
-          "resources": {"cpu_milli": 500, "memory_mib": 1, "gpu_count": 1, "gpu_milli": 200}}
-    _, o1 = decide(a.state, "TaskSubmitted", ev, ("cell.test", 0, 100))
-    _, o2 = decide(restored, "TaskSubmitted", ev, ("cell.test", 0, 100))
-    assert json.dumps(o1, sort_keys=True) == json.dumps(o2, sort_keys=True)
+    ev = typed("TaskSubmitted", {"task_id": "n", "tenant": "t", "submitted_at": 9,
+                                 "resources": {"cpu_milli": 500, "memory_mib": 1, "gpu_count": 1, "gpu_milli": 200}})
+    _, o1 = decide(a.state, ev, ("cell.test", 0, 100))
+    _, o2 = decide(restored, ev, ("cell.test", 0, 100))
+    assert o1 and o1 == o2
 
 
 def test_registry_rejects_duplicates():

@@ -272,3 +272,10 @@ def test_rows_give_back_the_original_payloads(make_index, history):
     assert len(rows) == len(records)
     for row in rows:
         assert payload_of(row) == by_id[row["event_id"]]
+
+
+def test_audit_names_every_task_decision_kind():
+    from suanli.processors.model import TASK_DECISION_KINDS
+    from suanli.projections.audit import KINDS
+
+    assert set(KINDS) == TASK_DECISION_KINDS

@@ -3,6 +3,8 @@ import pytest
 
 from suanli.errors import ReplayError
 from suanli.processors import CellState, decide
+from suanli.processors.model import (NodeRegistered, PolicyChanged, TaskCancelled, TaskPlaced, TaskStatusChanged,
+                                     TaskSubmitted, from_avro)
 from suanli.replay import timed
 from suanli.replay.openb import read_nodes
 from synth import DATA
@@ -60,28 +62,29 @@ def test_queueing_time_is_decision_time_minus_submission(contended):
     w, r = contended
     state = CellState("openb")
     off = 0
+    topic = f"trace.{w.name}"
     for n in w.cluster.nodes:
-        state, _ = decide(state, "NodeRegistered", n, (f"trace.{w.name}", 0, off))
+        state, _ = decide(state, from_avro(NodeRegistered, n), (topic, 0, off))
         off += 1
-    state, _ = decide(state, "PolicyChanged", {"cell": "openb", "strategy": "bestfit", "config": r["config"], "at": 0},
-                      (f"trace.{w.name}", 0, off))
+    state, _ = decide(state, PolicyChanged.of("openb", "bestfit", r["config"]), (topic, 0, off))
     waits = {}
     for at, arrival, i in w.events:
         tid = w.tasks[i]["task_id"]
-        st = state.tasks.get(tid, {}).get("status")
+        rec = state.tasks.get(tid)
+        st = rec.status if rec is not None else None
         if arrival:
-            kind, p = "TaskSubmitted", w.tasks[i]
+            event = from_avro(TaskSubmitted, w.tasks[i])
         elif st in ("PLACED", "DISPATCHED", "RUNNING"):
-            kind, p = "TaskStatusChanged", {"task_id": tid, "cell": "openb", "status": "COMPLETED", "at": at}
+            event = TaskStatusChanged(event_id="", task_id=tid, cell="openb", node_id=rec.node, status="COMPLETED", at=at)
         elif st == "PENDING":
-            kind, p = "TaskCancelled", {"task_id": tid, "cell": "openb", "at": at}
+            event = TaskCancelled(event_id="", task_id=tid, tenant="", cell="openb", at=at)
         else:
             continue
         off += 1
-        state, outs = decide(state, kind, p, (f"trace.{w.name}", 0, off))
-        for k, d in outs:
-            if k == "TaskPlaced":
-                waits[d["task_id"]] = (d["provenance"]["decided_at"] - state.tasks[d["task_id"]]["submitted_at"]) / 1000
+        state, outs = decide(state, event, (topic, 0, off))
+        for d in outs:
+            if isinstance(d, TaskPlaced):
+                waits[d.task_id] = (d.provenance.decided_at - state.tasks[d.task_id].task.submitted_at) / 1000
     assert sorted(waits.values()) == sorted(r["series"]["waited_s_sorted"] + [0.0] * (len(waits) - r["series"]["waited_n"]))
 
 

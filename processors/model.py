@@ -1,0 +1,798 @@
+"""The cell's vocabulary: typed, immutable values for everything the core reads or writes.
+
+Every Avro record of the contract (``schemas/avro``) has a frozen, slotted dataclass here
+with the same fields in the same order and the same defaults, so the core works on
+attributes, never on raw dicts. Conversion happens at the edge:
+
+* :func:`from_avro` builds a value from a decoded Avro dict (``Codec.decode``) or from a
+  hand-written dict (tests, the FGD harness); fields with an Avro default may be left out,
+  required ones may not (:class:`~suanli.errors.ModelError` names the field).
+* :func:`to_avro` turns a value back into the dict ``Codec.encode`` writes. The pair is
+  lossless: Avro bytes -> value -> Avro bytes is byte-identical
+  (``tests/processors/test_model.py``).
+
+Sequences are tuples and maps are dicts that the core never mutates; times are int epoch
+milliseconds (``timestamp-millis``). Each event class has ``KIND``, its Avro record name,
+which is also the event's kind on the wire. The sets of kinds (cell inputs, decisions,
+...) are defined here once.
+
+Besides the wire records, three core types: :class:`Request` (a task's resource ask,
+normalised), :class:`Task` (what a submission asks for, kept in the cell state) and
+:class:`Policy` (the cell's strategy and its configuration).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, field
+from types import NoneType, UnionType
+from typing import Any, ClassVar, Mapping, Optional, Union
+
+from suanli.errors import ModelError
+
+GPU_MILLI = 1000
+
+_FROZEN = dict(frozen=True, slots=True, kw_only=True)
+RECORDS: dict[str, type] = {}        # Avro record name -> class (every record, nested ones too)
+
+
+def _record(cls: type) -> type:
+    """Register a record class under its Avro name (the class name)."""
+    RECORDS[cls.__name__] = cls
+    return cls
+
+
+def _empty_map() -> dict:
+    return {}
+
+
+# =========================================================================== nested records
+@_record
+@dataclass(**_FROZEN)
+class Accelerator:
+    kind: str                    # GPU | NPU | FPGA | ASIC | QPU | OTHER
+    model: str
+    count: int
+    memory_mib: int = 0
+
+
+@_record
+@dataclass(**_FROZEN)
+class AcceleratorRequest:
+    kind: str
+    model: str
+    count: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class TaskResources:
+    cpu_milli: int
+    memory_mib: int
+    gpu_count: int = 0           # 0 = CPU only; 1 with gpu_milli < 1000 = shared; n > 1 = n whole GPUs
+    gpu_milli: int = 0           # per GPU
+    gpu_models: tuple[str, ...] = ()
+    gpu_memory_mib: int = 0
+    accelerators: tuple[AcceleratorRequest, ...] = ()
+
+
+@_record
+@dataclass(**_FROZEN)
+class TaskProfile:
+    duration_class: str = ""
+    io_intensity: float = 0.0
+    parallelism: int = 1
+    sla_level: str = ""
+    model_arch: str = ""
+    data_locations: tuple[str, ...] = ()
+    extra: Mapping[str, float] = field(default_factory=_empty_map)
+
+
+@_record
+@dataclass(**_FROZEN)
+class ResourceUsage:
+    cpu_seconds: float
+    max_rss_mib: int
+    wall_ms: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class LogPosition:
+    topic: str
+    partition: int
+    offset: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class StrategyRef:
+    name: str
+    version: str
+    config_digest: str
+
+
+@_record
+@dataclass(**_FROZEN)
+class Candidate:
+    node_id: str
+    score: float
+    rank: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class FilterOutcome:
+    reason: str
+    nodes: int
+    sample: tuple[str, ...] = ()
+
+
+@_record
+@dataclass(**_FROZEN)
+class Provenance:
+    input: LogPosition
+    strategy: StrategyRef
+    candidates: tuple[Candidate, ...]
+    filtered: tuple[FilterOutcome, ...]
+    path: tuple[str, ...]
+    decided_at: int
+    matched_rule: Optional[str] = None
+
+
+@_record
+@dataclass(**_FROZEN)
+class PendingReason:
+    reason: str
+    nodes: int
+
+
+# =========================================================================== cell inputs
+@_record
+@dataclass(**_FROZEN)
+class NodeRegistered:
+    KIND: ClassVar[str] = "NodeRegistered"
+    event_id: str
+    node_id: str
+    cell: str
+    site: str
+    region: str
+    zone: str
+    tier: str                    # cloud | edge | onprem
+    arch: str                    # x86_64 | arm64 | riscv64 | other
+    cpu_milli: int
+    memory_mib: int
+    accelerators: tuple[Accelerator, ...] = ()
+    pricing: str = "ON_DEMAND"   # ON_DEMAND | RESERVED | SPOT
+    price_per_hour: float = 0.0
+    pue: float = 1.0
+    carbon_g_per_kwh: float = 0.0
+    connector: str = "sim"
+    labels: Mapping[str, str] = field(default_factory=_empty_map)
+    registered_at: int
+
+    @property
+    def gpus(self) -> tuple[int, Optional[str]]:
+        """``(count, model)`` of the node's GPUs: all GPU entries counted, the model of the
+        largest entry (a node carries one GPU model)."""
+        gpus = [a for a in self.accelerators if a.kind == "GPU"]
+        count = sum(a.count for a in gpus)
+        model = max(gpus, key=lambda a: a.count).model if gpus else None
+        return count, model
+
+
+@_record
+@dataclass(**_FROZEN)
+class NodeStatusChanged:
+    KIND: ClassVar[str] = "NodeStatusChanged"
+    event_id: str
+    node_id: str
+    cell: str
+    status: str                  # READY | CORDONED | DOWN
+    reason: str = ""
+    at: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class TaskSubmitted:
+    KIND: ClassVar[str] = "TaskSubmitted"
+    event_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    submitted_at: int
+    resources: TaskResources
+    qos_tier: str = "SILVER"     # GOLD | SILVER | BRONZE
+    priority: int = 0
+    labels: Mapping[str, str] = field(default_factory=_empty_map)
+    deadline: Optional[int] = None
+    duration_estimate_ms: Optional[int] = None
+    command: Optional[tuple[str, ...]] = None
+    profile: Optional[TaskProfile] = None
+    env: Mapping[str, str] = field(default_factory=_empty_map)
+
+
+@_record
+@dataclass(**_FROZEN)
+class TaskCancelled:
+    KIND: ClassVar[str] = "TaskCancelled"
+    event_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    reason: str = ""
+    at: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class TaskStatusChanged:
+    KIND: ClassVar[str] = "TaskStatusChanged"
+    event_id: str
+    task_id: str
+    cell: str
+    node_id: str
+    status: str                  # SUBMITTED | PENDING | PLACED | DISPATCHED | RUNNING | COMPLETED | FAILED | CANCELLED
+    at: int
+    exit_code: Optional[int] = None
+    message: str = ""
+    usage: Optional[ResourceUsage] = None
+
+
+@_record
+@dataclass(**_FROZEN)
+class PolicyChanged:
+    """On the wire the configuration travels as canonical JSON (``config_json``)."""
+    KIND: ClassVar[str] = "PolicyChanged"
+    event_id: str
+    cell: str
+    strategy: str
+    config_json: str
+    changed_by: str = ""
+    at: int
+
+    @classmethod
+    def of(cls, cell: str, strategy: str, config: Mapping[str, Any] | None = None, *, at: int = 0,
+           event_id: str = "", changed_by: str = "") -> "PolicyChanged":
+        """A PolicyChanged carrying ``config`` as its canonical JSON."""
+        return cls(event_id=event_id, cell=cell, strategy=strategy, config_json=canonical_json(config or {}),
+                   changed_by=changed_by, at=at)
+
+    def config(self) -> dict[str, Any]:
+        """The configuration, parsed; :class:`ModelError` when it is not a JSON object."""
+        try:
+            value = json.loads(self.config_json or "{}")
+        except json.JSONDecodeError as exc:
+            raise ModelError(f"PolicyChanged.config_json is not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ModelError(f"PolicyChanged.config_json must be a JSON object, got {type(value).__name__}")
+        return value
+
+
+# =========================================================================== decisions
+@_record
+@dataclass(**_FROZEN)
+class TaskPlaced:
+    KIND: ClassVar[str] = "TaskPlaced"
+    event_id: str
+    decision_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    node_id: str
+    gpu_devices: tuple[int, ...] = ()
+    gpu_milli: int = 0           # per device
+    cpu_milli: int
+    memory_mib: int
+    provenance: Provenance
+
+
+@_record
+@dataclass(**_FROZEN)
+class TaskPending:
+    KIND: ClassVar[str] = "TaskPending"
+    event_id: str
+    decision_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    reasons: tuple[PendingReason, ...]
+    queue_position: int          # 0 = head of the queue
+    provenance: Provenance
+
+
+@_record
+@dataclass(**_FROZEN)
+class TaskUnschedulable:
+    KIND: ClassVar[str] = "TaskUnschedulable"
+    event_id: str
+    decision_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    reasons: tuple[PendingReason, ...]
+    provenance: Provenance
+
+
+@_record
+@dataclass(**_FROZEN)
+class TaskReleased:
+    KIND: ClassVar[str] = "TaskReleased"
+    event_id: str
+    decision_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    node_id: str                 # "" when the task held nothing (cancelled while pending)
+    cause: str                   # COMPLETED | FAILED | CANCELLED | PREEMPTED
+    gpu_devices: tuple[int, ...] = ()
+    provenance: Provenance
+
+
+@_record
+@dataclass(**_FROZEN)
+class TaskPreempted:
+    KIND: ClassVar[str] = "TaskPreempted"
+    event_id: str
+    decision_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    node_id: str
+    preempted_by: Optional[str] = None
+    reason: str
+    provenance: Provenance
+
+
+@_record
+@dataclass(**_FROZEN)
+class TaskMigrated:
+    KIND: ClassVar[str] = "TaskMigrated"
+    event_id: str
+    decision_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    from_node: str
+    to_node: str
+    gpu_devices: tuple[int, ...] = ()
+    reason: str
+    provenance: Provenance
+
+
+@_record
+@dataclass(**_FROZEN)
+class ReservationGranted:
+    KIND: ClassVar[str] = "ReservationGranted"
+    event_id: str
+    reservation_id: str
+    bid_id: str
+    tenant: str
+    cell: str
+    node_id: str
+    gpu_devices: tuple[int, ...] = ()
+    start_at: int
+    end_at: int
+    clearing_price: float
+    provenance: Provenance
+
+
+@_record
+@dataclass(**_FROZEN)
+class ReservationExpired:
+    KIND: ClassVar[str] = "ReservationExpired"
+    event_id: str
+    reservation_id: str
+    cell: str
+    at: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class ReservationReleased:
+    KIND: ClassVar[str] = "ReservationReleased"
+    event_id: str
+    reservation_id: str
+    cell: str
+    reason: str = ""
+    at: int
+
+
+# =========================================================================== other events
+@_record
+@dataclass(**_FROZEN)
+class DispatchCommand:
+    KIND: ClassVar[str] = "DispatchCommand"
+    event_id: str
+    dispatch_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    node_id: str
+    connector: str
+    gpu_devices: tuple[int, ...] = ()
+    gpu_milli: int = 0
+    cpu_milli: int
+    memory_mib: int
+    command: Optional[tuple[str, ...]] = None
+    duration_estimate_ms: Optional[int] = None
+    issued_at: int
+    env: Mapping[str, str] = field(default_factory=_empty_map)
+
+
+@_record
+@dataclass(**_FROZEN)
+class DispatchAck:
+    KIND: ClassVar[str] = "DispatchAck"
+    event_id: str
+    dispatch_id: str
+    task_id: str
+    node_id: str
+    connector: str
+    cell: str = ""
+    accepted: bool
+    message: str = ""
+    at: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class DeadLetter:
+    KIND: ClassVar[str] = "DeadLetter"
+    event_id: str
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    key: Optional[bytes] = None
+    value: Optional[bytes] = None
+    error_kind: str              # UNDECODABLE | UNKNOWN_SCHEMA | INVALID | UNKNOWN_NODE | UNKNOWN_TASK | OTHER
+    reason: str
+    schema_id: Optional[int] = None
+    at: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class NodeHeartbeat:
+    KIND: ClassVar[str] = "NodeHeartbeat"
+    event_id: str
+    node_id: str
+    cell: str
+    seq: int
+    at: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class NodeMetrics:
+    KIND: ClassVar[str] = "NodeMetrics"
+    event_id: str
+    node_id: str
+    cell: str
+    at: int
+    cpu_util: float
+    memory_used_mib: int
+    gpu_util: tuple[float, ...] = ()
+    gpu_memory_used_mib: tuple[int, ...] = ()
+    load1: float = 0.0
+    disk_iops: float = 0.0
+    net_rx_mbps: float = 0.0
+    net_tx_mbps: float = 0.0
+    power_w: float = 0.0
+    extended: Mapping[str, float] = field(default_factory=_empty_map)
+
+
+@_record
+@dataclass(**_FROZEN)
+class LinkMetrics:
+    KIND: ClassVar[str] = "LinkMetrics"
+    event_id: str
+    src: str
+    dst: str
+    scope: str                   # NODE | SITE
+    latency_ms: float
+    bandwidth_mbps: float
+    loss_pct: float = 0.0
+    at: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class ReservationBid:
+    KIND: ClassVar[str] = "ReservationBid"
+    event_id: str
+    bid_id: str
+    tenant: str
+    cell: str
+    resources: TaskResources
+    start_at: int
+    duration_ms: int
+    price: float
+    at: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class PrewarmCommand:
+    KIND: ClassVar[str] = "PrewarmCommand"
+    event_id: str
+    node_id: str
+    model_arch: str
+    artifact_uri: str
+    size_mib: int = 0
+    at: int
+
+
+# =========================================================================== kinds, once
+CellInput = Union[NodeRegistered, NodeStatusChanged, TaskSubmitted, TaskCancelled, TaskStatusChanged,
+                  PolicyChanged]
+Decision = Union[TaskPlaced, TaskPending, TaskUnschedulable, TaskReleased, TaskPreempted, TaskMigrated,
+                 ReservationGranted, ReservationExpired, ReservationReleased]
+
+CELL_INPUT_KINDS: frozenset[str] = frozenset(c.KIND for c in typing.get_args(CellInput))
+"""What intake forwards to the cell log and the scheduler consumes."""
+DECISION_KINDS: frozenset[str] = frozenset(c.KIND for c in typing.get_args(Decision))
+"""What the scheduler writes to the decisions topic (with provenance)."""
+TASK_DECISION_KINDS: frozenset[str] = frozenset(
+    {TaskPlaced.KIND, TaskPending.KIND, TaskUnschedulable.KIND, TaskReleased.KIND, TaskPreempted.KIND,
+     TaskMigrated.KIND})
+"""Decisions about one task (they carry ``task_id``)."""
+NODE_EVENT_KINDS: frozenset[str] = frozenset({NodeStatusChanged.KIND, TaskStatusChanged.KIND})
+"""Cell inputs that name a node which must already be registered in the cell."""
+EVENT_KINDS: frozenset[str] = frozenset(name for name, cls in RECORDS.items() if hasattr(cls, "KIND"))
+"""Every event of the contract (records whose first field is ``event_id``)."""
+
+
+# =========================================================================== core types
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The resource ask of one task, normalised.
+
+    kind: ``"cpu"`` (no GPU), ``"shared"`` (one GPU, < 1000 milli, packed inside one
+    device) or ``"whole"`` (gpu_count whole devices of gpu_milli each, normally 1000).
+    ``models`` is sorted and deduplicated (empty = any model). Positional, because
+    plugins build requests in hot loops.
+    """
+    cpu: int
+    mem: int
+    gpu_count: int
+    gpu_milli: int
+    models: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        if self.gpu_count <= 0 or self.gpu_milli <= 0:
+            return "cpu"
+        if self.gpu_count == 1 and self.gpu_milli < GPU_MILLI:
+            return "shared"
+        return "whole"
+
+    @property
+    def gpu_total(self) -> int:
+        return self.gpu_count * self.gpu_milli if self.kind != "cpu" else 0
+
+    @classmethod
+    def of(cls, res: TaskResources) -> "Request":
+        """Normalise the wire form: GPUs without milli mean whole GPUs; no GPUs, no milli."""
+        cnt = res.gpu_count if res.gpu_count > 0 else 0
+        milli = res.gpu_milli if cnt else 0
+        if cnt and milli <= 0:
+            milli = GPU_MILLI
+        return cls(res.cpu_milli, res.memory_mib, cnt, milli, tuple(sorted(set(res.gpu_models))))
+
+
+@dataclass(**_FROZEN)
+class Task:
+    """What a submitted task asks for: fixed at submission, kept in the cell state."""
+    task_id: str
+    tenant: str
+    request: Request
+    qos_tier: str = "SILVER"
+    priority: int = 0
+    labels: Mapping[str, str] = field(default_factory=_empty_map)
+    submitted_at: int = 0
+    deadline: Optional[int] = None
+    duration_estimate_ms: Optional[int] = None
+    command: Optional[tuple[str, ...]] = None
+    env: Mapping[str, str] = field(default_factory=_empty_map)
+    profile: Optional[TaskProfile] = None
+
+    @classmethod
+    def of(cls, e: TaskSubmitted) -> "Task":
+        return cls(task_id=e.task_id, tenant=e.tenant, request=Request.of(e.resources), qos_tier=e.qos_tier,
+                   priority=e.priority, labels=e.labels, submitted_at=e.submitted_at, deadline=e.deadline,
+                   duration_estimate_ms=e.duration_estimate_ms, command=e.command or None, env=e.env,
+                   profile=e.profile)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict (snapshots); :meth:`from_json` inverts it."""
+        r = self.request
+        return {"task_id": self.task_id, "tenant": self.tenant,
+                "request": [r.cpu, r.mem, r.gpu_count, r.gpu_milli, list(r.models)],
+                "qos_tier": self.qos_tier, "priority": self.priority, "labels": dict(self.labels),
+                "submitted_at": self.submitted_at, "deadline": self.deadline,
+                "duration_estimate_ms": self.duration_estimate_ms,
+                "command": list(self.command) if self.command is not None else None, "env": dict(self.env),
+                "profile": to_avro(self.profile) if self.profile is not None else None}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Task":
+        cpu, mem, cnt, milli, models = d["request"]
+        return cls(task_id=d["task_id"], tenant=d["tenant"], request=Request(cpu, mem, cnt, milli, tuple(models)),
+                   qos_tier=d["qos_tier"], priority=d["priority"], labels=dict(d["labels"]),
+                   submitted_at=d["submitted_at"], deadline=d["deadline"],
+                   duration_estimate_ms=d["duration_estimate_ms"],
+                   command=tuple(d["command"]) if d["command"] is not None else None, env=dict(d["env"]),
+                   profile=from_avro(TaskProfile, d["profile"]) if d["profile"] is not None else None)
+
+
+@dataclass(**_FROZEN)
+class GpuDevice:
+    """One GPU of a node: devices are numbered 0..n-1 on their node."""
+    node_id: str
+    index: int
+    model: str
+    memory_mib: int = 0
+
+
+@dataclass(**_FROZEN)
+class Node:
+    """A node as it registered: its capacity and the attributes placement may read
+    (``CellState.meta_array(field)`` reads any of these fields over all nodes)."""
+    node_id: str
+    cpu_milli: int
+    memory_mib: int
+    gpu_count: int = 0
+    gpu_model: Optional[str] = None
+    gpu_memory_mib: int = 0
+    site: str = ""
+    region: str = ""
+    zone: str = ""
+    tier: str = ""
+    arch: str = ""
+    pricing: str = "ON_DEMAND"
+    price_per_hour: float = 0.0
+    pue: float = 1.0
+    carbon_g_per_kwh: float = 0.0
+    connector: str = "sim"
+    labels: Mapping[str, str] = field(default_factory=_empty_map)
+    accelerators: tuple[Accelerator, ...] = ()
+    registered_at: int = 0
+
+    @classmethod
+    def of(cls, e: NodeRegistered) -> "Node":
+        count, model = e.gpus
+        mem = max((a.memory_mib for a in e.accelerators if a.kind == "GPU" and a.model == model), default=0)
+        return cls(node_id=e.node_id, cpu_milli=e.cpu_milli, memory_mib=e.memory_mib, gpu_count=count,
+                   gpu_model=model, gpu_memory_mib=mem, site=e.site, region=e.region, zone=e.zone, tier=e.tier,
+                   arch=e.arch, pricing=e.pricing, price_per_hour=e.price_per_hour, pue=e.pue,
+                   carbon_g_per_kwh=e.carbon_g_per_kwh, connector=e.connector, labels=e.labels,
+                   accelerators=e.accelerators, registered_at=e.registered_at)
+
+    @classmethod
+    def bare(cls, node_id: str, cpu_milli: int, memory_mib: int, gpu_count: int = 0,
+             gpu_model: Optional[str] = None) -> "Node":
+        """A node known only by its capacity (tests, the sandbox)."""
+        return cls(node_id=node_id, cpu_milli=cpu_milli, memory_mib=memory_mib, gpu_count=gpu_count,
+                   gpu_model=gpu_model if gpu_count else None)
+
+    @property
+    def devices(self) -> tuple[GpuDevice, ...]:
+        return tuple(GpuDevice(node_id=self.node_id, index=i, model=self.gpu_model or "",
+                               memory_mib=self.gpu_memory_mib) for i in range(self.gpu_count))
+
+    def to_json(self) -> dict[str, Any]:
+        return to_avro(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Node":
+        return cls(**{**d, "labels": dict(d["labels"]),
+                      "accelerators": tuple(from_avro(Accelerator, a) for a in d["accelerators"])})
+
+
+@dataclass(**_FROZEN)
+class Policy:
+    """The cell's strategy, its configuration as given, and that configuration's digest
+    (sha256 of its canonical JSON, cited by every decision)."""
+    strategy: str = "default"
+    config: Mapping[str, Any] = field(default_factory=_empty_map)
+    digest: Optional[str] = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "config": json.loads(canonical_json(self.config)), "digest": self.digest}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Policy":
+        return cls(strategy=d["strategy"], config=dict(d.get("config") or {}), digest=d.get("digest"))
+
+
+def canonical_json(obj: Any) -> str:
+    """Sorted keys, no spaces, UTF-8 kept: the form config digests are computed over."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+# =========================================================================== conversion
+_Converter = typing.Callable[[Any], Any]
+_FROM: dict[type, tuple[tuple[str, _Converter | None, bool], ...]] = {}
+
+
+def _is_record(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp) and tp.__name__ in RECORDS
+
+
+def _from_converter(tp: Any) -> _Converter | None:
+    """How to build a field of type ``tp`` from its Avro value (None = as it is)."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, UnionType):
+        args = [a for a in typing.get_args(tp) if a is not NoneType]
+        inner = _from_converter(args[0]) if len(args) == 1 else None
+        if inner is None:
+            return None
+        return lambda v: None if v is None else inner(v)
+    if origin is tuple:
+        item = typing.get_args(tp)[0]
+        conv = _from_converter(item)
+        if conv is None:
+            return tuple
+        return lambda v: tuple(conv(x) for x in v)
+    if origin in (Mapping, dict) or tp in (Mapping, dict):
+        return dict
+    if _is_record(tp):
+        return lambda v: v if isinstance(v, tp) else from_avro(tp, v)
+    return None
+
+
+def _spec(cls: type) -> tuple[tuple[str, _Converter | None, bool], ...]:
+    spec = _FROM.get(cls)
+    if spec is None:
+        hints = typing.get_type_hints(cls)
+        spec = _FROM[cls] = tuple(
+            (f.name, _from_converter(hints[f.name]),
+             f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+            for f in dataclasses.fields(cls))
+    return spec
+
+
+def from_avro(kind: str | type, payload: Mapping[str, Any]) -> Any:
+    """The typed value of record ``kind`` (a name or a class) from its Avro dict.
+
+    Keys the record does not have are ignored (an older or newer writer); fields with a
+    default may be absent; a missing required field or a value of the wrong shape raises
+    :class:`ModelError` naming the record and the field.
+    """
+    cls = RECORDS.get(kind) if isinstance(kind, str) else kind
+    if cls is None:
+        raise ModelError(f"unknown record {kind!r}; known: {', '.join(sorted(RECORDS))}")
+    kwargs: dict[str, Any] = {}
+    for name, conv, required in _spec(cls):
+        if name in payload:
+            value = payload[name]
+            if conv is not None and value is not None:
+                try:
+                    value = conv(value)
+                except ModelError:
+                    raise
+                except (TypeError, ValueError, AttributeError) as exc:
+                    raise ModelError(f"{cls.__name__}.{name}: {type(exc).__name__}: {exc}") from None
+            kwargs[name] = value
+        elif required:
+            raise ModelError(f"{cls.__name__}: required field {name!r} is missing")
+    return cls(**kwargs)
+
+
+def to_avro(value: Any) -> Any:
+    """The Avro dict of a record value (recursively); lists for tuples, dicts for maps."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_avro(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple):
+        return [to_avro(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: to_avro(v) for k, v in value.items()}
+    return value
+
+
+def kind_of(value: Any) -> str:
+    """The event kind (Avro record name) of an event value."""
+    return type(value).KIND
