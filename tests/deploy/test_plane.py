@@ -7,6 +7,7 @@ RocksDB directories), against the stack that `suanli test` started.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -102,6 +103,31 @@ def test_bad_input_is_dead_lettered_and_valid_input_scheduled(stack):
     invalid = next(l for l in letters if l.payload["error_kind"] == "INVALID")
     assert "resources.gpu_count" in invalid.payload["reason"]
     _report("dead-letters", {**result, "by_kind": kinds})
+
+
+def test_bad_policy_is_dead_lettered_with_its_reason_and_never_crashes_the_scheduler(stack):
+    bad = [("default", {"bestfit_wieght": 2.0}, "bestfit_wieght"),        # an unknown argument
+           ("fgd", {"threshold_pct": 250}, "threshold_pct"),              # a value out of range
+           ("no-such-strategy", {}, "no-such-strategy")]                  # an unknown strategy
+
+    async def workload(publish, send_raw, tasks, names):
+        for i, (strategy, config, _) in enumerate(bad):
+            await publish("PolicyChanged", {"event_id": f"bad-policy-{i}", "cell": tasks[0]["cell"],
+                                            "strategy": strategy, "config_json": json.dumps(config),
+                                            "changed_by": "test", "at": 1})
+        for task in tasks:
+            await publish("TaskSubmitted", task)
+
+    plane = _plane(stack, tasks=200, rate=0, workload=workload)
+    result = _run(plane)
+    assert result["worker_restarts"] == {}
+    assert result["dead_lettered"] == len(bad), result
+    assert result["placed"] == 200 and result["capacity_violations"] == 0
+    letters = asyncio.run(_read(plane.s, f"{plane.s.namespace}.deadletter"))
+    reasons = sorted(letter.payload["reason"] for letter in letters)
+    assert all(letter.payload["error_kind"] == "INVALID" and letter.payload["value"] for letter in letters)
+    for _strategy, _config, named in bad:
+        assert any(named in reason for reason in reasons), (named, reasons)
 
 
 def test_scheduler_survives_sigkill_without_lost_or_duplicated_placements(stack):

@@ -3,7 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from core_helpers import Feed, typed
+from core_helpers import TOPIC, Feed, typed
+from suanli.errors import RejectedInput
 from suanli.processors import CellState, PluginRegistry, decide
 from suanli.processors.framework import CycleContext, DuplicatePluginError, Plugin, Request
 from suanli.processors.plugins.basic import BestFit
@@ -176,3 +177,20 @@ def test_provenance_shape():
     assert prov["candidates"][0]["node_id"] == p["node_id"] and prov["candidates"][0]["rank"] == 1
     assert {"reason": "too few GPUs", "nodes": 1, "sample": ["c"]} in prov["filtered"]
     assert prov["path"][-1] == f"bind {p['node_id']}"
+
+
+@pytest.mark.parametrize("strategy, config, named", [
+    ("default", {"bestfit_wieght": 2.0}, "bestfit_wieght"),          # unknown argument
+    ("default", {"bestfit_weight": -1.0}, "bestfit_weight"),          # out of range
+    ("fgd", {"threshold_pct": 250}, "threshold_pct"),
+    ("bestfit", {"top_k": 0}, "top_k"),
+    ("no-such-strategy", {}, "no-such-strategy"),
+])
+def test_a_bad_policy_is_refused_with_its_reason_and_changes_nothing(strategy, config, named):
+    f = _cluster("bestfit", {"seed": 1})
+    before = f.state.policy
+    with pytest.raises(RejectedInput, match=named):
+        decide(f.state, typed("PolicyChanged", {"strategy": strategy, "config": config}), (TOPIC, 0, f.offset))
+    f.offset += 1
+    assert f.state.policy == before
+    assert f.task("after", cpu=1000)[0][0] == "TaskPlaced"          # the cell goes on with its policy
