@@ -164,15 +164,19 @@ class SimulatedCluster(Adapter):
         node_id, dispatch_id = command["node_id"], command["dispatch_id"]
         duration_ms = command["duration_estimate_ms"]
         simulated_ms = self.default_duration_ms if duration_ms is None else duration_ms
+        wall_s = scaled_duration_s(duration_ms, self.time_scale, self.default_duration_ms)
         await report.running(f"simulated on {node_id}")
         self.running.setdefault(node_id, {})[dispatch_id] = command
         try:
-            await asyncio.sleep(scaled_duration_s(duration_ms, self.time_scale, self.default_duration_ms))
+            await asyncio.sleep(wall_s)
         finally:
             self.running[node_id].pop(dispatch_id, None)
         usage = {"cpu_seconds": command["cpu_milli"] / 1000 * simulated_ms / 1000,
                  "max_rss_mib": command["memory_mib"], "wall_ms": simulated_ms}
+        ran = (f"ran {simulated_ms} ms of simulated time ({'default' if duration_ms is None else 'the estimate'}) "
+               f"in {wall_s:.3f} s (time scale {self.time_scale:g})")
         if fails(command["task_id"], self.fail_fraction, self.seed):
-            await report.failed(1, f"simulated failure (fail_fraction={self.fail_fraction}, seed={self.seed})", usage)
+            await report.failed(1, f"simulated failure (fail_fraction={self.fail_fraction}, seed={self.seed}); {ran}",
+                                usage)
         else:
-            await report.completed(usage)
+            await report.completed(usage, ran)

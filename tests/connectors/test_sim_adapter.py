@@ -127,6 +127,7 @@ def test_a_task_runs_for_its_scaled_duration_then_completes(sim):
     assert events[1]["exit_code"] == 0
     assert events[1]["usage"] == {"cpu_seconds": 160.0, "max_rss_mib": 2048, "wall_ms": 40_000}
     assert 0.03 <= (events[1]["at"] - events[0]["at"]) / 1000 < 1.0  # 40 s simulated at 0.001
+    assert events[1]["message"] == "ran 40000 ms of simulated time (the estimate) in 0.040 s (time scale 0.001)"
     assert busy["node_id"] == gpu_node and busy["gpu_util"][1] == 0.5 and busy["gpu_util"][0] == 0.0
     assert busy["cpu_util"] > 4000 / sim.nodes[gpu_node]["cpu_milli"]
     assert not sim.running[gpu_node]
@@ -138,7 +139,7 @@ def test_selected_tasks_fail_and_unknown_nodes_are_refused():
     failing = next(f"t{i}" for i in range(100) if fails(f"t{i}", 0.5, 3))
     events = asyncio.run(_execute(sim, _command(failing, node, duration_ms=None)))
     assert [e["status"] for e in events] == ["RUNNING", "FAILED"] and events[1]["exit_code"] == 1
-    assert "simulated failure" in events[1]["message"]
+    assert "simulated failure" in events[1]["message"] and "(default)" in events[1]["message"]
     assert "not in the simulated cluster" in sim.admit(_command("x", "no-such-node"))
 
 
