@@ -1,6 +1,7 @@
 """Do simulated tasks run for their trace durations? A headless plane run, measured from the log.
 
     python -m suanli.bench.sim_durations --tasks 100 --time-scale 5e-6 [--json out.json]
+    python -m suanli.bench.sim_durations --from-run up.json --time-scale 5e-6   # after `suanli up --json up.json`
 
 Runs the plane of ``suanli up --exit-when-drained`` (stack, intake and scheduler workers, the
 simulated openb cluster, the openb workload driver) with one difference: the workload does not
@@ -44,8 +45,11 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def measure(tasks: list[dict[str, Any]], statuses: list[dict[str, Any]], time_scale: float,
-            default_ms: int = DEFAULT_DURATION_MS) -> dict[str, Any]:
-    """Per-task expected vs measured run times from the TaskStatusChanged payloads, and the summary."""
+            default_ms: int = DEFAULT_DURATION_MS, outcomes: tuple[str, ...] = TERMINAL) -> dict[str, Any]:
+    """Per-task expected vs measured run times from the TaskStatusChanged payloads, and the summary.
+
+    Only tasks that ended with one of ``outcomes`` are measured (a run read after the fact
+    passes ``("COMPLETED",)``: its FAILED tasks may have been stopped with the plane)."""
     seen: dict[str, dict[str, int]] = {}
     for p in statuses:
         seen.setdefault(p["task_id"], {}).setdefault(p["status"], p["at"])
@@ -55,7 +59,7 @@ def measure(tasks: list[dict[str, Any]], statuses: list[dict[str, Any]], time_sc
         end = next((s for s in TERMINAL if s in got), None)
         row = {"task_id": task["task_id"], "trace_ms": task.get("duration_estimate_ms"),
                "expected_ms": expected_ms(task, time_scale, default_ms), "outcome": end, "measured_ms": None}
-        if end is not None and "RUNNING" in got:
+        if end in outcomes and "RUNNING" in got:
             row["measured_ms"] = got[end] - got["RUNNING"]
         rows.append(row)
     done = [r for r in rows if r["measured_ms"] is not None]
@@ -159,6 +163,43 @@ def run(tasks: int, time_scale: float, *, rate: float = 500.0, timeout: float = 
     return result
 
 
+async def read_run(s: Any, cell: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The TaskSubmitted and TaskStatusChanged payloads of ``cell`` in the namespace's cell log."""
+    from suanli.schemas.codec import Codec
+    from suanli.schemas.registry import RegistryClient
+    from suanli.streams.kafka_io import EventConsumer
+    from suanli.streams.topics import TopicNames
+
+    submitted: dict[str, dict[str, Any]] = {}
+    statuses: list[dict[str, Any]] = []
+    with RegistryClient(s.registry_url) as registry:
+        async with EventConsumer(s.bootstrap_servers, Codec(registry), [TopicNames(s.namespace).cell_log]) as consumer:
+            for r in await consumer.read_until_end(idle_ms=2000):
+                if r.payload is None or r.payload.get("cell") != cell:
+                    continue
+                if r.kind == "TaskSubmitted":
+                    submitted.setdefault(r.payload["task_id"], r.payload)
+                elif r.kind == "TaskStatusChanged":
+                    statuses.append(r.payload)
+    return list(submitted.values()), statuses
+
+
+def from_run(run_json: Path, time_scale: float, settings: Any = None) -> dict[str, Any]:
+    """Measure a finished ``suanli up --json FILE`` run from its cell log (COMPLETED tasks only:
+    ``--exit-when-drained`` stops the connector once every task has a decision, so tasks still
+    running then end FAILED, stopped)."""
+    from suanli.config import settings as default_settings
+
+    s = settings or default_settings()
+    figures = json.loads(Path(run_json).read_text())
+    tasks, statuses = asyncio.run(read_run(s, figures["cell"]))
+    result = measure(tasks, statuses, time_scale, outcomes=("COMPLETED",))
+    result.update(run_id=figures.get("run_id"), cell=figures["cell"], namespace=s.namespace,
+                  plane={k: figures.get(k) for k in ("submitted", "placed", "completed", "failed", "pending",
+                                                     "dead_lettered", "capacity_violations", "seconds")})
+    return result
+
+
 def report(result: dict[str, Any]) -> str:
     r, x, e, g = result["ratio"], result["excess_ms"], result["expected_ms"], result["ratio_long"]
     rows = [row for row in result["rows"] if row["measured_ms"] is not None]
@@ -189,18 +230,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namespace", help="topic namespace (default: a fresh one, bench-<random>, so the "
                                             "run never shares workers with a running plane)")
     parser.add_argument("--json", type=Path, help="write the result (with every task's row) to this file")
+    parser.add_argument("--from-run", type=Path, metavar="UP_JSON",
+                        help="run nothing: measure a finished `suanli up --json UP_JSON --time-scale X` run "
+                             "(its cell, in --namespace or SUANLI_NAMESPACE) from the log; its completed tasks only")
     args = parser.parse_args(argv)
     from suanli.config import load_settings
 
-    namespace = args.namespace or f"bench-{secrets.token_hex(4)}"
-    result = run(args.tasks, args.time_scale, rate=args.rate, timeout=args.timeout, nodes_csv=args.nodes,
-                 pods_csv=args.pods, settings=load_settings(namespace=namespace),
-                 log=lambda m: print(m, file=sys.stderr, flush=True))
+    if args.from_run:
+        settings = load_settings(namespace=args.namespace) if args.namespace else load_settings()
+        result = from_run(args.from_run, args.time_scale, settings)
+    else:
+        namespace = args.namespace or f"bench-{secrets.token_hex(4)}"
+        result = run(args.tasks, args.time_scale, rate=args.rate, timeout=args.timeout, nodes_csv=args.nodes,
+                     pods_csv=args.pods, settings=load_settings(namespace=namespace),
+                     log=lambda m: print(m, file=sys.stderr, flush=True))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     print(report(result))
     rows = [row for row in result["rows"] if row["measured_ms"] is not None]
-    return 0 if result["measured"] == result["tasks"] and all(within(row) for row in rows) else 1
+    complete = args.from_run is not None or result["measured"] == result["tasks"]
+    return 0 if complete and rows and all(within(row) for row in rows) else 1
 
 
 if __name__ == "__main__":

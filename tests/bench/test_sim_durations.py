@@ -9,11 +9,12 @@ fails this. A correctness check, not a timing benchmark: the slack absorbs sched
 from __future__ import annotations
 
 import csv
+import json
 import uuid
 
 import pytest
 
-from suanli.bench.sim_durations import expected_ms, measure, percentile, report, run, within
+from suanli.bench.sim_durations import expected_ms, from_run, measure, percentile, report, run, within
 from suanli.config import load_settings
 from suanli.replay.openb import read_pods
 
@@ -83,3 +84,10 @@ def test_simulated_tasks_run_for_their_trace_duration_times_the_time_scale(stack
     assert expected[0] >= 300 and expected[-1] >= 5 * expected[0]     # the durations really differ
     for row in result["rows"]:
         assert within(row, low=0.9, slack_ms=2000), row
+
+    # Read back after the fact from the log, as for a `suanli up --json` run: the same figures.
+    up_json = tmp_path / "up.json"
+    up_json.write_text(json.dumps({"cell": result["cell"], "run_id": result["run_id"]}))
+    again = from_run(up_json, time_scale, settings)
+    assert {r["task_id"]: (r["trace_ms"], r["measured_ms"]) for r in again["rows"]} == \
+        {r["task_id"]: (r["trace_ms"], r["measured_ms"]) for r in result["rows"]}
