@@ -22,19 +22,26 @@ Extension points, in cycle order (a plugin implements any subset):
 Plugins return typed :class:`Status` values, never raise for scheduling outcomes. They
 are registered by name in a :class:`PluginRegistry`, which rejects duplicates;
 :class:`Profile` picks the enabled plugins and their weights from configuration.
+
+Each plugin class declares its arguments as a frozen dataclass ``Args`` (defaults and
+validation, see ``args.py``; default :class:`~.args.NoArgs`); a plugin reads
+``self.args.<field>``. :meth:`PluginRegistry.create` builds ``Args`` from the JSON object
+and refuses an unknown key or a bad value with
+:class:`~suanli.errors.StrategyConfigError` naming the plugin and the key.
 """
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Mapping, Optional
 
 import numpy as np
 
 from suanli.errors import StrategyError
 
 from . import rng
-from .state import GPU_MILLI, CellState
+from .args import NoArgs, parse_args
+from .state import GPU_MILLI, CellState, TaskRecord
 
 
 class Code(enum.IntEnum):
@@ -116,13 +123,15 @@ class CycleContext:
     scratch: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def task(self) -> dict[str, Any]:
-        """The task's record in the state (labels, qos, priority, tenant ...)."""
-        return self.state.tasks.get(self.task_id) or {}
+    def task(self) -> Optional[TaskRecord]:
+        """The task's record in the state (``.task``: labels, qos_tier, priority, tenant ...;
+        ``.status``, ``.node``); None for a task the state does not hold."""
+        return self.state.tasks.get(self.task_id)
 
     @property
-    def labels(self) -> dict[str, str]:
-        return self.task.get("labels") or {}
+    def labels(self) -> Mapping[str, str]:
+        rec = self.task
+        return rec.task.labels if rec is not None else {}
 
     def model_mask(self) -> Optional[np.ndarray]:
         """Rows whose GPU model the task accepts (None = any model)."""
@@ -155,13 +164,19 @@ class CycleResult:
 
 # --------------------------------------------------------------------------- plugins
 class Plugin:
-    """Base class. Subclasses set ``name`` and override the extension points they use."""
+    """Base class. Subclasses set ``name``, ``Args`` (their arguments' dataclass, if they
+    take any) and override the extension points they use."""
     name: ClassVar[str] = ""
     normalize: ClassVar[bool] = False
     points: ClassVar[frozenset[str]] = frozenset()
+    Args: ClassVar[type] = NoArgs
 
-    def __init__(self, **args: Any):
-        self.args = args
+    def __init__(self, args: Any = None, /, **kwargs: Any):
+        """``args``: an ``Args`` instance or its JSON object; or the arguments as keywords
+        (``FGD(mode="raw")``). Bad ones raise StrategyConfigError naming the plugin."""
+        if args is not None and kwargs:
+            raise TypeError(f"{type(self).__name__}: pass the arguments as one object or as keywords, not both")
+        self.args = parse_args(type(self).Args, kwargs if args is None else args, f"plugin {self.name!r}")
 
     def pre_filter(self, ctx: CycleContext) -> Status:
         return OK
@@ -203,12 +218,15 @@ class PluginRegistry:
         self._plugins[cls.name] = cls
         return cls
 
-    def create(self, name: str, args: dict[str, Any] | None = None) -> Plugin:
+    def create(self, name: str, args: Any = None) -> Plugin:
+        """Plugin ``name`` with ``args`` (its ``Args`` instance, or the JSON object;
+        None = defaults). Unknown names raise :class:`UnknownPluginError`; an unknown key
+        or a bad value :class:`~suanli.errors.StrategyConfigError`."""
         try:
             cls = self._plugins[name]
         except KeyError:
             raise UnknownPluginError(name) from None
-        return cls(**(args or {}))
+        return cls(parse_args(cls.Args, args, f"plugin {name!r}"))
 
     def names(self) -> list[str]:
         return sorted(self._plugins)
@@ -255,14 +273,22 @@ class Profile:
     secondary: dict[str, Plugin] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, registry: PluginRegistry, filters: list[str], scorers: list[dict[str, Any]],
-              tie_break: str = "random", top_k: int = 5, others: list[str] = (),
-              secondary: list[dict[str, Any]] = ()) -> "Profile":
-        fs = [registry.create(n) if isinstance(n, str) else registry.create(n["name"], n.get("args"))
-              for n in filters]
-        ss = [(registry.create(s["name"], s.get("args")), float(s.get("weight", 1))) for s in scorers]
-        os_ = [registry.create(n) for n in others]
-        sec = {s["name"]: registry.create(s["name"], s.get("args")) for s in secondary}
+    def build(cls, registry: PluginRegistry, filters: list[Any], scorers: list[Any],
+              tie_break: str = "random", top_k: int = 5, others: list[Any] = (),
+              secondary: list[Any] = ()) -> "Profile":
+        """A profile from entries that are a plugin name or ``{"name", "args", "weight"}``
+        (``args``: the plugin's ``Args`` or its JSON object, default none; ``weight``
+        default 1, scorers only)."""
+        def make(entry: Any) -> tuple[Plugin, float]:
+            if isinstance(entry, str):
+                return registry.create(entry), 1.0
+            weight = float(entry["weight"]) if "weight" in entry else 1.0
+            return registry.create(entry["name"], entry.get("args")), weight
+
+        fs = [make(e)[0] for e in filters]
+        ss = [make(e) for e in scorers]
+        os_ = [make(e)[0] for e in others]
+        sec = {p.name: p for p, _ in map(make, secondary)}
         return cls(fs, ss, os_, tie_break, top_k, sec)
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@
 process (they are ours), and the strategy's *scoring* runs in a fresh Python subprocess
 under ``RLIMIT_CPU`` (CPU seconds), ``RLIMIT_AS`` (address space) and a wall-clock
 timeout. The child receives the request and the feasible nodes (free CPU, memory, GPU
-devices, model, node_meta) as JSON on stdin, rebuilds a small :class:`CellState`, runs
+devices, what each node registered as) as JSON on stdin, rebuilds a small :class:`CellState`, runs
 the strategy's ``build(config)`` profile scorers and prints the totals.
 
 Anything but a well-formed answer (crash, non-zero exit, signal, timeout, memory error,
@@ -19,7 +19,9 @@ reproduces it only for strategies that stay well inside their limits. Each call 
 interpreter (~0.1 s); a long-lived worker pool would amortise that (not needed so far).
 
 Config of a sandboxed strategy (in its policy config): ``sandbox: {cpu_seconds: 2,
-memory_mb: 1024, wall_seconds: 5}``.
+memory_mb: 1024, wall_seconds: 5}`` (:class:`SandboxLimits`), the common strategy keys,
+and the strategy's own keys: checked by its ``Args`` when it declares one, else passed on
+as they are (:class:`SandboxedArgs`).
 """
 from __future__ import annotations
 
@@ -28,17 +30,45 @@ import os
 import subprocess
 import sys
 import types
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from suanli.errors import StrategyError
 
+from .args import DEFAULT, Number, arg, explicit, parse_args
 from .framework import REGISTRY, CycleContext, Plugin, Profile
+from .model import Task
 from .plugins.basic import FILTERS
+from .state import TaskRecord
+from .strategies.args import ExternalArgs
 
 
-DEFAULT_LIMITS = {"cpu_seconds": 2.0, "memory_mb": 1024, "wall_seconds": 5.0}
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """Resource limits of one sandboxed scoring call. The numbers are kept as given: the
+    wall-clock one shows up, as written, in the decision that records a timeout."""
+    cpu_seconds: Number = arg(2.0, "RLIMIT_CPU, CPU seconds (rounded, at least 1)", gt=0)
+    memory_mb: int = arg(1024, "RLIMIT_AS, MiB", ge=1)
+    wall_seconds: Number = arg(5.0, "wall-clock timeout, seconds", gt=0)
+
+
+DEFAULT_LIMITS = explicit(SandboxLimits())
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxScoreArgs:
+    entry: str = arg(doc="the strategy's entry point, module:attr", nonempty=True)
+    limits: SandboxLimits = arg(SandboxLimits(), "resource limits", null=DEFAULT)
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxedArgs(ExternalArgs):
+    """A sandboxed third-party strategy's config: the common keys, ``sandbox`` (limits)
+    and its own keys (in ``extra``; they reach its ``build`` in the subprocess as they are).
+    Equal scores always go by BestFit here (``tie_break`` is passed on, not used)."""
+    sandbox: SandboxLimits = arg(SandboxLimits(), "resource limits of the scoring subprocess", null=DEFAULT)
 
 
 class SandboxError(StrategyError, RuntimeError):
@@ -53,8 +83,9 @@ _CHILD = r"""
 import json, sys
 import numpy as np
 from importlib import import_module
-from suanli.processors.state import CellState
-from suanli.processors.framework import CycleContext, Request, _normalize
+from suanli.processors.state import CellState, TaskRecord
+from suanli.processors.framework import CycleContext, _normalize
+from suanli.processors.model import Node, Request
 msg = json.loads(sys.stdin.read())
 mod_name, _, attr = msg["entry"].partition(":")
 mod = import_module(mod_name)
@@ -62,14 +93,19 @@ for part in filter(None, attr.split(".")):
     mod = getattr(mod, part)
 s = CellState("sandbox", max_gpus=max(1, msg["max_gpus"]))
 for n in msg["nodes"]:
-    row = s.add_node(n["id"], n["cpu_cap"], n["mem_cap"], n["gpu_count"], n["model"], n["meta"])
+    row = s.add_node(n["id"], n["cpu_cap"], n["mem_cap"], n["gpu_count"], n["model"], Node.from_json(n["node"]))
     s.cpu_free[row] = n["cpu_free"]; s.mem_free[row] = n["mem_free"]
     s.gpu_free[row, :n["gpu_count"]] = n["gpu_free"]; s._refresh_gpu_row(row)
-s.tasks[msg["task_id"]] = msg["task"]
+if msg["task"] is not None:
+    s.tasks[msg["task_id"]] = TaskRecord.from_json(msg["task"])
 r = msg["req"]
 req = Request(r["cpu"], r["mem"], r["gpu_count"], r["gpu_milli"], tuple(r["models"]))
 ctx = CycleContext(s, req, msg["task_id"], msg["seed"], msg["config"])
-prof = mod.build(msg["config"])
+cfg = msg["config"]
+if hasattr(mod, "Args"):
+    from suanli.processors.args import parse_args
+    cfg = parse_args(mod.Args, cfg, "strategy " + repr(mod.NAME))
+prof = mod.build(cfg)
 rows = np.arange(s.n_nodes)
 total = np.zeros(rows.size)
 for p, w in prof.scorers:
@@ -91,9 +127,10 @@ def _limits(cpu_s: float, mem_mb: int):
     return apply
 
 
-def run_scoring(entry: str, ctx: CycleContext, rows: np.ndarray, limits: dict[str, Any]) -> np.ndarray:
+def run_scoring(entry: str, ctx: CycleContext, rows: np.ndarray, limits: Any = None) -> np.ndarray:
     """Scores of ``rows`` from the strategy at ``entry`` (``module:attr``), computed in a
-    limited subprocess. Raises :class:`SandboxError`."""
+    limited subprocess (``limits``: :class:`SandboxLimits` or its JSON object; None =
+    defaults). Raises :class:`SandboxError`."""
     s, r = ctx.state, ctx.req
     nodes = []
     for row in rows.tolist():
@@ -103,13 +140,20 @@ def run_scoring(entry: str, ctx: CycleContext, rows: np.ndarray, limits: dict[st
         nodes.append({"id": nid, "cpu_cap": int(s.cpu_cap[row]), "mem_cap": int(s.mem_cap[row]),
                       "cpu_free": int(s.cpu_free[row]), "mem_free": int(s.mem_free[row]), "gpu_count": k,
                       "gpu_free": [int(v) for v in s.gpu_free[row, :k]], "model": s.models[m] if m >= 0 else None,
-                      "meta": s.node_meta.get(nid, {})})
-    task = {k: v for k, v in ctx.task.items() if k in ("labels", "qos", "priority", "tenant", "status")}
-    msg = {"entry": entry, "nodes": nodes, "max_gpus": s.max_gpus, "task_id": ctx.task_id, "task": task,
+                      "node": s.nodes[nid].to_json()})
+    msg_task = None
+    rec = ctx.task
+    if rec is not None:
+        # what a strategy may read of the task: not its command or environment
+        t = rec.task
+        seen = Task(task_id=t.task_id, tenant=t.tenant, request=t.request, qos_tier=t.qos_tier,
+                    priority=t.priority, labels=t.labels)
+        msg_task = TaskRecord(seen, rec.seq, rec.status).to_json()
+    msg = {"entry": entry, "nodes": nodes, "max_gpus": s.max_gpus, "task_id": ctx.task_id, "task": msg_task,
            "req": {"cpu": r.cpu, "mem": r.mem, "gpu_count": r.gpu_count, "gpu_milli": r.gpu_milli,
                    "models": list(r.models)},
            "seed": int(ctx.seed), "config": {k: v for k, v in ctx.config.items() if k != "sandbox"}}
-    lim = {**DEFAULT_LIMITS, **(limits or {})}
+    lim = explicit(parse_args(SandboxLimits, limits, "the sandbox limits"))
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
@@ -146,20 +190,24 @@ def run_scoring(entry: str, ctx: CycleContext, rows: np.ndarray, limits: dict[st
 class SandboxScore(Plugin):
     """Score by a sandboxed third-party strategy (not registered: built per strategy)."""
     name = "Sandboxed"
+    Args = SandboxScoreArgs
+    args: SandboxScoreArgs
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
-        return run_scoring(self.args["entry"], ctx, rows, self.args.get("limits") or {})
+        return run_scoring(self.args.entry, ctx, rows, self.args.limits)
 
 
 def sandboxed_module(module: Any, entry: str) -> Any:
     """A strategy module whose scoring runs in the sandbox; filters and device choice are
-    the built-in ones, ties by BestFit."""
-    def build(config: dict) -> Profile:
-        sc = SandboxScore(entry=entry, limits=config.get("sandbox") or {})
+    the built-in ones, ties by BestFit. Its ``Args`` is :class:`SandboxedArgs` (the inner
+    module's own keys are checked by the inner ``Args``, if any, when it scores)."""
+    def build(args: SandboxedArgs) -> Profile:
+        sc = SandboxScore(SandboxScoreArgs(entry=entry, limits=args.sandbox))
         return Profile([REGISTRY.create(n) for n in FILTERS], [(sc, 1.0)], [REGISTRY.create("Capacity")],
-                       tie_break="BestFit", top_k=int(config.get("top_k", 5)),
+                       tie_break="BestFit", top_k=args.top_k,
                        secondary={"BestFit": REGISTRY.create("BestFit")})
 
-    wrapper = types.SimpleNamespace(NAME=module.NAME, VERSION=module.VERSION, build=build, SANDBOXED=True,
-                                    __doc__=getattr(module, "__doc__", "") or "", inner=module, entry=entry)
+    wrapper = types.SimpleNamespace(NAME=module.NAME, VERSION=module.VERSION, build=build, Args=SandboxedArgs,
+                                    SANDBOXED=True, __doc__=getattr(module, "__doc__", "") or "", inner=module,
+                                    entry=entry)
     return wrapper

@@ -16,75 +16,34 @@ Rule (documented in ``replay/README.md``):
   recorded policy *literally*, so a replay of an unchanged directory is byte-identical;
   otherwise it is ``strategy.json`` as written, and the decisions say so in their digest.
 
-Effective defaults are read from the strategy itself, not from a copy of its table:
-:func:`defaults` builds the strategy with a probing config that records every
-``config.get(key, default)`` the builder makes. Keys a builder only forwards to a plugin
-when present (``if key in config``) have their default inside the plugin; the ones of the
-reference strategies are listed in :data:`PLUGIN_DEFAULTS`, the others stay implicit
-(absent = the plugin's default). ``tests/replay/test_strategy_config.py`` checks, for
-every built-in strategy, that the explicit form decides exactly like ``{}``. A strategy
-this process does not know (a blend, an external plugin) is kept as recorded.
+Effective defaults are read from the strategy itself: its ``Args`` dataclass
+(``processors/strategies``) holds every key it takes with its default, and
+:func:`defaults` is the explicit form of ``Args()``. Older ``strategy.json`` files (which
+spelled out fewer keys) parse to the same ``Args`` and so mean the same.
+``tests/replay/test_strategy_config.py`` checks, for every built-in strategy, that the
+explicit form decides exactly like ``{}``. A strategy this process does not know (a blend,
+an external plugin not discovered) is kept as recorded.
 """
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from suanli.errors import ReplayError
-from suanli.processors.strategies import MODULES, get_strategy
-
-# Keys a strategy builder forwards to a plugin only when present; the plugin's default.
-PLUGIN_DEFAULTS: dict[str, dict[str, Any]] = {
-    "bestfit": {"max_cpu": 128000, "max_gpu": 8000},       # plugins/basic.py BestFit
-    "fgd": {"quantum": 0, "device_tie": "first", "gap_weight": 0,          # plugins/fgd.py FGD
-            "ignore_noaccess": False, "class_weight": "count"},
-    "default": {"quantum": 0, "device_tie": "bestfit", "gap_weight": 0.5,  # strategies/default.py
-                "ignore_noaccess": False, "class_weight": "count"},
-}
-# Keys read by get_strategy itself (strategies/__init__.py): their values come from a
-# Strategy built with {} (seed, retry_budget).
-STRATEGY_KEYS = ("seed", "retry_budget")
-
-
-class _Probe(dict):
-    """A config that records the defaults a builder asks for and the keys it tests."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.defaults: dict[str, Any] = {}
-        self.tested: set[str] = set()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self.defaults.setdefault(key, default)
-        return default
-
-    def __contains__(self, key: object) -> bool:
-        self.tested.add(str(key))
-        return False
-
-
-def probe(name: str) -> _Probe:
-    """Build strategy ``name`` with an empty probing config; return the probe."""
-    module = _module(name)
-    p = _Probe()
-    module.build(p)
-    return p
+from suanli.errors import ReplayError, StrategyConfigError
+from suanli.processors import strategies as S
+from suanli.processors.args import explicit as explicit_args
+from suanli.processors.strategies import MODULES
 
 
 def defaults(name: str) -> dict[str, Any]:
-    """Every configuration key strategy ``name`` reads with a default, and that default."""
-    p = probe(name)
-    out = {k: v for k, v in PLUGIN_DEFAULTS.get(name, {}).items() if k in p.tested}
-    out.update(p.defaults)
-    base = get_strategy(name, {})
-    out["seed"] = base.seed
-    out["retry_budget"] = base.retry_budget
-    return dict(sorted(out.items()))
+    """Every configuration key strategy ``name`` takes, and its default."""
+    _module(name)
+    return dict(sorted(S.defaults(name).items()))
 
 
 def explicit(policy: dict[str, Any]) -> dict[str, Any]:
-    """``{"strategy", "config"}`` with the strategy's defaults filled in (set keys win).
-    A strategy unknown here is returned as it is."""
+    """``{"strategy", "config"}`` with the strategy's defaults filled in (set keys win,
+    as written). A strategy unknown here is returned as it is."""
     name = policy.get("strategy")
     config = dict(policy.get("config") or {})
     if name not in MODULES:
@@ -92,12 +51,25 @@ def explicit(policy: dict[str, Any]) -> dict[str, Any]:
     return {"strategy": name, "config": {**defaults(name), **config}}
 
 
+def _meaning(policy: dict[str, Any]) -> Any:
+    """What a policy means: its parsed config written out, or (for a strategy unknown
+    here, or a config it refuses) the explicit form as written."""
+    name = policy.get("strategy")
+    if name in MODULES:
+        try:
+            return explicit_args(S.parse_config(name, policy.get("config") or {}))
+        except StrategyConfigError:
+            pass
+    return json.loads(json.dumps(explicit(policy)["config"], sort_keys=True))
+
+
 def same_meaning(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """True when two policies name the same strategy with the same effective config."""
+    """True when two policies name the same strategy with the same effective config
+    (equal once parsed, e.g. ``{}`` and its explicit form, or ``128000`` and ``128000.0``
+    for a float key)."""
     if a.get("strategy") != b.get("strategy"):
         return False
-    ea, eb = explicit(a)["config"], explicit(b)["config"]
-    return json.loads(json.dumps(ea, sort_keys=True)) == json.loads(json.dumps(eb, sort_keys=True))
+    return _meaning(a) == _meaning(b)
 
 
 def initial_policy(strategy_json: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +84,8 @@ def initial_policy(strategy_json: dict[str, Any], recorded: dict[str, Any]) -> d
 def parse_policy(spec: str) -> tuple[str, dict[str, Any]]:
     """A ``--policy`` item: ``NAME`` or ``NAME:key=value[:key=value...]`` (values as JSON
     when they parse, else strings), or a path to a ``strategy.json``. Returns
-    ``(label, {"strategy", "config"})``; the label is the item as written."""
+    ``(label, {"strategy", "config"})``; the label is the item as written. An unknown
+    strategy, an unknown key or a bad value raises :class:`ReplayError` saying which."""
     spec = spec.strip()
     if spec.endswith(".json"):
         try:
@@ -120,7 +93,9 @@ def parse_policy(spec: str) -> tuple[str, dict[str, Any]]:
         except (OSError, json.JSONDecodeError) as exc:
             raise ReplayError(f"policy file {spec}: {exc}") from None
         _module(doc.get("strategy"))
-        return spec, {"strategy": doc["strategy"], "config": dict(doc.get("config") or {})}
+        policy = {"strategy": doc["strategy"], "config": dict(doc.get("config") or {})}
+        _validate(spec, policy)
+        return spec, policy
     name, *pairs = spec.split(":")
     _module(name)
     config: dict[str, Any] = {}
@@ -132,7 +107,16 @@ def parse_policy(spec: str) -> tuple[str, dict[str, Any]]:
             config[key] = json.loads(raw)
         except json.JSONDecodeError:
             config[key] = raw
-    return spec, {"strategy": name, "config": config}
+    policy = {"strategy": name, "config": config}
+    _validate(spec, policy)
+    return spec, policy
+
+
+def _validate(spec: str, policy: dict[str, Any]) -> None:
+    try:
+        S.validate_policy(policy["strategy"], policy["config"])
+    except StrategyConfigError as exc:
+        raise ReplayError(f"policy {spec!r}: {exc}") from None
 
 
 def _module(name: Any) -> Any:

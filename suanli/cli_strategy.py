@@ -2,6 +2,8 @@
 
 ``suanli explain TASK [--mermaid]``     the task's decision path, read from the decisions topic
 ``suanli strategy list``               the named strategies (built-in and entry points)
+``suanli strategy show NAME [--json]``  one strategy: when to use it, and each argument's
+                                        default, allowed values and meaning
 ``suanli strategy bench NAME [--workload default] [--seeds 42-51]``
                                         the FGD-protocol table for one strategy
 """
@@ -75,6 +77,37 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _show(args: argparse.Namespace) -> int:
+    import json
+
+    from suanli.processors import strategies as S
+
+    if not args.no_discover:
+        S.discover()
+    if args.name not in S.names():
+        raise SuanliError(f"unknown strategy {args.name!r}; see `suanli strategy list`")
+    info = S.describe(args.name)
+    rows = S.describe_args(args.name)
+    if args.json:
+        print(json.dumps({**info, "args": rows}, indent=2))
+        return 0
+    origin = "" if info["origin"] == "builtin" else f"  [{info['origin']}]"
+    print(f"{info['name']} v{info['version']}{origin}")
+    print(f"  {info['summary']}")
+    print()
+    w = max(len(r["name"]) for r in rows)
+    dw = min(max(len(json.dumps(r["default"])) for r in rows), 24)
+    print(f"  {'argument':<{w}}  {'default':<{dw}}  allowed")
+    for r in rows:
+        default = json.dumps(r["default"])
+        if len(default) > dw:
+            default = default[: dw - 3] + "..."
+        print(f"  {r['name']:<{w}}  {default:<{dw}}  {r['allowed']}")
+        if r["doc"]:
+            print(f"  {'':<{w}}  {'':<{dw}}    {r['doc']}")
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from suanli.processors import strategies as S
     from suanli.replay.fgd_protocol import parse_seeds, run_protocol
@@ -105,12 +138,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("--idle-ms", type=int, default=1500, help="stop reading after this long without records")
     ex.set_defaults(func=_explain)
 
-    st = sub.add_parser("strategy", help="the strategy library: list and benchmark")
+    st = sub.add_parser("strategy", help="the strategy library: list, show and benchmark")
     st_sub = st.add_subparsers(dest="strategy_cmd", required=True)
     ls = st_sub.add_parser("list", help="named strategies with when to use them")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--no-discover", action="store_true", help="skip entry-point discovery")
     ls.set_defaults(func=_list)
+    sh = st_sub.add_parser("show", help="one strategy's arguments: defaults, allowed values, meaning")
+    sh.add_argument("name")
+    sh.add_argument("--json", action="store_true")
+    sh.add_argument("--no-discover", action="store_true", help="skip entry-point discovery")
+    sh.set_defaults(func=_show)
     b = st_sub.add_parser("bench", help="FGD-protocol table (unallocated GPU %% at arrived = 100%%)")
     b.add_argument("name")
     b.add_argument("--workload", default="default", help="openb_pod_list_<workload>.csv (default: default)")

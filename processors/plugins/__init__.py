@@ -1,2 +1,6 @@
-"""Built-in plugins; importing this package registers them in ``framework.REGISTRY``."""
-from . import baselines, basic, batch, fgd, placement  # noqa: F401
+"""Built-in plugins, one module per plugin (``basic`` holds the standard filters and the
+BestFit / Random scorers, ``baselines`` the FGD paper's other baselines); importing this
+package registers them in ``framework.REGISTRY``. Each plugin declares its arguments as a
+frozen ``Args`` dataclass (``processors/args.py``)."""
+from . import (anti_affinity, balanced, baselines, basic, batch, carbon, cost, cpu_mem_fit, fgd,  # noqa: F401
+               first_fit, latency, pue, worst_fit, zone_spread)

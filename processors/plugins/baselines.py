@@ -21,6 +21,7 @@ import numpy as np
 
 from ..framework import REGISTRY, CycleContext, Plugin
 from ..state import GPU_MILLI
+from .basic import NormaliserArgs
 
 MAX_CPU = 128000.0
 MAX_GPU = 8000.0
@@ -28,12 +29,14 @@ MAX_GPU = 8000.0
 
 @REGISTRY.register
 class DotProduct(Plugin):
+    """Args: ``max_cpu``, ``max_gpu`` (normalisers, as BestFit)."""
     name = "DotProduct"
+    Args = NormaliserArgs
+    args: NormaliserArgs
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
         s, r = ctx.state, ctx.req
-        max_cpu = float(self.args.get("max_cpu", MAX_CPU))
-        max_gpu = float(self.args.get("max_gpu", MAX_GPU))
+        max_cpu, max_gpu = self.args.max_cpu, self.args.max_gpu
         dot = (s.cpu_free[rows] / max_cpu) * (r.cpu / max_cpu) \
             + (s.gpu_free_total[rows] / max_gpu) * (r.gpu_total / max_gpu)
         return np.trunc(100.0 * (1.0 - dot / 2.0))

@@ -4,13 +4,31 @@ Each plugin is a few vectorised numpy operations over all node rows; none loops 
 """
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass
+from typing import Literal, Optional
 
 import numpy as np
 
 from .. import rng
+from ..args import arg
 from ..framework import OK, REGISTRY, Code, CycleContext, Plugin, Status
 from ..state import GPU_MILLI
+
+TaskKind = Literal["cpu", "shared", "whole"]
+
+
+@dataclass(frozen=True, slots=True)
+class NormaliserArgs:
+    """The simulator's normalisers (BestFit, DotProduct): the largest node spec."""
+    max_cpu: float = arg(128000.0, "CPU milli of the largest node (normaliser)", gt=0)
+    max_gpu: float = arg(8000.0, "GPU milli of the largest node (normaliser)", gt=0)
+
+
+@dataclass(frozen=True, slots=True)
+class BestFitRawArgs(NormaliserArgs):
+    kinds: Optional[dict[TaskKind, float]] = arg(
+        None, "task kind -> the CPU term's share (the GPU term gets the rest); kinds left out "
+        "score 0; null: every kind, share 0.5", ge=0, le=1)
 
 
 @REGISTRY.register
@@ -110,20 +128,21 @@ FILTERS = ["NodeReady", "GpuModel", "CpuFit", "MemoryFit", "GpuFit"]
 class BestFit(Plugin):
     """The simulator's BestFit: ``int((1 - (0.5*(cpu_left-cpu_req)/max_cpu
     + 0.5*(gpu_left-gpu_req)/max_gpu)) * 100)``, gpu_left = free GPU milli on the node.
-    Normalised min-max 0..100 (integer division) by the framework."""
+    Normalised min-max 0..100 (integer division) by the framework. Args: ``max_cpu``,
+    ``max_gpu``."""
     name = "BestFit"
     normalize = True
+    Args = NormaliserArgs
+    args: NormaliserArgs
 
     def score(self, ctx, rows):
         return self._score(ctx, rows, 0.5)
 
     def _score(self, ctx, rows, cpu_share: float):
         """``cpu_share`` weighs the CPU term, ``1 - cpu_share`` the GPU term."""
-        s, r = ctx.state, ctx.req
-        max_cpu = float(self.args.get("max_cpu", 128000))
-        max_gpu = float(self.args.get("max_gpu", 8000))
-        cpu = (s.cpu_free[rows] - r.cpu) / max_cpu * cpu_share
-        gpu = (s.gpu_free_total[rows] - r.gpu_total) / max_gpu * (1.0 - cpu_share)
+        s, r, a = ctx.state, ctx.req, self.args
+        cpu = (s.cpu_free[rows] - r.cpu) / a.max_cpu * cpu_share
+        gpu = (s.gpu_free_total[rows] - r.gpu_total) / a.max_gpu * (1.0 - cpu_share)
         return np.trunc((1.0 - (cpu + gpu)) * 100.0)
 
 
@@ -154,11 +173,13 @@ class BestFitRaw(BestFit):
     other kinds it scores 0, i.e. it stays out of the decision."""
     name = "BestFitRaw"
     normalize = False
+    Args = BestFitRawArgs
+    args: BestFitRawArgs
 
     def score(self, ctx, rows):
-        kinds = self.args.get("kinds")
+        kinds = self.args.kinds
         if kinds is None:
             return self._score(ctx, rows, 0.5)
         if ctx.req.kind not in kinds:
             return np.zeros(rows.size)
-        return self._score(ctx, rows, float(kinds[ctx.req.kind]))
+        return self._score(ctx, rows, kinds[ctx.req.kind])

@@ -17,13 +17,25 @@ decision, each with its own provenance.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..framework import REGISTRY, CycleContext, Plugin, Request, _normalize
+from ..args import arg
+from ..framework import REGISTRY, CycleContext, Plugin, _normalize
+from ..model import Request
 from ..plugins.basic import BestFit
-from ..state import GPU_MILLI, CellState
+from ..state import GPU_MILLI, CellState, TaskRecord
+
+
+@dataclass(frozen=True, slots=True)
+class CpSatBatchArgs:
+    window: int = arg(8, "tasks solved together: the arriving one and up to window - 1 queued", ge=1)
+    candidates: int = arg(16, "best-fit candidate nodes per task", ge=1)
+    open_penalty: int = arg(50, "objective cost of bringing an idle node into use", ge=0)
+    max_deterministic_time: float = arg(0.2, "CP-SAT limit in deterministic seconds (not wall time)", gt=0)
+    solver_seed: int = arg(0, "CP-SAT random_seed")
 
 
 def feasible_rows(s: CellState, r: Request) -> np.ndarray:
@@ -40,13 +52,16 @@ def feasible_rows(s: CellState, r: Request) -> np.ndarray:
     return np.flatnonzero(ok)
 
 
-def task_request(t: dict[str, Any]) -> Request:
-    return Request(t["cpu"], t["mem"], t["gpu_count"], t["gpu_milli"], tuple(t["models"]))
+def task_request(t: TaskRecord) -> Request:
+    return t.task.request
 
 
 @REGISTRY.register
 class CpSatBatch(Plugin):
+    """Args: :class:`CpSatBatchArgs`."""
     name = "CpSatBatch"
+    Args = CpSatBatchArgs
+    args: CpSatBatchArgs
 
     def _bestfit(self, ctx: CycleContext, req: Request, rows: np.ndarray) -> np.ndarray:
         sub = CycleContext(ctx.state, req, ctx.task_id, ctx.seed, ctx.config)
@@ -56,8 +71,7 @@ class CpSatBatch(Plugin):
         from ortools.sat.python import cp_model
 
         s, a = ctx.state, self.args
-        window = int(a.get("window", 8))
-        k_cand = int(a.get("candidates", 16))
+        window, k_cand = a.window, a.candidates
         others = [q[2] for q in s.queue if q[2] != ctx.task_id][: max(window - 1, 0)]
         tasks = [(ctx.task_id, ctx.req, rows)] + [
             (tid, task_request(s.tasks[tid]), None) for tid in others]
@@ -74,7 +88,7 @@ class CpSatBatch(Plugin):
         per_node: dict[int, list[tuple[int, Request]]] = {}
         obj = []
         for i, (tid, req, rws, bf) in enumerate(cand):
-            prio = int(s.tasks[tid].get("priority") or 0) if tid in s.tasks else 0
+            prio = s.tasks[tid].task.priority if tid in s.tasks else 0
             value = 1000 * (max(prio, 0) + 1) + req.gpu_total // 10 + 1
             vs = []
             for row, b in zip(rws.tolist(), bf.tolist()):
@@ -84,7 +98,7 @@ class CpSatBatch(Plugin):
                 per_node.setdefault(row, []).append((i, req))
                 obj.append((value + int(b)) * v)
             m.Add(sum(vs) <= 1)
-        open_pen = int(a.get("open_penalty", 50))
+        open_pen = a.open_penalty
         for row, items in sorted(per_node.items()):
             vs = [x[i, row] for i, _ in items]
             m.Add(sum(r.cpu * v for (i, r), v in zip(items, vs)) <= int(s.cpu_free[row]))
@@ -102,8 +116,8 @@ class CpSatBatch(Plugin):
         m.Maximize(sum(obj))
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = 1
-        solver.parameters.random_seed = int(a.get("solver_seed", 0))
-        solver.parameters.max_deterministic_time = float(a.get("max_deterministic_time", 0.2))
+        solver.parameters.random_seed = a.solver_seed
+        solver.parameters.max_deterministic_time = a.max_deterministic_time
         status = solver.Solve(m)
         ok = status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         chosen: dict[int, int] = {}

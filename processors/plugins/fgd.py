@@ -19,14 +19,62 @@ state, so results are identical with or without it.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 
+from ..args import DEFAULT, arg, explicit
 from ..frag import (TypicalTasks, frag_after_shared, gap_waste_table, node_frag, shape_key,
                     typical_from_counts)
 from ..framework import REGISTRY, CycleContext, Plugin
 from ..state import GPU_MILLI, CellState
+
+
+@dataclass(frozen=True, slots=True)
+class TypicalTask:
+    """One class of the typical-task histogram (``frag.TypicalTasks.from_list`` item)."""
+    cpu_milli: int = arg(0, "CPU milli per task", ge=0)
+    gpu_count: int = arg(0, "GPUs per task (0: CPU only)", ge=0, null=DEFAULT)
+    gpu_milli: int = arg(0, "milli per GPU (0 with gpu_count > 0: a whole GPU)", ge=0, null=DEFAULT)
+    gpu_models: tuple[str, ...] = arg((), "accepted GPU models (empty: any)", null=DEFAULT)
+    count: int = arg(1, "weight: how many tasks of this shape", ge=0)
+
+
+# the workload's typical tasks, or "observed": the cell's own running histogram
+Typical = Union[Literal["observed"], tuple[TypicalTask, ...]]
+
+
+def typical_tasks(typical: Typical) -> Optional[TypicalTasks]:
+    """The configured distribution, or None for ``"observed"``."""
+    return None if typical == "observed" else TypicalTasks.from_list(explicit(typical))
+
+
+@dataclass(frozen=True, slots=True)
+class TypicalArgs:
+    """Where the typical tasks come from (FGD, Scarcity)."""
+    typical: Typical = arg("observed", "the typical tasks: a list of {cpu_milli, gpu_count, gpu_milli, "
+                           "gpu_models, count}, or \"observed\" (the cell's running histogram)", null=DEFAULT)
+    threshold_pct: float = arg(95.0, "popularity cut of the observed shapes, %", ge=0, le=100)
+    refresh_every: int = arg(500, "re-read the observed histogram every this many submissions", ge=1)
+
+
+@dataclass(frozen=True, slots=True)
+class FGDArgs(TypicalArgs):
+    mode: Literal["sigmoid", "raw"] = arg("sigmoid", "sigmoid: int(sigmoid(delta/1000) * 100) as in the "
+                                          "paper's simulator; raw: delta in milli as a float")
+    ignore_noaccess: bool = arg(False, "a class that cannot use the node's GPU model adds no fragment")
+    class_weight: Literal["count", "gpu"] = arg("count", "weigh the typical classes by task count or by GPU demand")
+    quantum: float = arg(0.0, "raw mode: floor(delta / quantum) when > 0 (coarse buckets)", ge=0, null=0.0)
+    device_tie: Literal["first", "bestfit"] = arg("first", "sigmoid mode, shared task: the first device with "
+                                                  "the best score, or the one with the least free milli")
+    gap_weight: float = arg(0.0, "shared task: weight of the drop in the GPU gap's expected final waste",
+                            ge=0, null=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ScarcityArgs(TypicalArgs):
+    weight_by: Literal["gpu", "count"] = arg("gpu", "the classes' share of future demand: by GPU milli or by count")
 
 
 class _Entry:
@@ -50,26 +98,22 @@ def gpu_weighted(tt: TypicalTasks) -> TypicalTasks:
     return TypicalTasks.from_list(items)
 
 
-def _typical(args: dict[str, Any]) -> TypicalTasks:
-    tt = args.get("typical")
-    if isinstance(tt, TypicalTasks):
-        return tt
-    return TypicalTasks.from_list(tt or [])
-
-
 @REGISTRY.register
 class FGD(Plugin):
+    """Args: :class:`FGDArgs`."""
     name = "FGD"
+    Args = FGDArgs
+    args: FGDArgs
 
-    def __init__(self, **args: Any):
-        super().__init__(**args)
-        typ = args.get("typical", "observed")
-        self.tt: Optional[TypicalTasks] = None if typ in (None, "observed") else _typical(args)
-        self.threshold = float(args.get("threshold_pct", 95.0))
-        self.refresh = int(args.get("refresh_every", 500))
-        self.mode = args.get("mode", "sigmoid")
-        self.ign = bool(args.get("ignore_noaccess", False))
-        self.weight = args.get("class_weight", "count")
+    def __init__(self, args: Any = None, /, **kwargs: Any):
+        super().__init__(args, **kwargs)
+        a = self.args
+        self.tt: Optional[TypicalTasks] = typical_tasks(a.typical)
+        self.threshold = a.threshold_pct
+        self.refresh = a.refresh_every
+        self.mode = a.mode
+        self.ign = a.ignore_noaccess
+        self.weight = a.class_weight
 
     def typical(self, state: CellState) -> TypicalTasks:
         """The configured distribution, or the one observed in the cell's own log
@@ -98,8 +142,9 @@ class FGD(Plugin):
             else:
                 counts = {}
                 for t in state.tasks.values():
-                    if t["seq"] <= cutoff:
-                        key = shape_key(t["cpu"], t["gpu_count"], t["gpu_milli"], t["models"])
+                    if t.seq <= cutoff:
+                        r = t.task.request
+                        key = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
                         counts[key] = counts.get(key, 0) + 1
             for old in [x for x in state._derived if isinstance(x, tuple) and x[:2] == ("fgd-observed", self.threshold)]:
                 del state._derived[old]
@@ -115,8 +160,8 @@ class FGD(Plugin):
         tt = self.typical(s)
         # every argument that changes a score is in the key: plugins with different
         # settings (a blend, a PolicyChanged) may share one state's cache
-        k = ("fgd", tt.digest, self.mode, self.ign, self.args.get("quantum", 0),
-             self.args.get("device_tie", "first"), float(self.args.get("gap_weight", 0) or 0),
+        a = self.args
+        k = ("fgd", tt.digest, self.mode, self.ign, a.quantum, a.device_tie, a.gap_weight,
              r.cpu, r.gpu_count, r.gpu_milli, r.models)
         e = s._derived.get(k)
         if e is None or e.n != s.n_nodes:
@@ -141,7 +186,7 @@ class FGD(Plugin):
             after = frag_after_shared(tt, cpu, gpu, acc, r.cpu, r.gpu_milli, self.ign)      # [k,G]
             delta = (before[:, None] - after) / tt.total                        # milli
             fits = gpu >= r.gpu_milli
-            gw = float(self.args.get("gap_weight", 0) or 0)
+            gw = self.args.gap_weight
             if gw:                              # + the drop in the gap's expected final waste
                 wt = s.derived(("fgd-waste", tt.digest), lambda: gap_waste_table(tt))
                 delta = delta + gw * (wt[np.clip(gpu, 0, GPU_MILLI)]
@@ -149,7 +194,7 @@ class FGD(Plugin):
             if self.mode == "sigmoid":
                 sc = np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
                 sc = np.where(fits, sc, -np.inf)
-                if self.args.get("device_tie", "first") == "bestfit":
+                if self.args.device_tie == "bestfit":
                     best = sc.max(axis=1, keepdims=True)
                     key = np.where(fits & (sc == best), gpu, np.iinfo(np.int64).max)
                     dev = np.argmin(key, axis=1)
@@ -178,7 +223,7 @@ class FGD(Plugin):
             e.score[rows] = self._quantize(delta)
 
     def _quantize(self, delta: np.ndarray) -> np.ndarray:
-        q = float(self.args.get("quantum", 0) or 0)
+        q = self.args.quantum
         return np.floor(delta / q) if q > 0 else delta
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
@@ -204,28 +249,29 @@ class Scarcity(Plugin):
     ``x * sum_{m accepts M} p_m * S_all / S_m``. Without model constraints every node
     costs the same (no effect); with them, unconstrained tasks keep off the models that
     constrained tasks depend on. CPU-only tasks cost nothing.
-    Args: ``typical`` (as FGD) or ``"observed"``; ``weight_by`` ``"gpu"`` (default) or
-    ``"count"``.
+    Args: :class:`ScarcityArgs` (``typical`` as FGD or ``"observed"``; ``weight_by``
+    ``"gpu"`` (default) or ``"count"``).
     """
     name = "Scarcity"
+    Args = ScarcityArgs
+    args: ScarcityArgs
 
-    def __init__(self, **args: Any):
-        super().__init__(**args)
-        self._fgd = FGD(typical=args.get("typical", "observed"),
-                        threshold_pct=args.get("threshold_pct", 95.0),
-                        refresh_every=args.get("refresh_every", 500))
+    def __init__(self, args: Any = None, /, **kwargs: Any):
+        super().__init__(args, **kwargs)
+        a = self.args
+        self._fgd = FGD(FGDArgs(typical=a.typical, threshold_pct=a.threshold_pct, refresh_every=a.refresh_every))
 
     def pressure(self, s: CellState) -> np.ndarray:
         """[M + 1] expected lost milli per milli taken, per model (last: no GPU)."""
         tt = self._fgd.typical(s)
-        k = (tt.digest, len(s.models), s.clock, self.args.get("weight_by", "gpu"))
+        k = (tt.digest, len(s.models), s.clock, self.args.weight_by)
         hit = s._derived.get("scarcity")
         if hit is not None and hit[0] == k:
             return hit[1]
         M = len(s.models)
         acc = self._fgd._acc(s, tt)[:, :M]                         # [C, M]
         gpu_w = tt.count * np.maximum(tt.num, 0) * tt.milli
-        w = gpu_w if self.args.get("weight_by", "gpu") == "gpu" else tt.count
+        w = gpu_w if self.args.weight_by == "gpu" else tt.count
         out = np.zeros(M + 1)
         if w.sum() > 0 and M:
             pm = w / w.sum()

@@ -1,17 +1,29 @@
 """Scheduling strategies: named, versioned plugin profiles.
 
-A strategy module defines ``NAME``, ``VERSION``, a docstring saying when to use it, and
-``build(config) -> Profile``. :func:`get_strategy` builds (and caches, by config digest)
-a :class:`Strategy`. Common config keys: ``seed`` (int, default 0: seeds the tie-break
+A strategy module defines ``NAME``, ``VERSION``, a docstring saying when to use it,
+``Args`` (a frozen dataclass deriving from :class:`~.args.StrategyArgs`: its keys, their
+defaults and what values they allow) and ``build(args: Args) -> Profile``.
+:func:`get_strategy` parses the config into ``Args`` (an unknown key or a bad value raises
+:class:`~suanli.errors.StrategyConfigError` naming the strategy, the key, the value and
+what is allowed), builds the profile and caches the :class:`Strategy` by config digest.
+Common keys (:class:`~.args.StrategyArgs`): ``seed`` (int, default 0: seeds the tie-break
 draws together with the input position), ``top_k`` (candidates kept in provenance,
-default 5), ``retry_budget`` (pending tasks retried per input after a release, default 32),
-``rules`` (label-based matching, see ``processors/matching.py``).
+default 5), ``retry_budget`` (pending tasks retried per input after a release, default
+32), ``tie_break``, ``rules`` (label-based matching, see ``processors/matching.py``),
+``fallback_strategy`` / ``fallback_config`` (what decides when a sandboxed strategy fails).
+
+For the core: ``Strategy.args`` holds the parsed config (``.rules``, ``.seed``,
+``.retry_budget`` ...); :func:`strategy_for_rule` and :func:`fallback_of` build the
+strategies a rule or a sandbox failure names; :func:`validate_policy` checks a policy
+(strategy name and config, with the strategies its rules, blends and fallback name)
+without building anything.
 
 Third-party strategies are discovered through the ``suanli.strategies`` entry-point
 group (:func:`discover`); each entry point names a module or object with NAME / VERSION /
-build. A third-party strategy is *untrusted* unless its module sets ``TRUSTED = True``:
-its scoring then runs in a resource-limited subprocess (``processors/sandbox.py``).
-Built-in names cannot be overridden.
+build (and optionally ``Args``; without one its own keys are passed to ``build(config)``
+unchecked, see :class:`~.args.ExternalArgs`). A third-party strategy is *untrusted*
+unless its module sets ``TRUSTED = True``: its scoring then runs in a resource-limited
+subprocess (``processors/sandbox.py``). Built-in names cannot be overridden.
 """
 from __future__ import annotations
 
@@ -20,11 +32,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from suanli.errors import StrategyConfigError
+
 from .. import plugins as _plugins  # noqa: F401  (registers the built-in plugins)
+from ..args import arg_infos, explicit, parse_args
 from ..framework import Profile
+from ..matching import BlendMember, Rule
 from . import (analytics, anti_affinity, balanced, batch, bestfit, cost_cheapest, cost_spot, default,
                dotprod, fgd, first_fit, gpu_clustering, gpu_packing, green_carbon, green_pue, latency,
                random, rules, spread_zones, worst_fit)
+from .args import ExternalArgs, StrategyArgs
 
 BUILTIN = (random, dotprod, gpu_clustering, gpu_packing, bestfit, fgd, default, worst_fit, first_fit,
            balanced, analytics, cost_cheapest, cost_spot, spread_zones, anti_affinity, green_carbon,
@@ -32,6 +49,14 @@ BUILTIN = (random, dotprod, gpu_clustering, gpu_packing, bestfit, fgd, default, 
 MODULES: dict[str, Any] = {m.NAME: m for m in BUILTIN}
 EXTERNAL: dict[str, str] = {}          # name -> entry point value (module:attr) of discovered ones
 ENTRY_POINT_GROUP = "suanli.strategies"
+
+
+class UnknownStrategyError(StrategyConfigError, KeyError):
+    """No strategy has this name. Also a KeyError, which is what an unknown name raised
+    before configs were typed."""
+
+    def __str__(self) -> str:          # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 def canonical_json(obj: Any) -> str:
@@ -45,6 +70,10 @@ def config_digest(config: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Strategy:
+    """A built strategy. ``config`` is the config as given and ``digest`` its sha256
+    (decisions carry it: never computed over the filled-in ``args``); ``args`` is the
+    parsed config with every default; ``seed`` and ``retry_budget`` repeat two of its
+    fields."""
     name: str
     version: str
     config: dict[str, Any]
@@ -52,6 +81,7 @@ class Strategy:
     profile: Profile
     seed: int
     retry_budget: int
+    args: StrategyArgs
 
     def ref(self) -> dict[str, str]:
         return {"name": self.name, "version": self.version, "config_digest": self.digest}
@@ -102,32 +132,108 @@ def discover() -> list[str]:
 DISCOVERY_ERRORS: dict[str, str] = {}
 
 
+# ------------------------------------------------------------------------------ args
+def module(name: Any) -> Any:
+    """The strategy module called ``name``; :class:`UnknownStrategyError` (a KeyError and a
+    StrategyConfigError) names the known ones otherwise."""
+    try:
+        return MODULES[name]
+    except (KeyError, TypeError):
+        raise UnknownStrategyError(f"unknown strategy {name!r}; known: {', '.join(names())}") from None
+
+
+def args_class(name: str) -> type[StrategyArgs]:
+    """The ``Args`` dataclass of strategy ``name`` (:class:`~.args.ExternalArgs` for a
+    third-party strategy that declares none)."""
+    return getattr(module(name), "Args", ExternalArgs)
+
+
+def parse_config(name: str, config: dict[str, Any] | None) -> StrategyArgs:
+    """``config`` parsed into strategy ``name``'s ``Args`` (every default filled in).
+    Raises StrategyConfigError (UnknownStrategyError for an unknown name)."""
+    return parse_args(args_class(name), config, f"strategy {name!r}")
+
+
+def defaults(name: str) -> dict[str, Any]:
+    """Every key strategy ``name`` takes, with its default: the explicit form of ``{}``."""
+    return explicit(args_class(name)())
+
+
+def validate_policy(name: str, config: dict[str, Any] | None) -> StrategyArgs:
+    """Check a policy without building it: ``config`` against strategy ``name``'s
+    ``Args``, and every strategy the config names with the config it would get: each
+    rule's strategy (``{"seed": seed, **rule.config}``) or blend members, and ``rules``'
+    own ``fallback`` (with ``fallback_config``). ``fallback_strategy`` must name a known
+    strategy; its ``fallback_config`` is checked when a sandboxed strategy is involved
+    (it is built only when one fails; the ``rules`` strategy shares ``fallback_config``
+    between its two fallbacks). Returns the parsed ``Args``; raises
+    :class:`~suanli.errors.StrategyConfigError` saying where (``strategy 'rules':
+    rules[1].blend[0]: strategy 'x': ...``)."""
+    args = parse_config(name, config)
+    used = [name]
+    seed = args.seed
+    for i, rule in enumerate(args.rules):
+        if rule.blend is not None:
+            for j, m in enumerate(rule.blend):
+                _nested(f"strategy {name!r}: rules[{i}].blend[{j}]", m.strategy, {"seed": seed, **m.config})
+                used.append(m.strategy)
+        else:
+            _nested(f"strategy {name!r}: rules[{i}]", rule.strategy, {"seed": seed, **rule.config})
+            used.append(rule.strategy)
+    fallback = getattr(args, "fallback", None)      # the rules strategy's own fallback
+    if fallback is not None:
+        _nested(f"strategy {name!r}: fallback", fallback, {"seed": seed, **args.fallback_config})
+        used.append(fallback)
+    try:
+        module(args.fallback_strategy)
+    except UnknownStrategyError as exc:
+        raise StrategyConfigError(f"strategy {name!r}: bad value for fallback_strategy: {exc}") from None
+    sandboxed = any(getattr(MODULES[n], "SANDBOXED", False) for n in used)
+    if sandboxed and args.fallback_strategy != name:   # naming itself: the core keeps the strategy
+        _nested(f"strategy {name!r}: fallback_strategy", args.fallback_strategy,
+                {"seed": seed, **args.fallback_config})
+    return args
+
+
+def _nested(where: str, name: str, config: dict[str, Any]) -> None:
+    try:
+        validate_policy(name, config)
+    except StrategyConfigError as exc:
+        raise StrategyConfigError(f"{where}: {exc}") from None
+
+
+# ------------------------------------------------------------------------------ build
 def get_strategy(name: str, config: dict[str, Any] | None = None, digest: str | None = None) -> Strategy:
-    """The strategy ``name`` built with ``config``. Unknown names raise KeyError.
-    ``name`` may also be a blend, ``{"blend": [{"strategy": .., "weight": .., "config": ..}]}``
-    serialised by :func:`blend_name`."""
+    """The strategy ``name`` built with ``config`` (``digest``: its config digest, when
+    the caller has it). An unknown name raises :class:`UnknownStrategyError` (a
+    KeyError); an unknown key or a bad value :class:`~suanli.errors.StrategyConfigError`.
+    Blends are built by :func:`get_blend`."""
     config = config or {}
     digest = digest or config_digest(config)
     key = (name, digest)
     st = _CACHE.get(key)
     if st is None:
-        mod = MODULES[name]
-        st = Strategy(name, mod.VERSION, config, digest, mod.build(config),
-                      int(config.get("seed", 0)), int(config.get("retry_budget", 32)))
+        mod = module(name)
+        args = parse_config(name, config)
+        # a third-party strategy without Args gets its config as it came
+        profile = mod.build(args) if hasattr(mod, "Args") else mod.build(config)
+        st = Strategy(name, mod.VERSION, config, digest, profile, args.seed, args.retry_budget, args)
         if len(_CACHE) > 128:
             _CACHE.clear()
         _CACHE[key] = st
     return st
 
 
-def get_blend(members: list[dict[str, Any]], seed: int = 0) -> Strategy:
+def get_blend(members: list[Any], seed: int = 0) -> Strategy:
     """A weighted blend of strategies: each member's total score is min-max normalised to
     0..100 over the feasible nodes, then ``sum(weight x score)``; a node must pass every
-    member's filters. Cached by the members' canonical JSON."""
+    member's filters. ``members``: :class:`~..matching.BlendMember` or their JSON objects
+    ``{"strategy", "weight" (default 1), "config" (default {})}``. Cached by the members'
+    canonical JSON."""
     from ..blend import build_blend
 
-    spec = [{"strategy": m["strategy"], "weight": float(m.get("weight", 1.0)), "config": m.get("config") or {}}
-            for m in members]
+    typed = [parse_args(BlendMember, m, "blend member") for m in members]
+    spec = [{"strategy": m.strategy, "weight": m.weight, "config": m.config} for m in typed]
     cfg = {"blend": spec, "seed": seed}
     digest = config_digest(cfg)
     key = ("blend", digest)
@@ -135,10 +241,30 @@ def get_blend(members: list[dict[str, Any]], seed: int = 0) -> Strategy:
     if st is None:
         subs = [get_strategy(m["strategy"], {"seed": seed, **m["config"]}) for m in spec]
         name = "blend(" + ",".join(f"{m['strategy']}:{m['weight']:g}" for m in spec) + ")"
+        first = subs[0].args
+        args = StrategyArgs(seed=seed, top_k=first.top_k, retry_budget=first.retry_budget, tie_break="BestFit")
         st = Strategy(name, "1.0.0", cfg, digest, build_blend(subs, [m["weight"] for m in spec]),
-                      seed, subs[0].retry_budget)
+                      seed, subs[0].retry_budget, args)
         _CACHE[key] = st
     return st
+
+
+def strategy_for_rule(rule: Rule, seed: int) -> Strategy:
+    """The strategy placing the tasks ``rule`` matches: its blend, or its strategy built
+    with ``{"seed": seed, **rule.config}`` (``seed``: the cell strategy's)."""
+    if rule.blend is not None:
+        return get_blend(list(rule.blend), seed)
+    return get_strategy(rule.strategy, {"seed": seed, **rule.config})
+
+
+def fallback_of(strategy: Strategy) -> Strategy:
+    """What decides when ``strategy`` fails in the sandbox: its ``fallback_strategy``
+    built with ``{"seed": strategy.seed, **fallback_config}``, or the strategy itself when
+    it names itself."""
+    a = strategy.args
+    if a.fallback_strategy == strategy.name:
+        return strategy
+    return get_strategy(a.fallback_strategy, {"seed": strategy.seed, **a.fallback_config})
 
 
 def names() -> list[str]:
@@ -147,8 +273,14 @@ def names() -> list[str]:
 
 def describe(name: str) -> dict[str, str]:
     """NAME, VERSION, the first paragraph of the docstring ("when to use it") and origin."""
-    mod = MODULES[name]
+    mod = module(name)
     doc = (getattr(mod, "__doc__", "") or "").strip()
     return {"name": name, "version": mod.VERSION, "summary": doc.split("\n\n")[0].replace("\n", " "),
             "origin": EXTERNAL.get(name, "builtin"),
             "sandboxed": str(bool(getattr(mod, "SANDBOXED", False))).lower()}
+
+
+def describe_args(name: str) -> list[dict[str, Any]]:
+    """Strategy ``name``'s keys: ``{"name", "allowed", "default", "doc"}`` each, in
+    declaration order (the common keys first)."""
+    return [i._asdict() for i in arg_infos(args_class(name))]

@@ -6,14 +6,23 @@ mix CPU-only and GPU nodes.
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+
+from ..args import arg, like, project
+from ..framework import Profile
+from ..plugins.cpu_mem_fit import CpuMemFitArgs
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "analytics"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "CpuMemFit", "args": {k: config[k] for k in ("gpu_node_penalty",) if k in config}}],
-                         tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("BestFit", TIE_BREAK_DOC)
+    gpu_node_penalty: float = like(CpuMemFitArgs, "gpu_node_penalty")
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "CpuMemFit", "args": project(args, CpuMemFitArgs)}])

@@ -6,14 +6,22 @@ Use it to keep noisy neighbours apart or replicas off shared hardware.
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
+from dataclasses import dataclass
+
+from ..args import arg
+from ..framework import Profile
 from ..plugins.basic import FILTERS
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "anti-affinity"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS + ["AntiAffinity"], [{"name": "BestFit"}],
-                         tie_break=config.get("tie_break", "random"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("random", TIE_BREAK_DOC)
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "BestFit"}], filters=FILTERS + ["AntiAffinity"])

@@ -7,14 +7,21 @@ the others (e.g. memory-heavy inference next to CPU-heavy preprocessing).
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+
+from ..args import arg
+from ..framework import Profile
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "balanced"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "Balanced"}],
-                         tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("BestFit", TIE_BREAK_DOC)
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "Balanced"}])

@@ -13,16 +13,29 @@ matters more than each task's own best node, e.g. after a large release of capac
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+from typing import Literal
+
+from ..args import arg, like, project
+from ..framework import Profile
+from ..plugins.batch import CpSatBatchArgs
+from ._profile import standard_profile
+from .args import StrategyArgs
 
 NAME = "batch"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    args = {k: config[k] for k in ("window", "candidates", "open_penalty", "max_deterministic_time",
-                                   "solver_seed") if k in config}
-    return Profile.build(REGISTRY, FILTERS, [{"name": "CpSatBatch", "args": args}],
-                         tie_break="BestFit", secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: Literal["BestFit"] = arg("BestFit", "equal scores: by BestFit (the solver's plan "
+                                        "decides; fixed)")
+    window: int = like(CpSatBatchArgs, "window")
+    candidates: int = like(CpSatBatchArgs, "candidates")
+    open_penalty: int = like(CpSatBatchArgs, "open_penalty")
+    max_deterministic_time: float = like(CpSatBatchArgs, "max_deterministic_time")
+    solver_seed: int = like(CpSatBatchArgs, "solver_seed")
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "CpSatBatch", "args": project(args, CpSatBatchArgs)}])

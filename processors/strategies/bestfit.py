@@ -9,11 +9,14 @@ point of the FGD protocol. Config: ``max_cpu`` / ``max_gpu`` (normalisers).
 from __future__ import annotations
 
 from ..framework import Profile
-from ._baseline import baseline_profile, normaliser_args
+from ._baseline import NormalisedBaselineArgs, baseline_profile, normalisers
 
 NAME = "bestfit"
 VERSION = "1.1.0"
 
 
-def build(config: dict) -> Profile:
-    return baseline_profile("BestFit", config, normaliser_args(config))
+Args = NormalisedBaselineArgs
+
+
+def build(args: Args) -> Profile:
+    return baseline_profile("BestFit", args, normalisers(args))

@@ -8,14 +8,25 @@ Use it for cost-bound batch work where any node will do and time-to-start matter
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+
+from ..args import arg, like, project
+from ..framework import Profile
+from ..plugins.cost import PricingArgs
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "cost-cheapest"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "Cheapest", "args": {k: config[k] for k in ("price_by_model", "price_per_core", "pricing_factor") if k in config}}],
-                         tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("BestFit", TIE_BREAK_DOC)
+    price_by_model: dict[str, float] = like(PricingArgs, "price_by_model")
+    price_per_core: float = like(PricingArgs, "price_per_core")
+    pricing_factor: dict[str, float] = like(PricingArgs, "pricing_factor")
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "Cheapest", "args": project(args, PricingArgs)}])

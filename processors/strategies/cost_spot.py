@@ -8,14 +8,29 @@ Use it on clouds that mix commitments with spot and on-demand capacity.
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+
+from ..args import arg, like, project
+from ..framework import Profile
+from ..plugins.cost import SpotMixArgs
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "cost-spot-mix"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "SpotMix", "args": {k: config[k] for k in ("price_by_model", "price_per_core", "pricing_factor", "reserved_marginal", "risk_gold", "risk_silver", "risk_bronze") if k in config}}],
-                         tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("BestFit", TIE_BREAK_DOC)
+    price_by_model: dict[str, float] = like(SpotMixArgs, "price_by_model")
+    price_per_core: float = like(SpotMixArgs, "price_per_core")
+    pricing_factor: dict[str, float] = like(SpotMixArgs, "pricing_factor")
+    reserved_marginal: float = like(SpotMixArgs, "reserved_marginal")
+    risk_gold: float = like(SpotMixArgs, "risk_gold")
+    risk_silver: float = like(SpotMixArgs, "risk_silver")
+    risk_bronze: float = like(SpotMixArgs, "risk_bronze")
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "SpotMix", "args": project(args, SpotMixArgs)}])

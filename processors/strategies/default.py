@@ -33,32 +33,41 @@ openb trace it beats FGD on all five shared workloads (BENCHMARKS.md). Config: a
 """
 from __future__ import annotations
 
-from suanli.errors import StrategyError
+from dataclasses import dataclass
+from typing import Literal
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
-from .fgd import fgd_args
+from ..args import arg, like
+from ..framework import Profile
+from ..plugins.basic import BestFitRawArgs, TaskKind
+from ..plugins.fgd import FGDArgs, ScarcityArgs
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, TieBreak
+from .fgd import FgdFamilyArgs, fgd_args
 
 NAME = "default"
 VERSION = "1.2.0"
 
 
-def build(config: dict) -> Profile:
-    args = fgd_args(config, "raw")
-    args["mode"] = config.get("mode", "raw")
-    args.setdefault("device_tie", "bestfit")
-    args.setdefault("gap_weight", 0.5)
-    kinds = config.get("bestfit_kinds", {"cpu": 0.0, "shared": 0.25})
-    if not isinstance(kinds, dict) or not set(kinds) <= {"cpu", "shared", "whole"} \
-            or not all(isinstance(v, (int, float)) and 0 <= v <= 1 for v in kinds.values()):
-        raise StrategyError("bestfit_kinds must map task kinds (cpu, shared, whole) to the CPU "
-                            f"term's share in 0..1, e.g. {{\"cpu\": 0.0, \"shared\": 0.5}}; got {kinds!r}")
-    scorers = [{"name": "FGD", "args": args},
-               {"name": "BestFitRaw", "weight": float(config.get("bestfit_weight", 1.0)),
-                "args": {"kinds": {k: float(v) for k, v in sorted(kinds.items())}}}]
-    if float(config.get("scarcity_weight", 1.0)):
-        scorers.append({"name": "Scarcity", "weight": float(config.get("scarcity_weight", 1.0)),
-                        "args": {"typical": args["typical"], "threshold_pct": args["threshold_pct"]}})
-    return Profile.build(REGISTRY, FILTERS, scorers,
-                         tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(FgdFamilyArgs):
+    tie_break: TieBreak = arg("BestFit", TIE_BREAK_DOC)
+    mode: Literal["sigmoid", "raw"] = like(FGDArgs, "mode", "raw")
+    device_tie: Literal["first", "bestfit"] = like(FGDArgs, "device_tie", "bestfit")
+    gap_weight: float = like(FGDArgs, "gap_weight", 0.5)
+    bestfit_weight: float = arg(1.0, "weight of the BestFit points (one point trades against one "
+                                "milli-GPU of fragmentation)", ge=0)
+    bestfit_kinds: dict[TaskKind, float] = arg(
+        {"cpu": 0.0, "shared": 0.25}, "task kind -> the CPU term's share of its BestFit points (the GPU "
+        "term gets the rest); kinds left out get no BestFit points", ge=0, le=1)
+    scarcity_weight: float = arg(1.0, "weight of the model-scarcity cost (0: off)", ge=0)
+
+
+def build(args: Args) -> Profile:
+    scorers = [{"name": "FGD", "args": fgd_args(args)},
+               {"name": "BestFitRaw", "weight": args.bestfit_weight,
+                "args": BestFitRawArgs(kinds=args.bestfit_kinds)}]
+    if args.scarcity_weight:
+        # Scarcity reads the typical tasks like FGD but keeps its own refresh cadence (500)
+        scorers.append({"name": "Scarcity", "weight": args.scarcity_weight,
+                        "args": ScarcityArgs(typical=args.typical_tasks, threshold_pct=args.threshold_pct)})
+    return standard_profile(args, scorers)

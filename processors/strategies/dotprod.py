@@ -9,11 +9,14 @@ request mix is balanced. Config: ``max_cpu`` / ``max_gpu``.
 from __future__ import annotations
 
 from ..framework import Profile
-from ._baseline import baseline_profile, normaliser_args
+from ._baseline import NormalisedBaselineArgs, baseline_profile, normalisers
 
 NAME = "dotprod"
 VERSION = "1.1.0"
 
 
-def build(config: dict) -> Profile:
-    return baseline_profile("DotProduct", config, normaliser_args(config))
+Args = NormalisedBaselineArgs
+
+
+def build(args: Args) -> Profile:
+    return baseline_profile("DotProduct", args, normalisers(args))

@@ -19,25 +19,42 @@ draw our implementation lands near 10 % (see ARCHITECTURE notes in the report).
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+from typing import Literal
+
+from ..args import arg, like, project
+from ..framework import Profile
+from ..plugins.fgd import FGDArgs, Typical
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "fgd"
 VERSION = "1.1.0"
 
 
-def fgd_args(config: dict, mode: str) -> dict:
-    args = {"typical": config.get("typical_tasks", "observed"),
-            "threshold_pct": config.get("threshold_pct", 95.0),
-            "refresh_every": config.get("refresh_every", 500),
-            "mode": config.get("mode", mode)}
-    for k in ("quantum", "device_tie", "ignore_noaccess", "class_weight", "gap_weight"):
-        if k in config:
-            args[k] = config[k]
-    return args
+@dataclass(frozen=True, slots=True)
+class FgdFamilyArgs(StrategyArgs):
+    """The FGD scorer's keys, shared with ``default`` (which sets other defaults)."""
+    typical_tasks: Typical = like(FGDArgs, "typical")
+    threshold_pct: float = like(FGDArgs, "threshold_pct")
+    refresh_every: int = like(FGDArgs, "refresh_every")
+    mode: Literal["sigmoid", "raw"] = like(FGDArgs, "mode")
+    quantum: float = like(FGDArgs, "quantum")
+    device_tie: Literal["first", "bestfit"] = like(FGDArgs, "device_tie")
+    ignore_noaccess: bool = like(FGDArgs, "ignore_noaccess")
+    class_weight: Literal["count", "gpu"] = like(FGDArgs, "class_weight")
+    gap_weight: float = like(FGDArgs, "gap_weight")
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "FGD", "args": fgd_args(config, "sigmoid")}],
-                         tie_break=config.get("tie_break", "name"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(FgdFamilyArgs):
+    tie_break: TieBreak = arg("name", TIE_BREAK_DOC)
+
+
+def fgd_args(args: FgdFamilyArgs) -> FGDArgs:
+    """The FGD plugin's arguments from a strategy's."""
+    return project(args, FGDArgs, typical=args.typical_tasks)
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "FGD", "args": fgd_args(args)}])

@@ -6,14 +6,21 @@ preference order (e.g. cheapest or closest first).
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+
+from ..args import arg
+from ..framework import Profile
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "first-fit"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "FirstFit"}],
-                         tie_break=config.get("tie_break", "first"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("first", TIE_BREAK_DOC)
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "FirstFit"}])

@@ -11,11 +11,14 @@ capacity planning); as a reference point of the FGD protocol.
 from __future__ import annotations
 
 from ..framework import Profile
-from ._baseline import baseline_profile
+from ._baseline import BaselineArgs, baseline_profile
 
 NAME = "gpu-clustering"
 VERSION = "1.1.0"
 
 
-def build(config: dict) -> Profile:
-    return baseline_profile("GpuClustering", config)
+Args = BaselineArgs
+
+
+def build(args: Args) -> Profile:
+    return baseline_profile("GpuClustering", args)

@@ -10,11 +10,14 @@ Use it for training-style whole-GPU workloads where keeping idle nodes idle matt
 from __future__ import annotations
 
 from ..framework import Profile
-from ._baseline import baseline_profile
+from ._baseline import BaselineArgs, baseline_profile
 
 NAME = "gpu-packing"
 VERSION = "1.1.0"
 
 
-def build(config: dict) -> Profile:
-    return baseline_profile("GpuPacking", config)
+Args = BaselineArgs
+
+
+def build(args: Args) -> Profile:
+    return baseline_profile("GpuPacking", args)

@@ -6,14 +6,27 @@ Use it for deferrable or location-flexible work across sites with different grid
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+
+from ..args import arg, like, project
+from ..framework import Profile
+from ..plugins.carbon import CarbonArgs
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "green-carbon"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "Carbon", "args": {k: config[k] for k in ("watts_per_gpu", "watts_per_gpu_model", "watts_per_core", "default_pue", "default_carbon") if k in config}}],
-                         tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("BestFit", TIE_BREAK_DOC)
+    watts_per_gpu: float = like(CarbonArgs, "watts_per_gpu")
+    watts_per_gpu_model: dict[str, float] = like(CarbonArgs, "watts_per_gpu_model")
+    watts_per_core: float = like(CarbonArgs, "watts_per_core")
+    default_pue: float = like(CarbonArgs, "default_pue")
+    default_carbon: float = like(CarbonArgs, "default_carbon")
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "Carbon", "args": project(args, CarbonArgs)}])

@@ -6,14 +6,26 @@ Use it where energy is billed or capped per site, or nodes power down when idle.
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+
+from ..args import arg, like, project
+from ..framework import Profile
+from ..plugins.pue import PueArgs
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "green-pue"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "Pue", "args": {k: config[k] for k in ("watts_per_gpu", "watts_per_core", "idle_watts", "default_pue") if k in config}}],
-                         tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("BestFit", TIE_BREAK_DOC)
+    watts_per_gpu: float = like(PueArgs, "watts_per_gpu")
+    watts_per_core: float = like(PueArgs, "watts_per_core")
+    idle_watts: float = like(PueArgs, "idle_watts")
+    default_pue: float = like(PueArgs, "default_pue")
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "Pue", "args": project(args, PueArgs)}])

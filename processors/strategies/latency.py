@@ -9,14 +9,27 @@ Use it for real-time inference and interactive services (label
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+
+from ..args import arg, like, project
+from ..framework import Profile
+from ..plugins.latency import LatencyArgs, Link
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "latency"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "Latency", "args": {k: config[k] for k in ("zone_region_ms", "region_site_ms", "region_backbone_ms", "links", "unreachable_ms") if k in config}}],
-                         tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("BestFit", TIE_BREAK_DOC)
+    zone_region_ms: float = like(LatencyArgs, "zone_region_ms")
+    region_site_ms: float = like(LatencyArgs, "region_site_ms")
+    region_backbone_ms: float = like(LatencyArgs, "region_backbone_ms")
+    links: tuple[Link, ...] = like(LatencyArgs, "links")
+    unreachable_ms: float = like(LatencyArgs, "unreachable_ms")
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "Latency", "args": project(args, LatencyArgs)}])

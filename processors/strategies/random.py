@@ -5,12 +5,21 @@ load with no preference at all. Never for production packing.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..args import arg
 from ..framework import Profile
-from ._baseline import baseline_profile
+from ._baseline import BaselineArgs, baseline_profile
+from .args import TIE_BREAK_DOC, BaselineTieBreak
 
 NAME = "random"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return baseline_profile("RandomScore", config, tie_break="random")
+@dataclass(frozen=True, slots=True)
+class Args(BaselineArgs):
+    tie_break: BaselineTieBreak = arg("random", TIE_BREAK_DOC)
+
+
+def build(args: Args) -> Profile:
+    return baseline_profile("RandomScore", args)

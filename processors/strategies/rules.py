@@ -12,16 +12,29 @@ declared policy.)
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from ..args import Invalid, arg
 from ..framework import Profile
+from .args import StrategyArgs
 
 NAME = "rules"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    """``top_k`` and ``tie_break`` of this config do not apply: tasks no rule matches are
+    placed by the fallback's profile, configured by ``fallback_config``."""
+    fallback: str = arg("default", "the strategy placing tasks no rule matches (built with "
+                        "fallback_config)", nonempty=True)
+
+    def validate(self) -> None:
+        if self.fallback == NAME:
+            raise Invalid("fallback", self.fallback, "any strategy but 'rules'")
+
+
+def build(args: Args) -> Profile:
     from . import get_strategy
 
-    fb = config.get("fallback", "default")
-    if fb == NAME:
-        raise ValueError("rules: fallback cannot be 'rules'")
-    return get_strategy(fb, {"seed": config.get("seed", 0), **(config.get("fallback_config") or {})}).profile
+    return get_strategy(args.fallback, {"seed": args.seed, **args.fallback_config}).profile

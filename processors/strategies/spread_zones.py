@@ -7,14 +7,27 @@ Use it for replicated services and quorum systems that must survive a zone outag
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
+from dataclasses import dataclass
+
+from ..args import arg, like, project
+from ..framework import Profile
+from ..plugins.anti_affinity import AntiAffinityArgs
 from ..plugins.basic import FILTERS
+from ..plugins.zone_spread import ZoneSpreadArgs
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "spread-zones"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS + [{"name": "AntiAffinity", "args": {"strict_replicas": bool(config.get("strict_replicas", False))}}], [{"name": "ZoneSpread", "args": {k: config[k] for k in ("group_label",) if k in config}}],
-                         tie_break=config.get("tie_break", "BestFit"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("BestFit", TIE_BREAK_DOC)
+    strict_replicas: bool = like(AntiAffinityArgs, "strict_replicas")
+    group_label: str = like(ZoneSpreadArgs, "group_label")
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "ZoneSpread", "args": project(args, ZoneSpreadArgs)}],
+                            filters=FILTERS + [{"name": "AntiAffinity", "args": project(args, AntiAffinityArgs)}])

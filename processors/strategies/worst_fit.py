@@ -7,14 +7,21 @@ fragments GPUs (the opposite of ``bestfit``).
 """
 from __future__ import annotations
 
-from ..framework import REGISTRY, Profile
-from ..plugins.basic import FILTERS
+from dataclasses import dataclass
+
+from ..args import arg
+from ..framework import Profile
+from ._profile import standard_profile
+from .args import TIE_BREAK_DOC, StrategyArgs, TieBreak
 
 NAME = "worst-fit"
 VERSION = "1.0.0"
 
 
-def build(config: dict) -> Profile:
-    return Profile.build(REGISTRY, FILTERS, [{"name": "WorstFit"}],
-                         tie_break=config.get("tie_break", "random"), secondary=[{"name": "BestFit"}],
-                         top_k=int(config.get("top_k", 5)), others=["Capacity"])
+@dataclass(frozen=True, slots=True)
+class Args(StrategyArgs):
+    tie_break: TieBreak = arg("random", TIE_BREAK_DOC)
+
+
+def build(args: Args) -> Profile:
+    return standard_profile(args, [{"name": "WorstFit"}])

@@ -36,7 +36,7 @@ def _run(name):
         else:
             c.task(f"t{i}", cpu=int(rng.integers(100, 8000)), labels=labels)
         if i % 7 == 6:
-            c.done(f"t{i - 3}") if c.state.tasks[f"t{i - 3}"]["status"] == "PLACED" else None
+            c.done(f"t{i - 3}") if c.state.tasks[f"t{i - 3}"].status == "PLACED" else None
         c.state.check()
     return json.dumps(c.outputs, sort_keys=True), c
 

@@ -5,6 +5,8 @@ import numpy as np
 from kit import Cell
 from suanli.processors import CellState
 from suanli.processors.framework import CycleContext, Request
+from suanli.processors.model import Request as ModelRequest, Task
+from suanli.processors.state import TaskRecord
 from suanli.processors.plugins.baselines import DotProduct, GpuClustering, GpuPacking
 
 
@@ -50,7 +52,8 @@ def test_gpu_clustering_bands():
     s.allocate("x3", "b", [1, 2], 1000, 0, 0)      # b: share + 2-gpu
     s.allocate("x4", "c", [0, 1], 1000, 0, 0)      # c: 2-gpu only;  d: idle
     s._derived.pop("gpu_tags", None)
-    s.tasks = {f"x{i}": {"status": "PLACED", "node": n, "devices": d, "gpu_milli": m}
+    s.tasks = {f"x{i}": TaskRecord(Task(task_id=f"x{i}", tenant="t", request=ModelRequest(0, 0, len(d), m)),
+                                   i, "PLACED", n, tuple(d))
                for i, (n, d, m) in enumerate([("a", [0], 500), ("b", [0], 500), ("b", [1, 2], 1000),
                                               ("c", [0, 1], 1000)], start=1)}
     sc = GpuClustering().score(CycleContext(s, Request(0, 0, 1, 300), "t", 0, {}), np.arange(4))
@@ -82,7 +85,7 @@ def test_gpu_tag_index_stays_equal_to_a_rebuild():
     rng = np.random.default_rng(0)
     for i in range(30):
         c.task(f"t{i}", gpus=int(rng.choice([1, 1, 2])), milli=int(rng.choice([200, 500, 1000])))
-        if i % 4 == 3 and c.state.tasks[f"t{i - 2}"]["status"] == "PLACED":
+        if i % 4 == 3 and c.state.tasks[f"t{i - 2}"].status == "PLACED":
             c.done(f"t{i - 2}")
         live = [dict(d) for d in c.state.gpu_tags()]
         c.state._derived.pop("gpu_tags")
@@ -115,5 +118,6 @@ def test_unknown_tie_break_is_refused_with_the_choices():
     import pytest
     from suanli.errors import StrategyError
     from suanli.processors import strategies as S
-    with pytest.raises(StrategyError, match="unknown tie_break 'sideways'.*random, name, first"):
+    with pytest.raises(StrategyError, match="strategy 'bestfit': bad value for tie_break: 'sideways'; "
+                                            "allowed: one of 'random', 'name', 'first'$"):
         S.get_strategy("bestfit", {"tie_break": "sideways"})

@@ -26,7 +26,7 @@ def test_batch_places_queued_tasks_jointly():
     q1 = placed["q1"]["provenance"]["path"]
     assert "batch: CP-SAT OPTIMAL placed 2/2 tasks of the window (objective 2336)" in q1
     # "new" cannot fit anywhere now: queued, with the solver's note
-    assert c.state.tasks["new"]["status"] == "PENDING"
+    assert c.state.tasks["new"].status == "PENDING"
 
 
 def test_batch_is_deterministic():

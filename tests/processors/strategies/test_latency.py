@@ -1,6 +1,6 @@
 """Latency family: network distance from a networkx topology of zones / regions / sites."""
 from kit import Cell
-from suanli.processors.plugins.placement import build_topology
+from suanli.processors.plugins.latency import build_topology
 
 
 def _geo(config=None):

@@ -119,9 +119,9 @@ def test_default_leaves_whole_gpu_tasks_to_the_gradient_and_checks_its_config():
     from suanli.processors import strategies as S
     prof = S.get_strategy("default", {}).profile
     bf = next(p for p, _ in prof.scorers if p.name == "BestFitRaw")
-    assert bf.args["kinds"] == {"cpu": 0.0, "shared": 0.25}
+    assert bf.args.kinds == {"cpu": 0.0, "shared": 0.25}
     for bad in (["cpu"], {"gpu": 0.5}, {"cpu": 2}):
-        with pytest.raises(StrategyError, match="bestfit_kinds must map task kinds"):
+        with pytest.raises(StrategyError, match="strategy .default.: bad value for bestfit_kinds"):
             S.get_strategy("default", {"bestfit_kinds": bad})
 
 
@@ -129,7 +129,7 @@ def test_default_puts_cpu_only_tasks_where_the_gpus_are_already_taken():
     typical = [{"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 1000, "count": 1}]
     placed = {}
     for strategy in ("default", "bestfit"):
-        c = Cell(strategy, {"typical_tasks": typical})
+        c = Cell(strategy, {"typical_tasks": typical} if strategy == "default" else {})
         c.node("taken", cpu=64000, gpus=2, model="T4")
         c.task("g1", cpu=4000, gpus=1, milli=1000)
         c.task("g2", cpu=4000, gpus=1, milli=1000)          # both GPUs of "taken" in use

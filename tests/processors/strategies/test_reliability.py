@@ -14,7 +14,7 @@ def test_spread_zones_puts_replicas_in_distinct_zones():
     c = _zoned("spread-zones")
     for i in range(3):
         c.task(f"r{i}", cpu=2000, labels={"replica-group": "db"})
-    zones = {c.state.node_meta[c.node_of(f"r{i}")]["zone"] for i in range(3)}
+    zones = {c.state.nodes[c.node_of(f"r{i}")].zone for i in range(3)}
     assert zones == {"z1", "z2", "z3"}
     c.task("r3", cpu=2000, labels={"replica-group": "db"})
     nodes = {c.node_of(f"r{i}") for i in range(4)}

@@ -75,3 +75,25 @@ def test_matching_is_deterministic():
                    labels={"workload": w, "users-zone": "bj-a"})
         return json.dumps(c.outputs, sort_keys=True)
     assert run() == run()
+
+
+def test_typed_rules_and_task_records_match_like_the_json_forms():
+    from suanli.processors import matching
+    from suanli.processors import strategies as S
+
+    c = _cell()
+    c.task("inf", gpus=1, milli=250, labels={"workload": "realtime-inference"})
+    c.task("w", gpus=2, milli=1000, labels={"workload": "training"}, qos="GOLD")
+    typed = S.parse_config("rules", {"rules": RULES}).rules
+    for tid, want in (("inf", "rules[0] realtime: workload=realtime-inference -> latency"),
+                      ("w", "rules[1] training: workload=training -> blend(gpu-packing:1,default:1)")):
+        rec = c.state.tasks[tid]
+        plain = {"qos": rec.task.qos_tier, "tenant": rec.task.tenant, "labels": rec.task.labels}
+        for rules in (RULES, typed):
+            for task in (rec, plain):
+                i, rule = matching.match(rules, task, rec.task.request.kind)
+                assert matching.describe(i, rule) == want
+    gold = [{"match": {"@qos": "GOLD", "@kind": "whole"}, "strategy": "bestfit"}]
+    rec = c.state.tasks["w"]
+    assert matching.match(S.parse_config("rules", {"rules": gold}).rules, rec, "whole")[0] == 0
+    assert matching.match(gold, c.state.tasks["inf"], "shared") is None

@@ -1,0 +1,54 @@
+"""The arguments every strategy takes, as the base of each strategy's own ``Args``.
+
+A strategy module declares ``Args``, a frozen dataclass deriving from
+:class:`StrategyArgs` (its defaults and validation, see ``processors/args.py``), and
+``build(args: Args) -> Profile``. :func:`~suanli.processors.strategies.get_strategy` parses
+the policy config into ``Args`` once (refusing an unknown key or a bad value with
+:class:`~suanli.errors.StrategyConfigError`) and exposes it as ``Strategy.args``.
+
+The common keys, read by ``get_strategy`` and the core rather than by the builders:
+``seed``, ``retry_budget``, ``rules`` (label routing), ``fallback_strategy`` /
+``fallback_config`` (what decides when a sandboxed strategy fails); and the profile's
+``top_k`` and ``tie_break`` (whose default and allowed values each strategy sets).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from ..args import DEFAULT, arg
+from ..matching import Rule
+
+# equal scores: a seeded draw, the smallest node id, the lowest row, or the BestFit score
+TieBreak = Literal["random", "name", "first", "BestFit"]
+# the paper's baselines have no secondary scorer, so no BestFit tie-break
+BaselineTieBreak = Literal["random", "name", "first"]
+
+TIE_BREAK_DOC = ("equal scores: a seeded draw (random), the smallest node id (name), the lowest row "
+                 "(first) or the BestFit score (BestFit)")
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyArgs:
+    """The keys every strategy accepts. ``rules`` and ``fallback_config`` hold other
+    strategies' configs as given (the core builds those strategies with them; their digest
+    is over exactly those bytes); :func:`~suanli.processors.strategies.validate_policy`
+    checks them too."""
+    seed: int = arg(0, "seeds the tie-break draws together with the input position")
+    top_k: int = arg(5, "candidates kept in provenance", ge=1)
+    retry_budget: int = arg(32, "pending tasks retried per input after a release", ge=0)
+    tie_break: TieBreak = arg("random", TIE_BREAK_DOC)
+    rules: tuple[Rule, ...] = arg((), "label rules routing tasks to other strategies or blends "
+                                  "(processors/matching.py); the first match wins", null=DEFAULT)
+    fallback_strategy: str = arg("default", "strategy deciding when this one fails in the sandbox", nonempty=True)
+    fallback_config: dict[str, Any] = arg({}, "config of the fallback strategy", null=DEFAULT)
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalArgs(StrategyArgs):
+    """A third-party strategy that declares no ``Args``: the common keys are checked, its
+    own keys are kept in ``extra`` and handed to its ``build(config)`` unchecked (they
+    cannot be known here). ``tie_break`` is its own business too."""
+    EXTRA: ClassVar[str] = "extra"
+    tie_break: str = arg("random", "passed to the strategy as it is")
+    extra: dict[str, Any] = field(default_factory=dict)
