@@ -36,7 +36,7 @@ from .model import Request
 from .sandbox import SandboxError
 from .state import (CANCELLED, COMPLETED, FAILED, HOLDING, PENDING, PLACED, READY, TERMINAL,
                     UNSCHEDULABLE, CellState, TaskRecord)
-from .strategies import Strategy, config_digest, get_blend, get_strategy
+from .strategies import Strategy, config_digest, fallback_of, get_strategy, strategy_for_rule, validate_policy
 
 Position = tuple[str, int, int]
 
@@ -63,7 +63,7 @@ def policy_of(e: m.PolicyChanged) -> m.Policy:
     (an unknown strategy, an unknown argument, a value out of range)."""
     try:
         cfg = e.config()
-        get_strategy(e.strategy, cfg)
+        validate_policy(e.strategy, cfg)
     except KeyError:
         from .strategies import names
         raise RejectedInput(f"PolicyChanged for cell {e.cell!r}: unknown strategy {e.strategy!r}; "
@@ -204,27 +204,16 @@ class _Decider:
     def choose(self, t: TaskRecord) -> tuple[Strategy, Optional[str], list[str]]:
         """The strategy for this task: the first label rule that matches (policy config
         ``rules``), else the cell's strategy."""
-        rules = self.strategy.config.get("rules")
+        rules = self.strategy.args.rules
         if not rules:
             return self.strategy, None, []
-        hit = matching.match(rules, {"qos": t.task.qos_tier, "tenant": t.task.tenant, "labels": t.task.labels}, t.task.request.kind)
+        hit = matching.match(rules, t, t.task.request.kind)
         if hit is None:
             return self.strategy, None, [f"match: no rule -> {self.strategy.name}"]
         i, rule = hit
         desc = matching.describe(i, rule)
-        seed = self.strategy.seed
-        if "blend" in rule:
-            st = get_blend(rule["blend"], seed)
-        else:
-            st = get_strategy(rule["strategy"], {"seed": seed, **(rule.get("config") or {})})
-        return st, desc, [f"match: {desc}"]
+        return strategy_for_rule(rule, self.strategy.seed), desc, [f"match: {desc}"]
 
-    def fallback(self) -> Strategy:
-        cfg = self.strategy.config
-        name = cfg.get("fallback_strategy", "default")
-        if name == self.strategy.name:
-            return self.strategy
-        return get_strategy(name, {"seed": self.strategy.seed, **(cfg.get("fallback_config") or {})})
 
     def _placed(self, task_id: str, t: TaskRecord, node_id: str, devices: list[int],
                 prov: m.Provenance) -> None:
@@ -245,7 +234,7 @@ class _Decider:
         try:
             res = run_cycle(strategy.profile, ctx)
         except SandboxError as exc:
-            fb = self.fallback()
+            fb = fallback_of(self.strategy)     # the cell policy says what replaces a failed strategy
             note = f"fallback: {strategy.name} failed in the sandbox ({exc.reason}) -> {fb.name}"
             mpath = mpath + [note]
             rule = f"{rule}; {note}" if rule else note

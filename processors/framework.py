@@ -41,6 +41,7 @@ from suanli.errors import StrategyError
 
 from . import rng
 from .args import NoArgs, parse_args
+from .model import Request  # noqa: F401  (re-exported: plugins take the request from here)
 from .state import GPU_MILLI, CellState, TaskRecord
 
 
@@ -75,43 +76,6 @@ class UnknownPluginError(StrategyError, KeyError):
 
 
 # --------------------------------------------------------------------------- request
-@dataclass(frozen=True, slots=True)
-class Request:
-    """The resource ask of one task, normalised.
-
-    kind: ``"cpu"`` (no GPU), ``"shared"`` (one GPU, < 1000 milli, packed inside one
-    device) or ``"whole"`` (gpu_count whole devices of gpu_milli each, normally 1000).
-    """
-    cpu: int
-    mem: int
-    gpu_count: int
-    gpu_milli: int
-    models: tuple[str, ...] = ()
-
-    @property
-    def kind(self) -> str:
-        if self.gpu_count <= 0 or self.gpu_milli <= 0:
-            return "cpu"
-        if self.gpu_count == 1 and self.gpu_milli < GPU_MILLI:
-            return "shared"
-        return "whole"
-
-    @property
-    def gpu_total(self) -> int:
-        return self.gpu_count * self.gpu_milli if self.kind != "cpu" else 0
-
-    @classmethod
-    def from_resources(cls, res: dict[str, Any]) -> "Request":
-        cnt = int(res.get("gpu_count") or 0)
-        milli = int(res.get("gpu_milli") or 0)
-        if cnt > 0 and milli <= 0:
-            milli = GPU_MILLI
-        if cnt <= 0:
-            milli = 0
-        return cls(int(res.get("cpu_milli") or 0), int(res.get("memory_mib") or 0), cnt, milli,
-                   tuple(sorted(set(res.get("gpu_models") or ()))))
-
-
 @dataclass(slots=True)
 class CycleContext:
     """Everything a plugin may read during one scheduling cycle."""

@@ -1,0 +1,92 @@
+"""CellState on its own: rows, allocations, the queue, node attributes and snapshots."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from suanli.processors.model import Node, Request, Task
+from suanli.processors.state import CellState, TaskRecord
+
+
+def _state() -> CellState:
+    s = CellState("c")
+    s.add_node("a", 8000, 1000, 2, "T4", Node(node_id="a", cpu_milli=8000, memory_mib=1000, gpu_count=2,
+                                                gpu_model="T4", zone="z1", price_per_hour=2.5, pricing="SPOT"))
+    s.add_node("b", 4000, 500, 0, None)
+    s.add_node("c", 16000, 2000, 4, "V100")       # widens nothing: 4 devices fit the padded array
+    return s
+
+
+def test_rows_capacity_and_padding():
+    s = _state()
+    assert s.node_ids == ["a", "b", "c"] and s.max_gpus == 8
+    assert s.gpu_free[1].tolist() == [-1] * 8 and s.gpu_free[2, :4].tolist() == [1000] * 4
+    assert s.gpu_capacity_milli() == 6000 and s.gpu_allocated_milli() == 0
+    assert s.models == ["T4", "V100"] and s.model_idx.tolist() == [0, -1, 1]
+    with pytest.raises(ValueError, match="already registered"):
+        s.add_node("a", 1, 1, 0, None)
+
+
+@pytest.mark.parametrize("node, devices, milli, cpu, mem, error", [
+    ("a", [0], 500, 9000, 0, "cpu/memory do not fit"),
+    ("a", [0], 500, 0, 2000, "cpu/memory do not fit"),
+    ("a", [2], 500, 0, 0, "gpu\\[2\\]"),
+    ("a", [0, 0], 400, 0, 0, "duplicate devices"),
+    ("b", [0], 100, 0, 0, "gpu\\[0\\]"),
+])
+def test_allocations_that_do_not_fit_are_refused(node, devices, milli, cpu, mem, error):
+    s = _state()
+    with pytest.raises(ValueError, match=error):
+        s.allocate("t", node, devices, milli, cpu, mem)
+    assert s.cpu_free.tolist() == s.cpu_cap.tolist()
+
+
+def test_allocate_and_free_keep_the_gpu_summaries():
+    s = _state()
+    s.allocate("t", "c", [1, 3], 1000, 2000, 100)
+    s.allocate("u", "c", [0], 300, 0, 0)
+    row = s.node_index["c"]
+    assert (s.gpu_free_total[row], s.gpu_max_free[row], s.gpu_full_count[row]) == (1700, 1000, 1)
+    s.free("c", [1, 3], 1000, 2000, 100)
+    assert (s.gpu_free_total[row], s.gpu_full_count[row], s.cpu_free[row]) == (3700, 3, 16000)
+
+
+def test_queue_orders_by_priority_then_arrival():
+    s = _state()
+    for seq, (tid, prio) in enumerate([("x", 0), ("y", 5), ("z", 0), ("w", 5)], start=1):
+        s.tasks[tid] = TaskRecord(Task(task_id=tid, tenant="t", request=Request(1, 1, 0, 0), priority=prio), seq)
+        s.enqueue(tid)
+    assert [q[2] for q in s.queue] == ["y", "w", "x", "z"]
+    assert s.queue_position("x") == 2 and s.enqueue("x") == 2        # enqueueing twice keeps one entry
+    assert s.dequeue("y") and not s.dequeue("y") and s.queue_position("w") == 0
+
+
+def test_meta_array_reads_typed_node_fields():
+    s = _state()
+    assert s.meta_array("price_per_hour").tolist() == [2.5, 0.0, 0.0]
+    assert s.meta_array("zone", "none", object).tolist() == ["z1", "none", "none"]      # "" -> the default
+    s.update_node(Node(node_id="b", cpu_milli=4000, memory_mib=500, zone="z9"))
+    assert s.meta_array("zone", "none", object).tolist() == ["z1", "z9", "none"]
+
+
+def test_snapshot_roundtrip_through_json_is_equal():
+    s = _state()
+    s.tasks["t"] = TaskRecord(Task(task_id="t", tenant="a", request=Request(2000, 100, 2, 1000, ("V100",)),
+                                   command=("python", "-c", "pass"), env={"K": "V"}, labels={"w": "x"}), 1)
+    s.allocate("t", "c", [0, 1], 1000, 2000, 100)
+    s.tasks["t"].status, s.tasks["t"].node, s.tasks["t"].devices = "PLACED", "c", (0, 1)
+    s.check()
+    snap = json.loads(json.dumps(s.to_snapshot()))
+    r = CellState.from_snapshot(snap)
+    assert r.to_snapshot() == snap and r.tasks == s.tasks and r.nodes == s.nodes
+    assert np.array_equal(r.gpu_free, s.gpu_free) and r.gpu_tags()[2] == {"2-gpu": 1}
+    r.check()
+
+
+def test_an_old_snapshot_version_is_refused():
+    snap = _state().to_snapshot()
+    snap["version"] = 1
+    with pytest.raises(ValueError, match="unsupported snapshot version 1"):
+        CellState.from_snapshot(snap)

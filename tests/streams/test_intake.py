@@ -1,0 +1,102 @@
+"""Intake's pure triage, table-driven, and the runner's dispatch (no broker: an offline codec)."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from suanli.processors.model import from_avro
+from suanli.replay.dir_registry import DirRegistry
+from suanli.schemas.catalog import catalog
+from suanli.schemas.codec import Codec
+from suanli.streams.cell_runner import CellRunner
+from suanli.streams.intake import triage
+from suanli.streams.records import RawRecord
+from suanli.streams.topics import TopicNames
+
+TOPICS = TopicNames("ns")
+
+
+@pytest.fixture(scope="module")
+def codec() -> Codec:
+    schemas = {100 + i: ev.schema for i, (_k, ev) in enumerate(sorted(catalog().items()))}
+    return Codec(DirRegistry(schemas))  # type: ignore[arg-type]
+
+
+def node(**over):
+    return {"event_id": "n0", "node_id": "n0", "cell": "c1", "site": "s", "region": "r", "zone": "z",
+            "tier": "onprem", "arch": "x86_64", "cpu_milli": 8000, "memory_mib": 16384,
+            "accelerators": [{"kind": "GPU", "model": "T4", "count": 2, "memory_mib": 16384}],
+            "connector": "local", "registered_at": 0, **over}
+
+
+def task(**over):
+    return {"event_id": "s0", "task_id": "t0", "tenant": "a", "cell": "c1", "submitted_at": 1000,
+            "resources": {"cpu_milli": 1000, "memory_mib": 512, "gpu_count": 1, "gpu_milli": 500}, **over}
+
+
+def ack(accepted):
+    return {"event_id": "a0", "dispatch_id": "d0", "task_id": "t0", "node_id": "n0", "connector": "local",
+            "cell": "c1", "accepted": accepted, "message": "", "at": 7}
+
+
+# (name, topic, how to build the value from the codec, expected [(topic, error_kind or kind)])
+CASES = [
+    ("a task goes to its cell's log", "raw_tasks", lambda c: c.encode("TaskSubmitted", task()), [("cells", "TaskSubmitted")]),
+    ("a node too", "raw_nodes", lambda c: c.encode("NodeRegistered", node()), [("cells", "NodeRegistered")]),
+    ("garbage", "raw_tasks", lambda c: b"\x7fnot avro", [("deadletter", "UNDECODABLE")]),
+    ("a schema id nobody issued", "raw_tasks", lambda c: struct.pack(">bI", 0, 999_999) + b"\x00",
+     [("deadletter", "UNKNOWN_SCHEMA")]),
+    ("negative GPUs", "raw_tasks",
+     lambda c: c.encode("TaskSubmitted", task(resources={"cpu_milli": 1, "memory_mib": 1, "gpu_count": -2})),
+     [("deadletter", "INVALID")]),
+    ("an accepted dispatch becomes DISPATCHED", "raw_status", lambda c: c.encode("DispatchAck", ack(True)),
+     [("cells", "TaskStatusChanged")]),
+    ("heartbeats stop at intake", "raw_nodes",
+     lambda c: c.encode("NodeHeartbeat", {"event_id": "h", "node_id": "n0", "cell": "c1", "seq": 1, "at": 1}), []),
+]
+
+
+@pytest.mark.parametrize("name, topic, value, expected", CASES, ids=[c[0] for c in CASES])
+def test_triage(codec, name, topic, value, expected):
+    data = value(codec)
+    out = triage(codec, RawRecord(getattr(TOPICS, topic), 0, 9, 1, b"k", data), TOPICS)
+    got = []
+    for record in out:
+        kind, payload = codec.decode(record.value)
+        got.append((record.topic.split(".", 1)[1], payload["error_kind"] if kind == "DeadLetter" else kind))
+        if kind == "DeadLetter":
+            assert payload["value"] == data and payload["reason"]          # nothing is lost
+        elif topic != "raw_status":
+            assert record.value == data and record.key == b"c1"            # forwarded verbatim, keyed by cell
+    assert got == expected
+
+
+def test_a_refused_dispatch_fails_the_task(codec):
+    [out] = triage(codec, RawRecord(TOPICS.raw_status, 0, 1, 1, b"t0", codec.encode("DispatchAck", ack(False))), TOPICS)
+    kind, payload = codec.decode(out.value)
+    assert (kind, payload["status"], payload["message"]) == ("TaskStatusChanged", "FAILED", "refused by connector")
+
+
+def test_the_dispatch_carries_the_command_env_duration_and_devices(codec):
+    runner = CellRunner(codec, TOPICS)
+    log = TOPICS.cell_log
+    runner.apply(RawRecord(log, 0, 0, 1, b"c1", codec.encode("NodeRegistered", node())))
+    submitted = task(command=["python", "-c", "print(1)"], env={"MODE": "fast"}, duration_estimate_ms=1234)
+    out = runner.apply(RawRecord(log, 0, 1, 2, b"c1", codec.encode("TaskSubmitted", submitted)))
+    assert [r.topic for r in out] == ["ns.decisions", "ns.dispatch.local"]
+    placed = from_avro(*codec.decode(out[0].value))
+    command = from_avro(*codec.decode(out[1].value))
+    assert command.command == ("python", "-c", "print(1)") and command.env == {"MODE": "fast"}
+    assert command.duration_estimate_ms == 1234 and command.gpu_devices == placed.gpu_devices == (0,)
+    assert (command.gpu_milli, command.cpu_milli, command.memory_mib) == (500, 1000, 512)
+    assert command.dispatch_id == placed.decision_id and command.issued_at == 1000
+
+
+def test_a_bad_policy_is_dead_lettered_by_the_scheduler(codec):
+    runner = CellRunner(codec, TOPICS)
+    bad = {"event_id": "p", "cell": "c1", "strategy": "default", "config_json": '{"bestfit_weight": "heavy"}', "at": 0}
+    [letter] = runner.apply(RawRecord(TOPICS.cell_log, 0, 0, 1, b"c1", codec.encode("PolicyChanged", bad)))
+    kind, payload = codec.decode(letter.value)
+    assert kind == "DeadLetter" and payload["error_kind"] == "INVALID" and "bestfit_weight" in payload["reason"]
+    assert runner.partition(0).cells["c1"].policy.strategy == "default"       # unchanged
