@@ -11,7 +11,7 @@ CANCELLED, or UNSCHEDULABLE when no node of the cell could ever hold the task.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 ACTIVE = ("PLACED", "DISPATCHED", "RUNNING")
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "UNSCHEDULABLE")
@@ -37,6 +37,7 @@ class TaskView:
     submitted_at: int = 0
     placed_once: bool = False
     message: str = ""
+    exit_code: Optional[int] = None      # the process's, as its connector reported it
     priority: int = 0
     seq: int = 0                         # submission order within the view
     qos_tier: str = ""
@@ -122,6 +123,8 @@ class LifecycleView:
         if status in ("DISPATCHED", "RUNNING") and _ORDER.get(status, 0) > _ORDER.get(view.status, 0):
             view.status = status
         view.message = p.get("message", "") or view.message
+        if p.get("exit_code") is not None:
+            view.exit_code = p["exit_code"]
 
     # ----------------------------------------------------------------- decisions
     def _decided(self, view: TaskView, p: dict[str, Any]) -> None:

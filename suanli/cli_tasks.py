@@ -75,6 +75,8 @@ def _status(args: argparse.Namespace) -> int:
         print(f"  queue position {task.queue_position}")
     for reason in task.reasons:
         print(f"  reason: {reason['reason']} ({reason['nodes']} nodes)")
+    if task.exit_code is not None:
+        print(f"  exit code {task.exit_code}")
     if task.message:
         print(f"  connector: {task.message}")
     if task.path:

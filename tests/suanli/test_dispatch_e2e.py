@@ -161,6 +161,7 @@ def test_a_submitted_command_runs_with_its_env_and_completes(plane, tmp_path):
     status = plane.cli("status", task_id)
     assert status.returncode == 0, status.stderr
     assert f"{task_id}  COMPLETED" in status.stdout and "connector: exited with code 0" in status.stdout
+    assert "  exit code 0\n" in status.stdout and done["exit_code"] == 0
     event = _final_status_event(plane, task_id)
     assert event["exit_code"] == 0 and event["usage"]["cpu_seconds"] > 0
 
@@ -185,6 +186,7 @@ def test_a_command_that_exits_3_fails_with_exit_code_3_and_is_released(plane, tm
     status = plane.cli("status", task_id)
     assert f"{task_id}  FAILED" in status.stdout, status.stdout
     assert "connector: exited with code 3; output: giving up" in status.stdout
+    assert "  exit code 3\n" in status.stdout and done["exit_code"] == 3
     event = _final_status_event(plane, task_id)
     assert event["status"] == "FAILED" and event["exit_code"] == 3
 
