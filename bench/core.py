@@ -12,22 +12,25 @@ from suanli.bench import synthetic
 from suanli.processors.core import decide
 from suanli.processors.model import NodeRegistered, PolicyChanged, TaskPlaced, TaskSubmitted, from_avro
 from suanli.processors.state import CellState
+from suanli.streams.topics import TopicNames
+
+LOG = TopicNames("bench").cell_log      # the position label of the synthetic inputs
 
 
 def decisions_per_second(node_count: int, task_count: int, strategy: str = "default") -> dict[str, Any]:
     state = CellState("bench")
     offset = 0
     for node in synthetic.nodes(node_count):
-        decide(state, from_avro(NodeRegistered, node), ("bench.cells", 0, offset))
+        decide(state, from_avro(NodeRegistered, node), (LOG, 0, offset))
         offset += 1
     if strategy != "default":
-        decide(state, PolicyChanged.of("bench", strategy, event_id="p"), ("bench.cells", 0, offset))
+        decide(state, PolicyChanged.of("bench", strategy, event_id="p"), (LOG, 0, offset))
         offset += 1
     work = [from_avro(TaskSubmitted, t) for t in synthetic.tasks(task_count)]   # decoding is not the core's cost
     placed = 0
     started = time.perf_counter()
     for task in work:
-        _, out = decide(state, task, ("bench.cells", 0, offset))
+        _, out = decide(state, task, (LOG, 0, offset))
         offset += 1
         placed += sum(1 for d in out if isinstance(d, TaskPlaced))
     seconds = time.perf_counter() - started
@@ -65,12 +68,12 @@ def memory_footprint(node_count: int, task_count: int) -> dict[str, Any]:
     state = CellState("bench")
     offset = 0
     for node in synthetic.nodes(node_count):
-        decide(state, from_avro(NodeRegistered, node), ("bench.cells", 0, offset))
+        decide(state, from_avro(NodeRegistered, node), (LOG, 0, offset))
         offset += 1
-    decide(state, PolicyChanged.of("bench", "bestfit", event_id="p"), ("bench.cells", 0, offset))
+    decide(state, PolicyChanged.of("bench", "bestfit", event_id="p"), (LOG, 0, offset))
     started = time.perf_counter()
     for task in synthetic.tasks(task_count, prefix="mem"):
         offset += 1
-        decide(state, from_avro(TaskSubmitted, task), ("bench.cells", 0, offset))
+        decide(state, from_avro(TaskSubmitted, task), (LOG, 0, offset))
     return {"nodes": node_count, "tasks": len(state.tasks), "rss_mib": round(_rss_mib(), 1),
             "state_mib": round(_rss_mib() - before, 1), "fill_seconds": round(time.perf_counter() - started, 1)}

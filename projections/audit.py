@@ -175,7 +175,7 @@ def entry(kind: str, payload: dict[str, Any], record: tuple[str, int, int]) -> d
     return row
 
 
-_HAS_NODE_ID = frozenset({"TaskPlaced", "TaskReleased", "TaskPreempted"})
+_HAS_NODE_ID = frozenset(k for k in m.TASK_DECISION_KINDS if "node_id" in m.RECORDS[k].__dataclass_fields__)
 
 
 def payload_of(row: dict[str, Any]) -> dict[str, Any]:

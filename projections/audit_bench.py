@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from suanli.projections.audit import AuditIndex, AuditQuery, SourceRecord
+from suanli.streams.topics import TopicNames
 
 STRATEGIES = (("fgd", "1.2.0"), ("bestfit", "1.0.1"), ("default", "2.0.0"))
 REASONS = ("Insufficient GPU", "Insufficient CPU", "GPU model mismatch", "node not ready")
@@ -45,7 +46,7 @@ def _prov(rnd: random.Random, cell_log: str, offset: int, at: int, strategy: tup
 
 def synthetic_decisions(n: int, *, tenants: int = 8, nodes: int = 500, cell: str = "bench",
                         seed: int = 1, start_ms: int = 1_750_000_000_000,
-                        cell_log: str = "bench.cells") -> Iterator[tuple[str, dict[str, Any]]]:
+                        cell_log: str = TopicNames("bench").cell_log) -> Iterator[tuple[str, dict[str, Any]]]:
     """``n`` ``(kind, payload)`` decisions in log order; about 2.3 decisions per task."""
     rnd = random.Random(seed)
     node_ids = [f"node-{i:05d}" for i in range(nodes)]
@@ -110,7 +111,7 @@ def synthetic_decisions(n: int, *, tenants: int = 8, nodes: int = 500, cell: str
             yield kind, payload
 
 
-def as_records(decisions: Iterator[tuple[str, dict[str, Any]]], topic: str = "bench.decisions",
+def as_records(decisions: Iterator[tuple[str, dict[str, Any]]], topic: str = TopicNames("bench").decisions,
                partitions: int = 1) -> Iterator[SourceRecord]:
     """Lay decisions out on a topic as the scheduler does (keyed by cell: one partition)."""
     offsets = [0] * partitions
@@ -176,7 +177,7 @@ async def bench_kafka(n: int, workdir: Path, bootstrap: str, registry_url: str, 
     from suanli.streams.kafka_io import EventProducer, ensure_topics
     from suanli.streams.topics import TopicSpec
 
-    topic = f"bench-{uuid.uuid4().hex[:8]}.decisions"
+    topic = TopicNames(f"bench-{uuid.uuid4().hex[:8]}").decisions
     await ensure_topics(bootstrap, [TopicSpec(topic, partitions)])
     with RegistryClient(registry_url) as registry:
         codec = Codec(registry)

@@ -6,6 +6,7 @@ import json
 import avro.schema
 import fastavro
 
+from suanli.processors.model import TASK_DECISION_KINDS
 from suanli.schemas.catalog import NAMESPACE, catalog, load_named_types
 
 REQUIRED_EVENTS = {
@@ -15,7 +16,7 @@ REQUIRED_EVENTS = {
     "TaskPlaced", "TaskPending", "TaskUnschedulable", "TaskPreempted", "TaskMigrated",
     "DispatchCommand", "DispatchAck", "PrewarmCommand", "PolicyChanged", "DeadLetter",
 }
-DECISIONS = {"TaskPlaced", "TaskPending", "TaskUnschedulable", "TaskPreempted", "TaskMigrated", "TaskReleased"}
+DECISIONS = TASK_DECISION_KINDS
 
 
 def _records(schema):
