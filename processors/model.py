@@ -271,6 +271,31 @@ class PolicyChanged:
         return value
 
 
+@_record
+@dataclass(**_FROZEN)
+class CellTick:
+    """Time entering the cell log: the scheduler's clock is the largest event time seen."""
+    KIND: ClassVar[str] = "CellTick"
+    event_id: str
+    cell: str
+    at: int
+    period_ms: int = 1000
+
+
+@_record
+@dataclass(**_FROZEN)
+class NodeConditionChanged:
+    KIND: ClassVar[str] = "NodeConditionChanged"
+    event_id: str
+    node_id: str
+    cell: str
+    condition: str               # NORMAL | HOT | CONGESTED | DEGRADED
+    previous: str = "NORMAL"
+    metrics: Mapping[str, float] = field(default_factory=_empty_map)
+    reason: str = ""
+    at: int
+
+
 # =========================================================================== decisions
 @_record
 @dataclass(**_FROZEN)
@@ -364,6 +389,38 @@ class TaskMigrated:
 
 @_record
 @dataclass(**_FROZEN)
+class TaskLost:
+    """The task's node went DOWN: resources freed, queued again at the front of its priority."""
+    KIND: ClassVar[str] = "TaskLost"
+    event_id: str
+    decision_id: str
+    task_id: str
+    tenant: str
+    cell: str
+    node_id: str
+    gpu_devices: tuple[int, ...] = ()
+    reason: str
+    provenance: Provenance
+
+
+@_record
+@dataclass(**_FROZEN)
+class NodeHealthChanged:
+    KIND: ClassVar[str] = "NodeHealthChanged"
+    event_id: str
+    decision_id: str
+    node_id: str
+    cell: str
+    status: str                  # READY | SUSPECT | DOWN
+    previous: str
+    reason: str
+    last_heartbeat_at: int
+    lost_tasks: tuple[str, ...] = ()
+    provenance: Provenance
+
+
+@_record
+@dataclass(**_FROZEN)
 class ReservationGranted:
     KIND: ClassVar[str] = "ReservationGranted"
     event_id: str
@@ -420,6 +477,19 @@ class DispatchCommand:
     duration_estimate_ms: Optional[int] = None
     issued_at: int
     env: Mapping[str, str] = field(default_factory=_empty_map)
+
+
+@_record
+@dataclass(**_FROZEN)
+class StopCommand:
+    KIND: ClassVar[str] = "StopCommand"
+    event_id: str
+    task_id: str
+    cell: str
+    node_id: str
+    connector: str
+    reason: str
+    issued_at: int
 
 
 @_record
@@ -496,6 +566,7 @@ class LinkMetrics:
     bandwidth_mbps: float
     loss_pct: float = 0.0
     at: int
+    cell: str = ""
 
 
 @_record
@@ -527,9 +598,9 @@ class PrewarmCommand:
 
 # =========================================================================== kinds, once
 CellInput = Union[NodeRegistered, NodeStatusChanged, TaskSubmitted, TaskCancelled, TaskStatusChanged,
-                  PolicyChanged]
+                  PolicyChanged, CellTick, NodeHeartbeat, NodeConditionChanged, LinkMetrics]
 Decision = Union[TaskPlaced, TaskPending, TaskUnschedulable, TaskReleased, TaskPreempted, TaskMigrated,
-                 ReservationGranted, ReservationExpired, ReservationReleased]
+                 TaskLost, NodeHealthChanged, ReservationGranted, ReservationExpired, ReservationReleased]
 
 CELL_INPUT_KINDS: frozenset[str] = frozenset(c.KIND for c in typing.get_args(CellInput))
 """What intake forwards to the cell log and the scheduler consumes."""
@@ -537,9 +608,10 @@ DECISION_KINDS: frozenset[str] = frozenset(c.KIND for c in typing.get_args(Decis
 """What the scheduler writes to the decisions topic (with provenance)."""
 TASK_DECISION_KINDS: frozenset[str] = frozenset(
     {TaskPlaced.KIND, TaskPending.KIND, TaskUnschedulable.KIND, TaskReleased.KIND, TaskPreempted.KIND,
-     TaskMigrated.KIND})
+     TaskMigrated.KIND, TaskLost.KIND})
 """Decisions about one task (they carry ``task_id``)."""
-NODE_EVENT_KINDS: frozenset[str] = frozenset({NodeStatusChanged.KIND, TaskStatusChanged.KIND})
+NODE_EVENT_KINDS: frozenset[str] = frozenset({NodeStatusChanged.KIND, TaskStatusChanged.KIND, NodeHeartbeat.KIND,
+                                              NodeConditionChanged.KIND})
 """Cell inputs that name a node which must already be registered in the cell."""
 EVENT_KINDS: frozenset[str] = frozenset(name for name, cls in RECORDS.items() if hasattr(cls, "KIND"))
 """Every event of the contract (records whose first field is ``event_id``)."""

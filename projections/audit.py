@@ -48,6 +48,7 @@ KINDS: dict[str, str] = {
     m.TaskMigrated.KIND: "migration",
     m.TaskUnschedulable.KIND: "rejection",
     m.TaskReleased.KIND: "release",
+    m.TaskLost.KIND: "lost",
 }
 KIND_ALIASES = {"unschedulable": "rejection", "placed": "placement", "released": "release",
                 "preempted": "preemption", "migrated": "migration", **{k.lower(): v for k, v in KINDS.items()}}

@@ -42,6 +42,13 @@ class StrategyArgs:
                                   "(processors/matching.py); the first match wins", null=DEFAULT)
     fallback_strategy: str = arg("default", "strategy deciding when this one fails in the sandbox", nonempty=True)
     fallback_config: dict[str, Any] = arg({}, "config of the fallback strategy", null=DEFAULT)
+    # node health and time (the cell clock: the largest event time its log has shown)
+    suspect_after_ms: int = arg(10_000, "a node with no heartbeat for this long is SUSPECT: no new placements "
+                                "go there (only nodes that have sent a heartbeat are watched)", ge=1)
+    down_after_ms: int = arg(15_000, "a node with no heartbeat for this long is DOWN: its tasks are lost and "
+                             "placed again elsewhere", ge=1)
+    retry_every_ms: int = arg(5_000, "on the cell clock, the head of the pending queue is retried this often "
+                              "(CellTick); 0 = only when resources are released", ge=0)
 
 
 @dataclass(frozen=True, slots=True)

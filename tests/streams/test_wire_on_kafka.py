@@ -46,7 +46,7 @@ def _task(i: int) -> dict:
         "resources": {"cpu_milli": 1000 * (i + 1), "memory_mib": 2048, "gpu_count": 1, "gpu_milli": 500,
                       "gpu_models": [], "gpu_memory_mib": 0, "accelerators": []},
         "qos_tier": "SILVER", "priority": 0, "labels": {}, "deadline": None,
-        "duration_estimate_ms": None, "command": None, "profile": None,
+        "duration_estimate_ms": None, "command": None, "profile": None, "env": {"RANK": str(i)},
     }
 
 
