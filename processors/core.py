@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional
 
+import numpy as np
+
 from suanli.errors import ModelError, RejectedInput, StrategyError
 
 from . import matching, rng
@@ -34,11 +36,15 @@ from .framework import Code, CycleContext, CycleResult, Status, default_devices,
 from .frag import shape_key
 from .model import Request
 from .sandbox import SandboxError
-from .state import (CANCELLED, COMPLETED, FAILED, HOLDING, PENDING, PLACED, READY, TERMINAL,
+from .state import (CANCELLED, COMPLETED, DOWN, FAILED, HOLDING, PENDING, PLACED, READY, SUSPECT, TERMINAL,
                     UNSCHEDULABLE, CellState, TaskRecord)
 from .strategies import Strategy, config_digest, fallback_of, get_strategy, strategy_for_rule, validate_policy
 
 Position = tuple[str, int, int]
+
+# A lost task goes back to the front of its priority: its queue sequence becomes its
+# re-queue order minus this (arrival sequences are positive, so it sorts first).
+LOST_FIRST = 10 ** 12
 
 
 # ============================================================================ evolve
@@ -97,6 +103,32 @@ def _task_status(s: CellState, e: m.TaskStatusChanged) -> None:
     # COMPLETED / FAILED are applied by the TaskReleased decision that follows them
 
 
+def _heartbeat(s: CellState, e: m.NodeHeartbeat) -> None:
+    row = s.node_index.get(e.node_id)
+    if row is not None and e.at > s.last_heartbeat[row]:
+        s.last_heartbeat[row] = e.at
+
+
+def _condition(s: CellState, e: m.NodeConditionChanged) -> None:
+    if e.node_id in s.node_index:
+        s.set_condition(e.node_id, e.condition)
+
+
+def _health(s: CellState, e: m.NodeHealthChanged) -> None:
+    s.set_health(e.node_id, e.status)
+
+
+def _lost(s: CellState, e: m.TaskLost) -> None:
+    t = s.tasks[e.task_id]
+    if t.status not in HOLDING:
+        return
+    r = t.task.request
+    s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
+    s.seq += 1
+    t.status, t.node, t.devices, t.seq = PENDING, None, (), s.seq - LOST_FIRST
+    s.enqueue(e.task_id)
+
+
 def _placed(s: CellState, e: m.TaskPlaced) -> None:
     t = s.tasks[e.task_id]
     if t.status in HOLDING:
@@ -138,6 +170,10 @@ _EVOLVE: dict[type, Any] = {
     m.TaskPending: _pending,
     m.TaskUnschedulable: _unschedulable,
     m.TaskReleased: _released,
+    m.NodeHeartbeat: _heartbeat,
+    m.NodeConditionChanged: _condition,
+    m.NodeHealthChanged: _health,
+    m.TaskLost: _lost,
 }
 
 
@@ -291,6 +327,67 @@ class _Decider:
         res = CycleResult(Status(), None, [], [(row, 1.0)], 1, [])
         self._placed(task_id, t, node, devices, self.provenance(res, path, strategy, rule))
 
+    # ------------------------------------------------------------------ time and health
+    def tick(self) -> None:
+        """On the cell clock: judge watched nodes' heartbeats, retry the queue periodically."""
+        s, a = self.s, self.strategy.args
+        retry = False
+        watched = np.flatnonzero(s.last_heartbeat >= 0)
+        if watched.size:
+            silent = s.now - s.last_heartbeat[watched]
+            for row, gap in zip(watched[silent >= a.suspect_after_ms].tolist(),
+                                silent[silent >= a.suspect_after_ms].tolist()):
+                if gap >= a.down_after_ms and s.health[row] != DOWN:
+                    self.node_down(row, int(gap))
+                    retry = True
+                elif gap < a.down_after_ms and s.health[row] == READY:
+                    self.health(row, SUSPECT, f"no heartbeat for {gap / 1000:g} s "
+                                              f"(suspect after {a.suspect_after_ms / 1000:g} s)")
+        if a.retry_every_ms and s.now >= s.next_retry_at:
+            s.next_retry_at = s.now + a.retry_every_ms
+            retry = True
+        if retry:
+            self.retry_pending()
+
+    def health(self, row: int, status: str, reason: str, lost: tuple[str, ...] = ()) -> None:
+        s = self.s
+        nid = s.node_ids[row]
+        eid, did = self._ids(m.NodeHealthChanged.KIND)
+        path = [f"cell clock {s.now}", f"{nid}: {s.health[row]} -> {status}: {reason}"]
+        if lost:
+            path.append(f"{len(lost)} tasks lost, queued again first in their priority")
+        self.emit(m.NodeHealthChanged(event_id=eid, decision_id=did, node_id=nid, cell=s.cell, status=status,
+                                      previous=s.health[row], reason=reason,
+                                      last_heartbeat_at=max(0, int(s.last_heartbeat[row])), lost_tasks=lost,
+                                      provenance=self.provenance(None, path)))
+
+    def node_down(self, row: int, gap: int) -> None:
+        """DOWN: the node's tasks are lost (freed, queued again first) and placed again later."""
+        s, a = self.s, self.strategy.args
+        nid = s.node_ids[row]
+        lost = tuple(s.holding(nid))
+        reason = f"no heartbeat for {gap / 1000:g} s (down after {a.down_after_ms / 1000:g} s)"
+        self.health(row, DOWN, reason, lost)
+        for tid in lost:
+            t = s.tasks[tid]
+            eid, did = self._ids(m.TaskLost.KIND)
+            self.emit(m.TaskLost(event_id=eid, decision_id=did, task_id=tid, tenant=t.task.tenant, cell=s.cell,
+                                 node_id=nid, gpu_devices=t.devices, reason=f"node {nid} DOWN: {reason}",
+                                 provenance=self.provenance(None, [f"node {nid} DOWN", f"lost {tid}",
+                                                                   "queued again first in its priority"])))
+
+    def stop_stale(self, e: m.TaskStatusChanged, t: TaskRecord) -> None:
+        """A node that is not the task's reports it running: tell its connector to stop it."""
+        s = self.s
+        node = s.nodes.get(e.node_id)
+        if node is None:
+            return
+        where = f"placed on {t.node}" if t.node else f"queued ({t.status})"
+        self.outs.append(m.StopCommand(event_id=f"{s.cell}/{self.pos[0]}/{self.pos[1]}/{self.pos[2]}/stop",
+                                       task_id=e.task_id, cell=s.cell, node_id=e.node_id,
+                                       connector=node.connector or "sim",
+                                       reason=f"stale copy: the task is {where}", issued_at=self.at))
+
     def retry_pending(self) -> None:
         budget = self.strategy.retry_budget
         for item in list(self.s.queue[:budget]):
@@ -317,6 +414,12 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
     state.offsets[key] = offset
     if type(event).__name__ not in m.CELL_INPUT_KINDS:
         return state, []
+    at = event_time(event)
+    if at > state.now:
+        state.now = at                   # the cell clock: the largest event time the log has shown
+    if isinstance(event, (m.NodeConditionChanged, m.LinkMetrics)):
+        evolve(state, event)
+        return state, []
     if isinstance(event, m.PolicyChanged):
         evolve(state, event)
         return state, []
@@ -329,10 +432,29 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
         d.schedule(event.task_id, retry=False)
         return state, d.outs
 
+    if isinstance(event, m.CellTick):
+        d.tick()
+        return state, d.outs
+
+    if isinstance(event, m.NodeHeartbeat):
+        evolve(state, event)
+        row = state.node_index.get(event.node_id)
+        if row is not None and state.health[row] != READY:
+            d.health(row, READY, "heartbeat again")
+            d.retry_pending()
+        return state, d.outs
+
     if isinstance(event, m.TaskStatusChanged):
         t = state.tasks.get(event.task_id)
         if t is None or t.status in TERMINAL:
             return state, []
+        if event.node_id and (t.node != event.node_id if t.node is not None
+                              else event.status in ("DISPATCHED", "RUNNING")):
+            # a stale copy (its node was DOWN and the task went elsewhere): never let it
+            # release the current placement; stop it if it still runs
+            if event.status in ("DISPATCHED", "RUNNING"):
+                d.stop_stale(event, t)
+            return state, d.outs
         evolve(state, event)
         if event.status in (COMPLETED, FAILED, CANCELLED) and t.status in HOLDING:
             d.release(event.task_id, event.status)

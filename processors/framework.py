@@ -285,6 +285,22 @@ def _normalize(s: np.ndarray) -> np.ndarray:
     return ((si - lo) * 100 // (hi - lo)).astype(np.float64)
 
 
+def _avoid_bad_conditions(state: CellState, alive: np.ndarray,
+                          filtered: list[tuple[str, int, np.ndarray]]) -> None:
+    """Telemetry conditions (HOT, CONGESTED, DEGRADED, from NodeConditionChanged): after the
+    filters, drop the feasible nodes in a bad condition while feasible NORMAL nodes remain,
+    each condition as its own filter reason ("node HOT (telemetry)"). When only bad ones are
+    left they stay: a hot node is better than no node. No effect when all are NORMAL."""
+    bad = alive & ~state.condition_ok
+    if not bad.any() or not (alive & state.condition_ok).any():
+        return
+    rows = np.flatnonzero(bad)
+    for cond in sorted({state.condition[r] for r in rows.tolist()}):
+        these = rows[[state.condition[r] == cond for r in rows.tolist()]]
+        filtered.append((f"node {cond} (telemetry)", int(these.size), these[:3]))
+    alive &= ~bad
+
+
 def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     """One scheduling cycle for one task. Pure: reads ``ctx.state``, changes nothing."""
     state = ctx.state
@@ -310,6 +326,7 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
         if k:
             filtered.append((reason, k, np.flatnonzero(drop)[:3]))
             alive &= mask
+    _avoid_bad_conditions(state, alive, filtered)
     rows = np.flatnonzero(alive)
     nf = int(rows.size)
     detail = ", ".join(f"{r}: {k}" for r, k, _ in filtered)

@@ -28,6 +28,10 @@ from .model import GPU_MILLI, Node, Policy, Task
 
 READY, CORDONED, DOWN = "READY", "CORDONED", "DOWN"
 NODE_STATUSES = (READY, CORDONED, DOWN)
+# health from heartbeats (NodeHealthChanged); a node takes new work only when both its
+# status (operator, connector) and its health are READY
+SUSPECT = "SUSPECT"
+NORMAL = "NORMAL"          # telemetry condition (NodeConditionChanged): HOT, CONGESTED, DEGRADED otherwise
 
 # task lifecycle
 PENDING, PLACED, DISPATCHED, RUNNING = "PENDING", "PLACED", "DISPATCHED", "RUNNING"
@@ -81,6 +85,10 @@ class CellState:
         self.gpu_count = _empty()
         self.model_idx = _empty()
         self.ready = np.zeros(0, dtype=bool)
+        self.health: list[str] = []                      # READY | SUSPECT | DOWN, per row
+        self.last_heartbeat = _empty()                   # ms of the last heartbeat; -1 = never (not watched)
+        self.condition: list[str] = []                   # NORMAL | HOT | CONGESTED | DEGRADED, per row
+        self.condition_ok = np.zeros(0, dtype=bool)      # condition == NORMAL
         self.gpu_free = np.full((0, max_gpus), -1, dtype=_I64)
         # derived per-row GPU summaries, maintained incrementally
         self.gpu_free_total = _empty()
@@ -89,6 +97,8 @@ class CellState:
         # change stamps: stamp[row] = value of self.clock when the row last changed
         self.stamp = _empty()
         self.clock = 0
+        self.now = 0                                     # the cell clock: largest event time (ms) seen
+        self.next_retry_at = 0                           # cell-clock time of the next periodic retry
         # --- tasks ---
         self.tasks: dict[str, TaskRecord] = {}
         self.queue: list[list] = []          # sorted [-priority, seq, task_id]
@@ -153,6 +163,10 @@ class CellState:
         self.gpu_count = app(self.gpu_count, gpu_count)
         self.model_idx = app(self.model_idx, midx)
         self.ready = app(self.ready, status == READY)
+        self.health.append(READY)
+        self.last_heartbeat = app(self.last_heartbeat, -1)
+        self.condition.append(NORMAL)
+        self.condition_ok = app(self.condition_ok, True)
         g = np.full((1, self.max_gpus), -1, dtype=_I64)
         g[0, :gpu_count] = GPU_MILLI
         self.gpu_free = np.concatenate([self.gpu_free, g], axis=0)
@@ -171,8 +185,25 @@ class CellState:
     def set_node_status(self, node_id: str, status: str) -> None:
         row = self.node_index[node_id]
         self.node_status[row] = status
-        self.ready[row] = status == READY
+        self.ready[row] = status == READY and self.health[row] == READY
         self.touch(row)
+
+    def set_health(self, node_id: str, health: str) -> None:
+        row = self.node_index[node_id]
+        self.health[row] = health
+        self.ready[row] = self.node_status[row] == READY and health == READY
+        self.touch(row)
+
+    def set_condition(self, node_id: str, condition: str) -> None:
+        row = self.node_index[node_id]
+        self.condition[row] = condition
+        self.condition_ok[row] = condition == NORMAL
+        self.touch(row)
+
+    def holding(self, node_id: str) -> list[str]:
+        """Ids of the tasks holding resources on ``node_id``, in arrival order."""
+        return sorted((tid for tid, t in self.tasks.items() if t.status in HOLDING and t.node == node_id),
+                      key=lambda tid: self.tasks[tid].seq)
 
     def _refresh_gpu_row(self, row: int) -> None:
         g = self.gpu_free[row]
@@ -331,6 +362,8 @@ class CellState:
             "models": list(self.models),
             "nodes": [
                 {"node_id": nid, "status": self.node_status[r], "node": self.nodes[nid].to_json(),
+                 "health": self.health[r], "last_heartbeat": int(self.last_heartbeat[r]),
+                 "condition": self.condition[r],
                  "cpu_cap": int(self.cpu_cap[r]), "cpu_free": int(self.cpu_free[r]),
                  "mem_cap": int(self.mem_cap[r]), "mem_free": int(self.mem_free[r]),
                  "gpu_count": int(self.gpu_count[r]),
@@ -340,6 +373,8 @@ class CellState:
             ],
             "max_gpus": self.max_gpus,
             "clock": self.clock,
+            "now": self.now,
+            "next_retry_at": self.next_retry_at,
             "stamps": [int(x) for x in self.stamp],
             "tasks": {tid: t.to_json() for tid, t in self.tasks.items()},
             "queue": [list(q) for q in self.queue],
@@ -365,7 +400,12 @@ class CellState:
             s.mem_free[row] = nd["mem_free"]
             s.gpu_free[row, : nd["gpu_count"]] = nd["gpu_free"]
             s._refresh_gpu_row(row)
+            s.last_heartbeat[row] = nd["last_heartbeat"]
+            s.set_condition(nd["node_id"], nd["condition"])
+            s.set_health(nd["node_id"], nd["health"])
         s.clock = int(snap["clock"])
+        s.now = int(snap["now"])
+        s.next_retry_at = int(snap["next_retry_at"])
         s.stamp = np.array(snap["stamps"], dtype=_I64)
         s.tasks = {tid: TaskRecord.from_json(t) for tid, t in snap["tasks"].items()}
         s.queue = [list(q) for q in snap["queue"]]

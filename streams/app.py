@@ -28,7 +28,7 @@ from suanli.config import Settings
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner, chunk
-from suanli.streams.intake import triage
+from suanli.streams.intake import ticks, triage
 from suanli.streams.kafka_io import read_range
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
@@ -92,13 +92,23 @@ def build_intake(settings: Settings) -> faust.App:
     topics = TopicNames(settings.namespace)
     raw = app.topic(*topics.raw, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 
+    cells: set[str] = set()          # cells this worker has forwarded inputs to: the ones it ticks
+
     @app.agent(raw, name="intake")
     async def intake(stream: faust.StreamT) -> None:
         async for events in stream.take_events(BATCH, within=BATCH_WITHIN):
             outputs: list[OutRecord] = []
             for event in events:
                 outputs.extend(triage(codec, _raw(event.message), topics))
+            cells.update(r.key.decode() for r in outputs if r.topic == topics.cell_log and r.key)
             await _produce_all(app, outputs)
+
+    @app.timer(interval=settings.tick_ms / 1000.0)
+    async def ticker() -> None:
+        """The cell clock's heartbeat: a CellTick into every cell log seen (the one wall
+        clock of the plane lives here, at the edge; the scheduler only reads ticks)."""
+        if cells:
+            await _produce_all(app, ticks(codec, cells, int(time.time() * 1000), settings.tick_ms, topics))
 
     return app
 

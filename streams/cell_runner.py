@@ -93,6 +93,10 @@ class CellRunner:
         out: list[OutRecord] = []
         key = cell.encode()
         for decision in outputs:
+            if isinstance(decision, model.StopCommand):          # a command, not a decision
+                out.append(OutRecord(self.topics.dispatch(decision.connector), decision.node_id.encode(),
+                                     self.codec.encode(decision.KIND, model.to_avro(decision))))
+                continue
             out.append(OutRecord(self.topics.decisions, key, self.codec.encode(decision.KIND, model.to_avro(decision))))
             if isinstance(decision, model.TaskPlaced):
                 out.append(self._dispatch(state, decision))

@@ -8,6 +8,8 @@ The topics it produces to are the ``TopicNames`` it is given; it imports no Kafk
 """
 from __future__ import annotations
 
+from typing import Iterable
+
 from suanli.errors import DecodeError
 from suanli.processors.model import CELL_INPUT_KINDS
 from suanli.schemas.codec import Codec
@@ -15,7 +17,7 @@ from suanli.schemas.models import validate_event
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
 
-__all__ = ["dead_letter", "triage"]
+__all__ = ["dead_letter", "ticks", "triage"]
 
 
 def dead_letter(codec: Codec, record: RawRecord, topics: TopicNames, error_kind: str, reason: str,
@@ -35,9 +37,12 @@ def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecor
 
     - undecodable bytes / unknown schema id -> DeadLetter (UNDECODABLE / UNKNOWN_SCHEMA)
     - a value that fails validation -> DeadLetter (INVALID) with pydantic's message
-    - a scheduler input -> forwarded verbatim to the cell log, keyed by its cell
+    - a scheduler input (``model.CELL_INPUT_KINDS``: tasks, node registrations, statuses and
+      heartbeats, telemetry condition changes, policies, ticks, links of a cell) -> forwarded
+      verbatim to the cell log, keyed by its cell (a link with no cell: nothing)
     - a DispatchAck -> TaskStatusChanged DISPATCHED (accepted) or FAILED (refused)
-    - anything else (heartbeats, metrics) -> nothing here; projections read raw topics
+    - anything else (raw metrics, bids) -> nothing here: the telemetry worker reads the
+      metrics, so the scheduler's input stays small
     """
     try:
         kind, payload = codec.decode(record.value, topic=record.topic, partition=record.partition,
@@ -49,6 +54,8 @@ def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecor
     if problem is not None:
         return [dead_letter(codec, record, topics, "INVALID", f"{problem} (at {record.topic}[{record.partition}]@{record.offset})")]
     if kind in CELL_INPUT_KINDS:
+        if not payload.get("cell"):          # a link measured outside any cell: nothing to schedule
+            return []
         return [OutRecord(topics.cell_log, payload["cell"].encode(), bytes(record.value))]
     if kind == "DispatchAck":
         if not payload.get("cell"):
@@ -62,3 +69,11 @@ def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecor
         }
         return [OutRecord(topics.cell_log, payload["cell"].encode(), codec.encode("TaskStatusChanged", status))]
     return []
+
+
+def ticks(codec: Codec, cells: Iterable[str], at: int, period_ms: int, topics: TopicNames) -> list[OutRecord]:
+    """A CellTick at ``at`` (the ticker's clock, epoch ms) for each of ``cells``, keyed by
+    cell: time entering the cell logs, so that timeouts run on log time, never on the
+    scheduler's wall clock (a replay sees the same ticks)."""
+    return [OutRecord(topics.cell_log, cell.encode(), codec.encode("CellTick", {
+        "event_id": f"tick/{cell}/{at}", "cell": cell, "at": at, "period_ms": period_ms})) for cell in sorted(cells)]

@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     namespace: str = Field("suanli", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
                            description="Prefix of every topic and worker group: one control plane per namespace.")
     partitions: int = Field(4, ge=1, description="Partitions of the cell log and raw topics when Suanli creates them.")
+    tick_ms: int = Field(1000, ge=10, description="Period of the CellTick the intake worker writes into each cell log "
+                                                  "it has seen: the scheduler's clock advances at least this often.")
 
     @field_validator("kafka", "registry")
     @classmethod

@@ -22,6 +22,9 @@ _FILL: dict[str, dict[str, Any]] = {
     "TaskCancelled": {"event_id": "", "tenant": "t", "cell": "test", "at": 0},
     "TaskStatusChanged": {"event_id": "", "cell": "test", "node_id": "", "at": 0},
     "PolicyChanged": {"event_id": "", "cell": "test", "at": 0},
+    "CellTick": {"event_id": "", "cell": "test"},
+    "NodeHeartbeat": {"event_id": "", "cell": "test", "seq": 0},
+    "NodeConditionChanged": {"event_id": "", "cell": "test"},
 }
 
 

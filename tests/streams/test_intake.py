@@ -52,8 +52,15 @@ CASES = [
      [("deadletter", "INVALID")]),
     ("an accepted dispatch becomes DISPATCHED", "raw_status", lambda c: c.encode("DispatchAck", ack(True)),
      [("cells", "TaskStatusChanged")]),
-    ("heartbeats stop at intake", "raw_nodes",
-     lambda c: c.encode("NodeHeartbeat", {"event_id": "h", "node_id": "n0", "cell": "c1", "seq": 1, "at": 1}), []),
+    ("heartbeats go to the cell (health runs on the cell clock)", "raw_nodes",
+     lambda c: c.encode("NodeHeartbeat", {"event_id": "h", "node_id": "n0", "cell": "c1", "seq": 1, "at": 1}),
+     [("cells", "NodeHeartbeat")]),
+    ("raw metrics stop at intake (the telemetry worker reads them)", "raw_nodes",
+     lambda c: c.encode("NodeMetrics", {"event_id": "m", "node_id": "n0", "cell": "c1", "at": 1, "cpu_util": 0.5,
+                                        "memory_used_mib": 10}), []),
+    ("a link outside any cell stops at intake", "raw_nodes",
+     lambda c: c.encode("LinkMetrics", {"event_id": "l", "src": "a", "dst": "b", "scope": "SITE", "latency_ms": 1.0,
+                                        "bandwidth_mbps": 10.0, "at": 1}), []),
 ]
 
 
