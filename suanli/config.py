@@ -43,6 +43,14 @@ class Settings(BaseSettings):
     partitions: int = Field(4, ge=1, description="Partitions of the cell log and raw topics when Suanli creates them.")
     tick_ms: int = Field(1000, ge=10, description="Period of the CellTick the intake worker writes into each cell log "
                                                   "it has seen: the scheduler's clock advances at least this often.")
+    prometheus_port: int = Field(19090, ge=1, le=65535,
+                                 description="Port of the Prometheus that `suanli prometheus up` runs (loopback).")
+    node_exporter_port: int = Field(19100, ge=1, le=65535,
+                                    description="Port of the node_exporter that `suanli prometheus up` runs (loopback).")
+    prometheus_scrape_s: int = Field(5, ge=1, le=60, description="Scrape interval of that Prometheus, seconds.")
+    local_prometheus: str | None = Field(None, description="Prometheus URL the local-process connector reads its node's "
+                                                           "NodeMetrics from (node_exporter/DCGM series of 127.0.0.1); "
+                                                           "unset: /proc.")
 
     @field_validator("kafka", "registry")
     @classmethod
