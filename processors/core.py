@@ -114,6 +114,10 @@ def _condition(s: CellState, e: m.NodeConditionChanged) -> None:
         s.set_condition(e.node_id, e.condition)
 
 
+def _link(s: CellState, e: m.LinkMetrics) -> None:
+    s.topology.observe_link(e)
+
+
 def _health(s: CellState, e: m.NodeHealthChanged) -> None:
     s.set_health(e.node_id, e.status)
 
@@ -172,6 +176,7 @@ _EVOLVE: dict[type, Any] = {
     m.TaskReleased: _released,
     m.NodeHeartbeat: _heartbeat,
     m.NodeConditionChanged: _condition,
+    m.LinkMetrics: _link,
     m.NodeHealthChanged: _health,
     m.TaskLost: _lost,
 }

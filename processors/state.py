@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 
 from .model import GPU_MILLI, Node, Policy, Task
+from .topology import Topology
 
 READY, CORDONED, DOWN = "READY", "CORDONED", "DOWN"
 NODE_STATUSES = (READY, CORDONED, DOWN)
@@ -108,6 +109,7 @@ class CellState:
         self.class_counts: dict[str, int] = {}  # running histogram of submitted task shapes
         self.reservations: dict[str, Any] = {}  # room for advance reservations (C4)
         self.decisions = 0
+        self.topology = Topology(self)          # the network graph (topology.py): nodes and measured links
         self._derived: dict[Any, Any] = {}
 
     def derived(self, key: Any, compute: Callable[[], Any]) -> Any:
@@ -180,6 +182,7 @@ class CellState:
         tags = self._derived.get("gpu_tags")
         if tags is not None:
             tags.append({})
+        self.topology.add_node(self.nodes[node_id], row)
         return row
 
     def set_node_status(self, node_id: str, status: str) -> None:
@@ -267,6 +270,7 @@ class CellState:
         """A re-registration: new descriptive fields (resources stay as first registered)."""
         self.nodes[node.node_id] = node
         self._derived.pop("meta", None)
+        self.topology.update_node(node)
 
     # ------------------------------------------------------- GPU affinity tags
     @staticmethod
@@ -384,6 +388,7 @@ class CellState:
             "class_counts": dict(self.class_counts),
             "reservations": json.loads(json.dumps(self.reservations)),
             "decisions": self.decisions,
+            "topology": self.topology.to_snapshot(),
         }
 
     @classmethod
@@ -415,6 +420,7 @@ class CellState:
         s.class_counts = dict(snap["class_counts"])
         s.reservations = json.loads(json.dumps(snap["reservations"]))
         s.decisions = int(snap["decisions"])
+        s.topology.restore(snap.get("topology"))
         s._derived = {}
         return s
 
