@@ -24,6 +24,13 @@ status (TaskReleased). A command that is missing, empty, names an executable not
 (task's) PATH, carries an environment no process can have, or targets another node is
 refused in its DispatchAck. At most ``max_concurrent`` processes run at once; the rest
 wait (accepted) for a slot. Resource limits (cpu_milli, memory_mib) are not enforced.
+
+Telemetry: with ``prometheus`` (a Prometheus URL; default ``SUANLI_LOCAL_PROMETHEUS``) the
+node's NodeMetrics are the latest sample of the series that Prometheus scraped from
+``prometheus_node`` (a selector of ``connectors/prometheus_source.py``; default
+``127.0.0.1``: node_exporter and any DCGM exporter scraped on loopback), refreshed in the
+background, with ``running_processes`` added to ``extended``. When that sample is missing or
+older than 30 s (Prometheus down, node_exporter not scraped), /proc is read as without it.
 """
 from __future__ import annotations
 
@@ -121,7 +128,8 @@ class LocalProcesses(Adapter):
     """The 'local' connector. ``node_id`` defaults to ``local-<hostname>``."""
 
     def __init__(self, *, cell: str = "local", name: str = "local", node_id: str | None = None,
-                 max_concurrent: int | None = None, kill_grace_s: float = 5.0, tail_chars: int = 500):
+                 max_concurrent: int | None = None, kill_grace_s: float = 5.0, tail_chars: int = 500,
+                 prometheus: str | None = None, prometheus_node: str = "127.0.0.1"):
         self.name, self.cell = name, cell
         self.node_id = node_id or f"local-{socket.gethostname()}"
         self.max_concurrent = cpu_count() if max_concurrent is None else max_concurrent
@@ -131,12 +139,29 @@ class LocalProcesses(Adapter):
         self._slots = asyncio.Semaphore(self.max_concurrent)
         self.pids: set[int] = set()
         self._cpu_prev: tuple[int, int] | None = None
+        self._prometheus = self._prometheus_feed(prometheus, prometheus_node)
 
     # -- discover / monitor ------------------------------------------------------------------
     def discover(self) -> list[dict[str, Any]]:
         return [{**describe_machine(self.node_id, self.cell, self.name), "registered_at": self.now_ms()}]
 
+    def _prometheus_feed(self, url: str | None, selector: str) -> Any:
+        """The background Prometheus sampler of this node, or None (then /proc only)."""
+        if url is None:
+            from suanli.config import settings
+            url = settings().local_prometheus
+        if not url:
+            return None
+        from suanli.connectors.prometheus_source import PrometheusFeed, PrometheusSource, PromNode
+        return PrometheusFeed(PrometheusSource(url, [PromNode(self.node_id, self.cell, selector)], name=self.name))
+
     def monitor(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+        heartbeat = ("NodeHeartbeat", {"event_id": f"{self.name}/{self.node_id}/hb/{seq}", "node_id": self.node_id,
+                                       "cell": self.cell, "seq": seq, "at": at})
+        sample = self._prometheus.take(self.node_id) if self._prometheus is not None else None
+        if sample is not None:
+            extended = {**sample["extended"], "running_processes": float(len(self.pids))}
+            return [heartbeat, ("NodeMetrics", {**sample, "extended": extended})]
         mem = read_meminfo()
         load1 = os.getloadavg()[0]
         busy, total = _cpu_times()
