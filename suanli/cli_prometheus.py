@@ -1,4 +1,5 @@
-"""``suanli prometheus up|down|status``: Prometheus + node_exporter on loopback (``deploy/prometheus.py``)."""
+"""``suanli prometheus up|down|status``: Prometheus + node_exporter on loopback (``deploy/prometheus.py``);
+``suanli prometheus source``: NodeMetrics from any Prometheus onto raw.nodes (``connectors/prometheus_source.py``)."""
 from __future__ import annotations
 
 import argparse
@@ -37,6 +38,54 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if all(r["ready"] for r in rows) else 1
 
 
+def _node_mapping(specs: list[str]) -> dict[str, str]:
+    from suanli.errors import ConfigError
+
+    out = {}
+    for spec in specs:
+        node_id, sep, selector = spec.partition("=")
+        if not sep or not node_id or not selector:
+            raise ConfigError(f"--node wants NODE_ID=SELECTOR (an instance, a host or {{label matchers}}), not {spec!r}")
+        out[node_id] = selector
+    return out
+
+
+def _source(args: argparse.Namespace) -> int:
+    import asyncio
+    import signal
+
+    from suanli.connectors.prometheus_source import PrometheusSource, nodes_from_mapping, run_source
+    from suanli.deploy import prometheus
+
+    s = settings()
+    source = PrometheusSource(args.url or prometheus.url(s), nodes_from_mapping(_node_mapping(args.node), args.cell),
+                              name=args.name, window=args.window)
+    if args.once:
+        print(json.dumps(source.sample_blocking(), indent=2))
+        return 0
+
+    from suanli.schemas.codec import Codec
+    from suanli.schemas.registry import RegistryClient
+    from suanli.streams.topics import TopicNames
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        with RegistryClient(s.registry_url) as registry:
+            print(f"suanli prometheus source: {len(source.nodes)} node(s) from {source.url} every {args.interval:g}s "
+                  f"-> {TopicNames(s.namespace).raw_nodes}", flush=True)
+            stats = await run_source(source, codec=Codec(registry), bootstrap=s.bootstrap_servers,
+                                     namespace=s.namespace, interval_s=args.interval, partitions=s.partitions,
+                                     stop=stop, max_samples=args.samples)
+            print(f"suanli prometheus source: {stats.samples} sample(s), {stats.produced} NodeMetrics produced, "
+                  f"{stats.errors} failed queries", flush=True)
+
+    asyncio.run(main())
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``prometheus up|down|status``."""
     prom = sub.add_parser("prometheus", help="Prometheus and node_exporter scraping this machine, on loopback")
@@ -49,3 +98,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     st = prom_sub.add_parser("status", help="show both and whether they are ready")
     st.add_argument("--json", action="store_true", help="print JSON")
     st.set_defaults(func=_status)
+    src = prom_sub.add_parser("source", help="NodeMetrics of the given nodes from a Prometheus, onto raw.nodes",
+                              description="Query a Prometheus server (node_exporter, DCGM exporter series) and "
+                                          "produce each node's NodeMetrics to <namespace>.raw.nodes until "
+                                          "interrupted. See connectors/prometheus_source.py.")
+    src.add_argument("--url", help="Prometheus base URL (default: the one `suanli prometheus up` runs)")
+    src.add_argument("--node", action="append", required=True, metavar="NODE_ID=SELECTOR",
+                     help="a node and its series: an instance (host:port), a host (any port) or "
+                          "'{label=\"value\",...}'; repeat for each node")
+    src.add_argument("--cell", default="local", help="the nodes' cell (default local)")
+    src.add_argument("--name", default="prometheus", help="prefix of event ids (default prometheus)")
+    src.add_argument("--interval", type=float, default=15.0, help="seconds between samples (default 15)")
+    src.add_argument("--window", default="1m", help="rate window of cpu/net/disk rates (default 1m)")
+    src.add_argument("--samples", type=int, default=None, help="stop after this many samples")
+    src.add_argument("--once", action="store_true", help="print one sample as JSON; no Kafka")
+    src.set_defaults(func=_source)
