@@ -25,6 +25,11 @@ score(node) = delta_frag(node) + g * gap_gain(node) + w * bestfit(node) - scarci
   the constrained ones depend on (gpuspec workloads);
 * exact ties: BestFit order, then lowest row; a shared task goes on the device with the
   largest score, ties to the one with the least free milli.
+* topology (``plugins/topology.py`` ``TopologyNear``, last filter): a task labelled
+  ``data-site`` / ``user-site`` with a place (site, zone, rack or node) keeps only the
+  feasible nodes nearest to it on the cell's topology graph (measured links and node
+  conditions included), and the scores above choose among them. Without the label it does
+  nothing (and leaves no trace in the decision).
 
 Use it by default for GPU clusters with mixed shared / whole / CPU-only tasks. On the
 openb trace it beats FGD on all five shared workloads (BENCHMARKS.md). Config: as ``fgd``
@@ -38,7 +43,7 @@ from typing import Literal
 
 from ..args import arg, like
 from ..framework import Profile
-from ..plugins.basic import BestFitRawArgs, TaskKind
+from ..plugins.basic import FILTERS, BestFitRawArgs, TaskKind
 from ..plugins.fgd import FGDArgs, ScarcityArgs
 from ._profile import standard_profile
 from .args import TIE_BREAK_DOC, TieBreak
@@ -70,4 +75,5 @@ def build(args: Args) -> Profile:
         # Scarcity reads the typical tasks like FGD but keeps its own refresh cadence (500)
         scorers.append({"name": "Scarcity", "weight": args.scarcity_weight,
                         "args": ScarcityArgs(typical=args.typical_tasks, threshold_pct=args.threshold_pct)})
-    return standard_profile(args, scorers)
+    # TopologyNear acts only on tasks with a place label: no trace on any other decision
+    return standard_profile(args, scorers, filters=[*FILTERS, "TopologyNear"])

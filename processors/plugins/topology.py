@@ -1,0 +1,343 @@
+"""Placement on the cell's topology graph (``processors/topology.py``, ``state.topology``).
+
+``TopologyNear`` (filter and scorer)
+    A task whose label ``data-site`` / ``user-site`` (also ``users-site``; see
+    ``TopologyNearArgs.labels``) names a place (a site, zone, rack or node name, or a vertex
+    such as ``zone:z1``) goes to the feasible nodes with the shortest weighted path from that
+    place (``Topology.distances``: hierarchy defaults, measured links, penalties of nodes in
+    a bad condition, DOWN nodes cut off).
+
+    * As a **filter** (last in the profile: it needs to know what is feasible, so it
+      evaluates the filters named in ``feasible``, by default the standard ones, and, like
+      the framework, prefers NORMAL nodes) it keeps the nodes within ``slack_ms`` of the
+      nearest feasible one; the others are filtered with the reason ``farther than the
+      nearest feasible node from data-site=X (1.25 ms)``, so the provenance shows it. The
+      scorers then choose among the nearest nodes.
+    * As a **scorer** (normalised 0..100) it gives minus the distance in microseconds
+      (``unreachable_ms`` where the place cannot reach the node), for blends that trade
+      distance against packing.
+
+    Without the label (or when the label names nothing the graph knows) it does nothing:
+    the filter returns no mask and the scorer all zeros, which normalise to 0. ``default``
+    carries it as a filter: a filter that does nothing leaves no trace in the decision.
+
+``plan_gang(state, requests)``
+    A gang (N tasks that start together) placed all or nothing: inside one rack when that
+    fits, else inside one zone, else across the fewest zones (then racks), else anywhere.
+    Pure: reads the state, changes nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ..args import arg
+from ..framework import REGISTRY, CycleContext, Plugin
+from ..model import Request
+from ..state import GPU_MILLI, CellState
+from ..topology import UnknownVertex
+from .basic import FILTERS
+
+NEAR_LABELS = ("data-site", "user-site", "users-site")
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyNearArgs:
+    labels: tuple[str, ...] = arg(NEAR_LABELS, "task labels naming the place to be near (a site, zone, rack or "
+                                  "node name, or a vertex such as zone:z1); the first one present counts")
+    slack_ms: float = arg(0.0, "filter: also keep the nodes at most this many ms farther than the nearest "
+                          "feasible one", ge=0)
+    feasible: tuple[str, ...] = arg(tuple(FILTERS), "filter: the filters whose conjunction makes a node "
+                                    "feasible (the ones that run before this one in the profile)")
+    unreachable_ms: float = arg(1000.0, "scorer: the distance of a node the place cannot reach, ms", ge=0)
+
+
+@REGISTRY.register
+class TopologyNear(Plugin):
+    """The feasible nodes with the shortest weighted path from the place a task label names
+    (see the module docstring). Args: :class:`TopologyNearArgs`."""
+    name = "TopologyNear"
+    normalize = True
+    Args = TopologyNearArgs
+    args: TopologyNearArgs
+
+    def __init__(self, args: Any = None, /, **kwargs: Any):
+        super().__init__(args, **kwargs)
+        self._feasible = [REGISTRY.create(n) for n in self.args.feasible if n != self.name]
+
+    def target(self, ctx: CycleContext) -> Optional[tuple[str, str]]:
+        """``(label, value)`` of the first place label the task carries."""
+        lab = ctx.labels
+        for k in self.args.labels:
+            v = lab.get(k)
+            if v:
+                return k, v
+        return None
+
+    def distances(self, ctx: CycleContext) -> Optional[tuple[str, np.ndarray]]:
+        t = self.target(ctx)
+        if t is None:
+            return None
+        try:
+            return f"{t[0]}={t[1]}", ctx.state.topology.distances(t[1])
+        except UnknownVertex:
+            return None
+
+    def filter(self, ctx):
+        hit = self.distances(ctx)
+        if hit is None:
+            return None
+        what, d = hit
+        s = ctx.state
+        feas = np.ones(s.n_nodes, dtype=bool)
+        for p in self._feasible:
+            out = p.filter(ctx)
+            if out is not None:
+                feas &= out[0]
+        ok = feas & s.condition_ok
+        base = ok if ok.any() else feas
+        near = d[base]
+        near = near[np.isfinite(near)]
+        if near.size == 0:
+            return None                 # nothing feasible, or the place reaches none of it
+        dmin = float(near.min())
+        keep = d <= dmin + self.args.slack_ms + 1e-9
+        return keep, f"farther than the nearest feasible node from {what} ({dmin:.3g} ms, topology)"
+
+    def score(self, ctx, rows):
+        hit = self.distances(ctx)
+        if hit is None:
+            return np.zeros(rows.size)
+        d = hit[1][rows]
+        d = np.where(np.isfinite(d), d, self.args.unreachable_ms)
+        return -np.round(d * 1000.0)
+
+
+# ============================================================================ gangs
+GANG_LEVELS = ("rack", "zone")
+DEFAULT_BUDGET = 20_000          # search steps per packing attempt
+
+
+@dataclass(slots=True)
+class GangPlan:
+    """Where each member of a gang goes, in the order of the requests."""
+    placements: list[tuple[int, list[int]]]       # (row, GPU devices) per request
+    level: str                                    # rack | zone | zones | racks | cell
+    domains: list[str] = field(default_factory=list)   # the domain vertices used
+    normal_only: bool = True                      # every node used is in a NORMAL condition
+
+    def describe(self, state: CellState) -> str:
+        n = len(self.placements)
+        nodes = len({r for r, _ in self.placements})
+        where = (f"inside {self.domains[0]}" if self.level in GANG_LEVELS
+                 else f"across {len(self.domains)} {self.level}" if self.domains else "across the cell")
+        return f"gang of {n} on {nodes} node{'s' if nodes != 1 else ''} {where}"
+
+
+class _OutOfBudget(Exception):
+    pass
+
+
+def _device_options(r: Request, g: np.ndarray) -> list[list[int]]:
+    """The GPU device choices worth trying for ``r`` on a node with free milli ``g``."""
+    if r.kind == "cpu":
+        return [[]]
+    if r.kind == "shared":
+        out, seen = [], set()
+        for d in np.argsort(g, kind="stable").tolist():      # least free first (best fit)
+            v = int(g[d])
+            if v >= r.gpu_milli and v not in seen:
+                seen.add(v)
+                out.append([d])
+        return out
+    fit = np.flatnonzero(g >= r.gpu_milli)
+    return [[int(x) for x in fit[: r.gpu_count]]] if fit.size >= r.gpu_count else []
+
+
+def _pack(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], rows: np.ndarray,
+          rank: Optional[np.ndarray], budget: int) -> Optional[list[tuple[int, list[int]]]]:
+    """Place every request on ``rows`` (a search over nodes and devices, biggest request
+    first, best fit first, identical nodes tried once). ``masks``: per request, the rows it
+    may use (static filters); ``rank``: per row, a preference (lower first). Exact unless
+    ``budget`` steps run out (then None)."""
+    n = len(reqs)
+    R = rows
+    cpu = state.cpu_free[R].copy()
+    mem = state.mem_free[R].copy()
+    gpu = state.gpu_free[R].copy()
+    M = [m[R] for m in masks]
+    pref = rank[R] if rank is not None else np.zeros(R.size, dtype=np.int64)
+    # rows that look the same to every request are interchangeable: a static class per row
+    groups: dict[tuple, int] = {}
+    cls = np.array([groups.setdefault(tuple(bool(M[i][j]) for i in range(n)) + (int(pref[j]),), len(groups))
+                    for j in range(R.size)], dtype=np.int64) if R.size else np.zeros(0, dtype=np.int64)
+    order = sorted(range(n), key=lambda i: (-reqs[i].gpu_total, -reqs[i].cpu, -reqs[i].mem, i))
+    out: list[Optional[tuple[int, list[int]]]] = [None] * n
+    steps = 0
+
+    def dfs(k: int) -> bool:
+        nonlocal steps
+        if k == n:
+            return True
+        steps += 1
+        if steps > budget:
+            raise _OutOfBudget
+        i = order[k]
+        r = reqs[i]
+        ok = M[i] & (cpu >= r.cpu) & (mem >= r.mem)
+        if r.kind == "shared":
+            ok &= (gpu >= r.gpu_milli).any(axis=1)
+        elif r.kind == "whole":
+            ok &= (gpu >= r.gpu_milli).sum(axis=1) >= r.gpu_count
+        cand = np.flatnonzero(ok)
+        if cand.size == 0:
+            return False
+        gleft = np.where(gpu[cand] >= 0, gpu[cand], 0).sum(axis=1) - r.gpu_total
+        keys = np.lexsort((cand, cpu[cand] - r.cpu, gleft, pref[cand]))
+        seen: set[tuple] = set()
+        for j in cand[keys].tolist():
+            sig = (int(cls[j]), int(cpu[j]), int(mem[j]), tuple(sorted(gpu[j].tolist())))
+            if sig in seen:
+                continue
+            seen.add(sig)
+            for devs in _device_options(r, gpu[j]):
+                cpu[j] -= r.cpu
+                mem[j] -= r.mem
+                if devs:
+                    gpu[j, devs] -= r.gpu_milli
+                out[i] = (int(R[j]), devs)
+                if dfs(k + 1):
+                    return True
+                cpu[j] += r.cpu
+                mem[j] += r.mem
+                if devs:
+                    gpu[j, devs] += r.gpu_milli
+        out[i] = None
+        return False
+
+    try:
+        found = dfs(0)
+    except _OutOfBudget:
+        return None
+    return [o for o in out if o is not None] if found else None
+
+
+def _aggregate_fits(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], rows_mask: np.ndarray) -> bool:
+    """A quick necessary condition: the rows hold the gang's total CPU, memory, GPU milli
+    and whole GPUs, and every request has a row it may use."""
+    if not all((m & rows_mask).any() for m in masks):
+        return False
+    s = state
+    if s.cpu_free[rows_mask].sum() < sum(r.cpu for r in reqs):
+        return False
+    if s.mem_free[rows_mask].sum() < sum(r.mem for r in reqs):
+        return False
+    if s.gpu_free_total[rows_mask].sum() < sum(r.gpu_total for r in reqs):
+        return False
+    whole = sum(r.gpu_count for r in reqs if r.kind == "whole" and r.gpu_milli == GPU_MILLI)
+    return not whole or s.gpu_full_count[rows_mask].sum() >= whole
+
+
+def _masks(state: CellState, reqs: Sequence[Request], task_ids: Optional[Sequence[str]],
+           filters: Optional[Sequence[Plugin]]) -> list[np.ndarray]:
+    plugins = list(filters) if filters is not None else [REGISTRY.create(n) for n in FILTERS]
+    out = []
+    for i, r in enumerate(reqs):
+        ctx = CycleContext(state, r, task_ids[i] if task_ids else "", 0, {})
+        m = np.ones(state.n_nodes, dtype=bool)
+        for p in plugins:
+            res = p.filter(ctx)
+            if res is not None:
+                m &= res[0]
+        out.append(m)
+    return out
+
+
+def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], budget: int) -> Optional[GangPlan]:
+    topo = state.topology
+    union = np.zeros(state.n_nodes, dtype=bool)
+    for m in masks:
+        union |= m
+    if not union.any():
+        return None
+    gpu_gang = any(r.kind != "cpu" for r in reqs)
+    free = (state.gpu_free_total if gpu_gang else state.cpu_free).astype(np.float64)
+    # 1-2: one rack, else one zone; the tightest domain that holds the gang first
+    for level in GANG_LEVELS:
+        names, idx = topo.domain_index(level)
+        if not names:
+            continue
+        inside = union & (idx >= 0)
+        if not inside.any():
+            continue
+        tot = np.bincount(idx[inside], weights=free[inside], minlength=len(names))
+        for d in sorted(set(idx[inside].tolist()), key=lambda d: (tot[d], names[d])):
+            rows_mask = union & (idx == d)
+            if not _aggregate_fits(state, reqs, masks, rows_mask):
+                continue
+            sol = _pack(state, reqs, masks, np.flatnonzero(rows_mask), None, budget)
+            if sol is not None:
+                return GangPlan(sol, level, [names[d]])
+    # 3: across the fewest zones (racks when there are no zones): the roomiest first
+    for level in ("zone", "rack"):
+        names, idx = topo.domain_index(level)
+        if not names or not (union & (idx >= 0)).any():
+            continue
+        key = np.where(idx >= 0, idx, len(names))            # nodes outside every domain: one more group
+        tot = np.bincount(key[union], weights=free[union], minlength=len(names) + 1)
+        groups = sorted(set(key[union].tolist()), key=lambda d: (-tot[d], d))
+        rank = np.full(state.n_nodes, len(groups), dtype=np.int64)
+        for pos, d in enumerate(groups):
+            rank[key == d] = pos
+        for k in range(2, len(groups) + 1):
+            rows_mask = union & (rank < k)
+            if not _aggregate_fits(state, reqs, masks, rows_mask):
+                continue
+            sol = _pack(state, reqs, masks, np.flatnonzero(rows_mask), rank, budget)
+            if sol is not None:
+                used = sorted({int(rank[r]) for r, _ in sol})
+                doms = [names[groups[u]] if groups[u] < len(names) else "(none)" for u in used]
+                return GangPlan(sol, level + "s", doms)
+        return None
+    # 4: no racks or zones at all: anywhere
+    sol = _pack(state, reqs, masks, np.flatnonzero(union), None, budget)
+    return GangPlan(sol, "cell") if sol is not None else None
+
+
+def plan_gang_detail(state: CellState, requests: Sequence[Request], task_ids: Optional[Sequence[str]] = None,
+                     filters: Optional[Sequence[Plugin]] = None, budget: int = DEFAULT_BUDGET) -> Optional[GangPlan]:
+    """Plan a gang all or nothing (see :func:`plan_gang`), with where it went. Nodes in a
+    NORMAL condition are tried first; nodes in a bad one only when the gang fits nowhere
+    else (then ``normal_only`` is False)."""
+    reqs = list(requests)
+    if not reqs:
+        return GangPlan([], "cell")
+    masks = _masks(state, reqs, task_ids, filters)
+    ok = state.condition_ok
+    if not ok.all():
+        plan = _plan(state, reqs, [m & ok for m in masks], budget)
+        if plan is not None:
+            return plan
+    plan = _plan(state, reqs, masks, budget)
+    if plan is not None and not ok.all():
+        plan.normal_only = bool(all(ok[r] for r, _ in plan.placements))
+    return plan
+
+
+def plan_gang(state: CellState, requests: Sequence[Request], task_ids: Optional[Sequence[str]] = None,
+              filters: Optional[Sequence[Plugin]] = None, budget: int = DEFAULT_BUDGET
+              ) -> Optional[list[tuple[int, list[int]]]]:
+    """Where to put a gang: ``[(row, devices), ...]`` in the order of ``requests``, or None
+    when it cannot start now (all or nothing).
+
+    Inside one rack when one holds it (the fullest such rack first, to keep roomy ones
+    for bigger gangs), else inside one zone (likewise), else across the fewest zones (the
+    roomiest first; racks when the cell has no zones), else anywhere when the cell names no
+    racks or zones. Every member passes ``filters`` (default: the standard ones: ready, GPU
+    model and count, CPU, memory, GPU fit; ``task_ids`` give them the tasks' labels), and
+    CPU, memory and GPU devices are checked as members share nodes. The packing search is
+    exact within ``budget`` steps per attempt; past it the attempt counts as failed."""
+    plan = plan_gang_detail(state, requests, task_ids, filters, budget)
+    return None if plan is None else plan.placements
