@@ -155,6 +155,10 @@ class LocalProcesses(Adapter):
         from suanli.connectors.prometheus_source import PrometheusFeed, PrometheusSource, PromNode
         return PrometheusFeed(PrometheusSource(url, [PromNode(self.node_id, self.cell, selector)], name=self.name))
 
+    async def aclose(self) -> None:
+        if self._prometheus is not None:
+            await self._prometheus.aclose()  # the background sampler, so no task outlives the runner
+
     def monitor(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
         heartbeat = ("NodeHeartbeat", {"event_id": f"{self.name}/{self.node_id}/hb/{seq}", "node_id": self.node_id,
                                        "cell": self.cell, "seq": seq, "at": at})

@@ -413,9 +413,9 @@ class PrometheusFeed:
     first :meth:`take` on a running loop starts a refresher task (a sample every
     ``refresh_s``); :meth:`take` returns the newest sample of a node if it is at most
     ``max_age_s`` old, else None (the caller falls back to its own probe). The refresher
-    ends by itself when nobody has taken a sample for ``idle_s``, so an adapter needs no
-    extra shutdown step; a later take starts it again. Outside an event loop, take samples
-    synchronously.
+    ends by itself when nobody has taken a sample for ``idle_s``, or at :meth:`aclose` (call it
+    from the adapter's ``aclose``); a later take starts it again. Outside an event loop, take
+    samples synchronously.
     """
 
     def __init__(self, source: PrometheusSource, *, refresh_s: float = 5.0, max_age_s: float = 30.0,
@@ -442,6 +442,13 @@ class PrometheusFeed:
         if payload is None or self.clock() - payload["at"] > self.max_age_s * 1000:
             return None
         return payload
+
+    async def aclose(self) -> None:
+        """Stop the refresher now (an adapter's ``aclose``); a later take starts it again."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     def _store(self, payloads: list[dict[str, Any]] | None) -> None:
         for p in payloads or ():

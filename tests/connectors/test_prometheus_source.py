@@ -227,3 +227,41 @@ def test_local_connector_reads_its_node_from_prometheus(prometheus, settings):
     metrics = dict(fallback.monitor(int(time.time() * 1000), 1))["NodeMetrics"]
     assert metrics["extended"] == {"running_processes": 0.0} and "/metrics/" in metrics["event_id"]
     assert not math.isnan(metrics["cpu_util"])
+
+
+@pytest.mark.stack
+def test_local_connector_runner_sends_prometheus_metrics_through_kafka(prometheus, stack, codec):
+    """The kit's runner calls the local adapter's monitor() on its loop: NodeMetrics from Prometheus
+    reach raw.nodes, and stopping the runner leaves no sampler task behind."""
+    import uuid
+
+    from connector_helpers import Tail, assert_no_tasks_left, running, snapshot
+
+    from suanli.connectors.kit import ConnectorRunner
+    from suanli.connectors.local_process import LocalProcesses
+    from suanli.streams.kafka_io import ensure_topics
+    from suanli.streams.topics import TopicNames, TopicSpec
+
+    namespace = f"tpl{uuid.uuid4().hex[:10]}"
+    topics = TopicNames(namespace)
+    local = LocalProcesses(node_id="prom-local", name="promlocal", prometheus=prometheus)
+    runner = ConnectorRunner(local, codec=codec, bootstrap=stack.bootstrap_servers, namespace=namespace,
+                             monitor_interval_s=0.5, partitions=1, recover=False)
+
+    def prometheus_metrics(records) -> list:
+        return [r for r in records if r.kind == "NodeMetrics"
+                and "node_memory_MemAvailable_bytes" in r.payload["extended"]]
+
+    async def scenario() -> list:
+        await ensure_topics(stack.bootstrap_servers, [TopicSpec(topics.raw_nodes, 1)])
+        start = await snapshot(stack.bootstrap_servers, topics.raw_nodes)
+        async with Tail(stack.bootstrap_servers, codec, start) as tail, running(runner):
+            await tail.until(lambda rs: prometheus_metrics(rs), timeout=30)
+        assert_no_tasks_left()
+        return tail.records
+
+    records = asyncio.run(scenario())
+    [first, *_] = prometheus_metrics(records)
+    assert first.payload["node_id"] == "prom-local" and first.payload["event_id"].startswith("promlocal/prom-local/prom/")
+    assert first.payload["extended"]["running_processes"] == 0.0
+    assert any(r.kind == "NodeHeartbeat" for r in records)
