@@ -373,6 +373,15 @@ class Topology:
         pen = self.penalties()
         return pen, tuple(sorted(pen.items()))
 
+    def edge_cost(self, u: str, v: str) -> Optional[float]:
+        """What the directed edge ``u -> v`` costs a query now (node penalties included;
+        ``inf`` when an end is cut off); None when there is no such edge (or its link is down)."""
+        w = self._edge_weight(u, v)[0]
+        if w is None:
+            return None
+        pen = self.penalties()
+        return w + pen.get(u, 0.0) + pen.get(v, 0.0)
+
     def path(self, a: str, b: str) -> tuple[float, list[str]]:
         """The cheapest directed path from ``a`` to ``b`` (names as :meth:`resolve` takes
         them): ``(cost_ms, [vertex, ...])``; ``(inf, [])`` when ``b`` cannot be reached."""
