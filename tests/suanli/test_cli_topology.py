@@ -91,3 +91,33 @@ def test_pick_a_cell():
         _pick({"a": 1, "b": 2}, None, "log")
     with pytest.raises(TopologyError, match="no record"):
         _pick({"a": 1}, "z", "log")
+
+
+@pytest.mark.stack
+def test_folds_the_cell_log_from_kafka(stack, codec, capsys):
+    """The same log on the real broker (a namespace of its own, two cells on the log)."""
+    import asyncio
+    import uuid
+
+    from suanli.streams.kafka_io import EventProducer, ensure_topics
+    from suanli.streams.topics import TopicSpec
+
+    ns = f"t{uuid.uuid4().hex[:10]}"
+    names = TopicNames(ns)
+    items = [_node("a1", "z1", "r1"), _node("c1", "z3", "r1", site="s2", region="r2"),
+             ("LinkMetrics", {"event_id": "l1", "src": "a1", "dst": "c1", "scope": "NODE", "latency_ms": 2.0,
+                              "bandwidth_mbps": 1000.0, "loss_pct": 0.0, "at": 5, "cell": "c"})]
+
+    async def produce():
+        await ensure_topics(stack.bootstrap_servers, [TopicSpec(names.cell_log, 2)])
+        async with EventProducer(stack.bootstrap_servers, codec) as producer:
+            for kind, payload in items:
+                await producer.send(names.cell_log, kind, payload, key="c")
+            await producer.send(names.cell_log, "NodeRegistered", {**_node("x1", "zx", "r1")[1], "cell": "other"},
+                                key="other")
+            await producer.flush()
+    asyncio.run(produce())
+    assert main(["topology", "path", "a1", "c1", "--namespace", ns, "--cell", "c"]) == 0
+    assert "node:a1 -> node:c1: 2 ms over 1 edge" in capsys.readouterr().out
+    assert main(["topology", "show", "--namespace", ns]) == 2          # two cells: name one
+    assert "--cell" in capsys.readouterr().err
