@@ -202,3 +202,17 @@ def test_no_networkx_until_asked():
     assert s.topology._g is None
     s.topology.path("a1", "a2")
     assert s.topology._g is not None
+
+
+def test_bench_layout_and_a_small_run(tmp_path):
+    from suanli.bench.topology import run, with_racks
+
+    nodes = [{"node_id": f"n{i}", "site": "openb", "zone": "", "labels": {}} for i in range(40)]
+    laid = with_racks(nodes, rack_size=4, racks_per_zone=2)
+    assert [(n["zone"], n["labels"]["rack"]) for n in laid[:9:4]] == [("openb-z00", "r0"), ("openb-z00", "r1"),
+                                                                       ("openb-z01", "r0")]
+    csv = tmp_path / "nodes.csv"
+    csv.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(f"n{i},32000,65536,2,T4\n" for i in range(40)))
+    res = run(csv, queries=5)
+    assert res["nodes"] == 40 and res["zones"] == 1 and res["racks"] == 3
+    assert res["path_node_node_cold"]["n"] == 5 and res["goal_met"]
