@@ -191,6 +191,19 @@ def evolve(state: CellState, event: Any) -> CellState:
 
 
 # ============================================================================ decide
+def gang_of(task: m.Task) -> Optional[tuple[str, int]]:
+    """``(gang id, size)`` of a gang member (labels ``gang`` and ``gang-size``), else None.
+    A size that is not a positive integer counts as 1 (the task starts on its own)."""
+    gang = task.labels.get("gang")
+    if not gang:
+        return None
+    try:
+        size = int(task.labels.get("gang-size", "1"))
+    except ValueError:
+        size = 1
+    return (gang, size) if size > 1 else None
+
+
 def event_time(e: Any) -> int:
     """The time an input carries: its ``at``, ``submitted_at`` or ``registered_at``."""
     if isinstance(e, m.TaskSubmitted):
@@ -268,6 +281,9 @@ class _Decider:
     def schedule(self, task_id: str, retry: bool) -> bool:
         """Run one cycle for a known task; emit Placed / Pending / Unschedulable."""
         s, t = self.s, self.s.tasks[task_id]
+        gang = gang_of(t.task)
+        if gang is not None:
+            return self.schedule_gang(task_id, *gang, retry=retry)
         req = t.task.request
         strategy, rule, mpath = self.choose(t)
         seed = rng.mix(strategy.seed, self.topic_seed, self.pos[1], self.pos[2], self.n)
@@ -311,6 +327,45 @@ class _Decider:
         evolve(s, pending)               # enqueue first: the position is the one after queueing
         self.outs.append(replace(pending, queue_position=s.queue_position(task_id)))
         return False
+
+    def schedule_gang(self, task_id: str, gang: str, size: int, retry: bool) -> bool:
+        """A gang (``labels: gang=<job>, gang-size=<N>``) starts all or nothing: its members
+        wait (pending) until all N arrived, then the topology planner puts them inside one
+        rack, else one zone, else across the fewest domains — or nowhere, and they wait."""
+        from .plugins.topology import plan_gang_detail
+
+        s = self.s
+        waiting = [tid for tid in s.gang_members(gang) if s.tasks[tid].status in ("SUBMITTED", PENDING)]
+        plan = None
+        if len(waiting) >= size:
+            waiting = waiting[:size]
+            plan = plan_gang_detail(s, [s.tasks[tid].task.request for tid in waiting], waiting)
+        if plan is None:
+            if retry:
+                return False
+            reason = (f"gang {gang}: {len(waiting)} of {size} members arrived" if len(waiting) < size
+                      else f"gang {gang}: its {size} tasks do not fit together now (all or nothing)")
+            s.decisions += 1
+            eid, did = self._ids(m.TaskPending.KIND)
+            t = s.tasks[task_id]
+            pending = m.TaskPending(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant, cell=s.cell,
+                                    reasons=(m.PendingReason(reason=reason, nodes=s.n_nodes),), queue_position=0,
+                                    provenance=self.provenance(None, ["submitted", reason, "queued"]))
+            evolve(s, pending)
+            self.outs.append(replace(pending, queue_position=s.queue_position(task_id)))
+            return False
+        where = plan.describe(s)
+        for tid, (row, devices) in zip(waiting, plan.placements):
+            s.decisions += 1
+            node = s.node_ids[row]
+            path = ["retry from queue" if retry or tid != task_id else "submitted",
+                    f"gang {gang}: all {size} members here; {where}" + ("" if plan.normal_only else
+                                                                       " (some nodes in a bad condition)"),
+                    f"reserve gpu{list(devices)} {s.tasks[tid].task.request.gpu_milli} milli" if devices else "no GPU",
+                    f"bind {node}"]
+            res = CycleResult(Status(), None, [], [(row, 1.0)], 1, [])
+            self._placed(tid, s.tasks[tid], node, list(devices), self.provenance(res, path))
+        return True
 
     def place_joint(self, task_id: str, row: int, with_task: str, strategy: Strategy, rule: str | None) -> None:
         """Place a queued task that a joint (batch) plan put on ``row``, if it still fits."""
@@ -396,7 +451,8 @@ class _Decider:
     def retry_pending(self) -> None:
         budget = self.strategy.retry_budget
         for item in list(self.s.queue[:budget]):
-            self.schedule(item[2], retry=True)
+            if self.s.tasks[item[2]].status == PENDING:     # a gang or a joint plan may have placed it meanwhile
+                self.schedule(item[2], retry=True)
 
     def release(self, task_id: str, cause: str) -> None:
         s, t = self.s, self.s.tasks[task_id]

@@ -203,6 +203,20 @@ class CellState:
         self.condition_ok[row] = condition == NORMAL
         self.touch(row)
 
+    def gang_members(self, gang: str) -> list[str]:
+        """Ids of the tasks labelled ``gang=<gang>``, in arrival order (derived, cached)."""
+        index = self._derived.get("gangs")
+        if index is None or index[0] != len(self.tasks):
+            groups: dict[str, list[str]] = {}
+            for tid, t in self.tasks.items():
+                g = t.task.labels.get("gang")
+                if g:
+                    groups.setdefault(g, []).append(tid)
+            for members in groups.values():
+                members.sort(key=lambda tid: self.tasks[tid].seq)
+            index = self._derived["gangs"] = (len(self.tasks), groups)
+        return index[1].get(gang, [])
+
     def holding(self, node_id: str) -> list[str]:
         """Ids of the tasks holding resources on ``node_id``, in arrival order."""
         return sorted((tid for tid, t in self.tasks.items() if t.status in HOLDING and t.node == node_id),
