@@ -23,6 +23,7 @@ from typing import Any
 
 from suanli.config import settings
 from suanli.connectors.kit import Adapter, TaskReporter
+from suanli.connectors.sim_telemetry import TelemetryGenerator
 from suanli.errors import ConnectorError
 from suanli.replay.openb import read_nodes
 
@@ -133,26 +134,20 @@ class SimulatedCluster(Adapter):
             out.append(("NodeMetrics", self._metrics(node, at, seq, f"{prefix}/metrics/{seq}")))
         return out
 
+    @property
+    def telemetry(self) -> TelemetryGenerator:
+        """The exporter-named metrics of every node (``connectors/sim_telemetry.py``), seeded
+        with the cluster's seed; its ``set_fault`` makes a node's metrics say HOT, CONGESTED or
+        DEGRADED."""
+        gen = self.__dict__.get("_telemetry")
+        if gen is None:
+            gen = self.__dict__["_telemetry"] = TelemetryGenerator(seed=self.seed)
+        return gen
+
     def _metrics(self, node: dict[str, Any], at: int, seq: int, event_id: str) -> dict[str, Any]:
-        """Utilisation = what the running simulated tasks asked for, plus a small seeded idle load."""
-        tasks = self.running.get(node["node_id"], {}).values()
-        idle = 0.02 + 0.06 * unit_hash("idle", node["node_id"], seq)
-        cpu_util = min(1.0, idle + sum(t["cpu_milli"] for t in tasks) / max(1, node["cpu_milli"]))
-        memory = min(node["memory_mib"], int(node["memory_mib"] * idle) + sum(t["memory_mib"] for t in tasks))
-        gpus = sum(a["count"] for a in node["accelerators"])
-        per_gpu_mem = node["accelerators"][0]["memory_mib"] if gpus else 0
-        gpu_util = [0.0] * gpus
-        for t in tasks:
-            for device in t["gpu_devices"]:
-                if 0 <= device < gpus:
-                    gpu_util[device] = min(1.0, gpu_util[device] + (t["gpu_milli"] or 1000) / 1000)
-        cores = node["cpu_milli"] / 1000
-        return {"event_id": event_id, "node_id": node["node_id"], "cell": self.cell, "at": at,
-                "cpu_util": round(cpu_util, 4), "memory_used_mib": memory, "gpu_util": gpu_util,
-                "gpu_memory_used_mib": [int(u * per_gpu_mem) for u in gpu_util], "load1": round(cpu_util * cores, 3),
-                "disk_iops": 0.0, "net_rx_mbps": 0.0, "net_tx_mbps": 0.0,
-                "power_w": round(60 + 4 * cores * cpu_util + sum(30 + 220 * u for u in gpu_util), 1),
-                "extended": {}}
+        """200+ node_exporter and DCGM series that follow the tasks running on the node, seeded noise."""
+        return self.telemetry.node_metrics(node, self.running.get(node["node_id"], {}).values(), at, seq,
+                                           event_id, self.cell)
 
     # -- dispatch ----------------------------------------------------------------------------
     def admit(self, command: dict[str, Any]) -> str | None:
