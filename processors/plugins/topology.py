@@ -24,7 +24,11 @@
 ``plan_gang(state, requests)``
     A gang (N tasks that start together) placed all or nothing: inside one rack when that
     fits, else inside one zone, else across the fewest zones (then racks), else anywhere.
-    Pure: reads the state, changes nothing.
+    An exact packing search decides *where* (which domain can hold all N); the cell's
+    strategy then places the members one by one *inside* that domain, as it places any
+    task (for ``default``: FGD's fragmentation gradient), on a scratch copy of the domain's
+    rows; when its greedy choices would not fit them all, the packing is used. Pure: reads
+    the state, changes nothing.
 """
 from __future__ import annotations
 
@@ -33,10 +37,12 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from suanli.errors import StrategyError
+
 from ..args import arg
-from ..framework import REGISTRY, CycleContext, Plugin
+from ..framework import REGISTRY, CycleContext, Plugin, run_cycle
 from ..model import Request
-from ..state import GPU_MILLI, CellState
+from ..state import GPU_MILLI, HOLDING, CellState
 from ..topology import UnknownVertex
 from .basic import FILTERS
 
@@ -127,13 +133,17 @@ class GangPlan:
     level: str                                    # rack | zone | zones | racks | cell
     domains: list[str] = field(default_factory=list)   # the domain vertices used
     normal_only: bool = True                      # every node used is in a NORMAL condition
+    placed_by: str = "packing"                    # the strategy that chose the nodes, or "packing"
+    near: Optional[str] = None                    # the place label that ordered the domains
 
     def describe(self, state: CellState) -> str:
         n = len(self.placements)
         nodes = len({r for r, _ in self.placements})
         where = (f"inside {self.domains[0]}" if self.level in GANG_LEVELS
                  else f"across {len(self.domains)} {self.level}" if self.domains else "across the cell")
-        return f"gang of {n} on {nodes} node{'s' if nodes != 1 else ''} {where}"
+        by = "by packing" if self.placed_by == "packing" else f"placed by {self.placed_by}"
+        near = f", nearest to {self.near}" if self.near else ""
+        return f"gang of {n} on {nodes} node{'s' if nodes != 1 else ''} {where}{near} ({by})"
 
 
 class _OutOfBudget(Exception):
@@ -255,7 +265,14 @@ def _masks(state: CellState, reqs: Sequence[Request], task_ids: Optional[Sequenc
     return out
 
 
-def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], budget: int) -> Optional[GangPlan]:
+def _nearest(dist: Optional[np.ndarray], rows_mask: np.ndarray) -> float:
+    if dist is None or not rows_mask.any():
+        return 0.0
+    return float(np.round(dist[rows_mask].min(), 6))
+
+
+def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], budget: int,
+          dist: Optional[np.ndarray] = None) -> Optional[GangPlan]:
     topo = state.topology
     union = np.zeros(state.n_nodes, dtype=bool)
     for m in masks:
@@ -264,7 +281,8 @@ def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], bu
         return None
     gpu_gang = any(r.kind != "cpu" for r in reqs)
     free = (state.gpu_free_total if gpu_gang else state.cpu_free).astype(np.float64)
-    # 1-2: one rack, else one zone; the tightest domain that holds the gang first
+    # 1-2: one rack, else one zone; the nearest to the gang's place (when it names one),
+    # then the tightest domain that holds the gang first
     for level in GANG_LEVELS:
         names, idx = topo.domain_index(level)
         if not names:
@@ -273,7 +291,8 @@ def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], bu
         if not inside.any():
             continue
         tot = np.bincount(idx[inside], weights=free[inside], minlength=len(names))
-        for d in sorted(set(idx[inside].tolist()), key=lambda d: (tot[d], names[d])):
+        for d in sorted(set(idx[inside].tolist()),
+                        key=lambda d: (_nearest(dist, union & (idx == d)), tot[d], names[d])):
             rows_mask = union & (idx == d)
             if not _aggregate_fits(state, reqs, masks, rows_mask):
                 continue
@@ -287,7 +306,7 @@ def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], bu
             continue
         key = np.where(idx >= 0, idx, len(names))            # nodes outside every domain: one more group
         tot = np.bincount(key[union], weights=free[union], minlength=len(names) + 1)
-        groups = sorted(set(key[union].tolist()), key=lambda d: (-tot[d], d))
+        groups = sorted(set(key[union].tolist()), key=lambda d: (_nearest(dist, union & (key == d)), -tot[d], d))
         rank = np.full(state.n_nodes, len(groups), dtype=np.int64)
         for pos, d in enumerate(groups):
             rank[key == d] = pos
@@ -306,38 +325,150 @@ def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], bu
     return GangPlan(sol, "cell") if sol is not None else None
 
 
+POLICY = "policy"
+"""``plan_gang(..., guide=POLICY)``: the cell's policy strategy places the members."""
+
+
+def _place_label(state: CellState, task_ids: Optional[Sequence[str]]) -> Optional[tuple[str, str]]:
+    if not task_ids:
+        return None
+    rec = state.tasks.get(task_ids[0])
+    if rec is None:
+        return None
+    for k in NEAR_LABELS:
+        v = rec.task.labels.get(k)
+        if v:
+            return k, v
+    return None
+
+
+def substate(state: CellState, rows: np.ndarray, task_ids: Sequence[str] = ()) -> CellState:
+    """A scratch cell of ``rows`` only (their resources, status, health, condition, change
+    stamps), holding the tasks placed on them and ``task_ids``: what a strategy needs to
+    place tasks on those rows without touching ``state``. Its topology is empty."""
+    rows = np.asarray(rows, dtype=np.int64)
+    n = state.n_nodes
+    sub = CellState(state.cell, max_gpus=state.max_gpus)
+    for k, v in vars(state).items():                     # every row-aligned array
+        if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == n:
+            setattr(sub, k, v[rows].copy())
+    sub.node_ids = [state.node_ids[r] for r in rows.tolist()]
+    sub.node_index = {nid: i for i, nid in enumerate(sub.node_ids)}
+    sub.nodes = {nid: state.nodes[nid] for nid in sub.node_ids}
+    for k in ("node_status", "health", "condition"):
+        src = getattr(state, k)
+        setattr(sub, k, [src[r] for r in rows.tolist()])
+    sub.models = list(state.models)
+    sub.clock, sub.now, sub.seq, sub.policy = state.clock, state.now, state.seq, state.policy
+    sub.class_counts = dict(state.class_counts)
+    keep = set(sub.node_ids)
+    sub.tasks = {tid: t for tid, t in state.tasks.items() if t.status in HOLDING and t.node in keep}
+    for tid in task_ids:
+        if tid in state.tasks:
+            sub.tasks[tid] = state.tasks[tid]
+    return sub
+
+
+def _guided(state: CellState, reqs: Sequence[Request], task_ids: Optional[Sequence[str]], rows: np.ndarray,
+            strategy: Any, seed: int) -> Optional[list[tuple[int, list[int]]]]:
+    """The members placed one by one by ``strategy`` on a scratch copy of ``rows``; None
+    when one of them finds no room there."""
+    from .. import rng
+
+    ids = list(task_ids) if task_ids else [f"gang-member-{i}" for i in range(len(reqs))]
+    sub = substate(state, rows, ids)
+    out = []
+    for i, (req, tid) in enumerate(zip(reqs, ids)):
+        ctx = CycleContext(sub, req, tid, rng.mix(seed, i), strategy.config)
+        res = run_cycle(strategy.profile, ctx)
+        if res.plan is None:
+            return None
+        sub.allocate(tid, res.plan.node_id, res.plan.devices, req.gpu_milli if res.plan.devices else 0,
+                     req.cpu, req.mem)
+        out.append((int(rows[res.plan.row]), [int(d) for d in res.plan.devices]))
+    return out
+
+
+def _domain_rows(state: CellState, plan: GangPlan) -> np.ndarray:
+    if plan.level == "cell":
+        return np.arange(state.n_nodes)
+    level = plan.level.rstrip("s") if plan.level not in GANG_LEVELS else plan.level
+    names, idx = state.topology.domain_index(level)
+    pos = [names.index(d) for d in plan.domains if d in names]
+    return np.flatnonzero(np.isin(idx, pos) | ((idx < 0) & ("(none)" in plan.domains)))
+
+
 def plan_gang_detail(state: CellState, requests: Sequence[Request], task_ids: Optional[Sequence[str]] = None,
-                     filters: Optional[Sequence[Plugin]] = None, budget: int = DEFAULT_BUDGET) -> Optional[GangPlan]:
-    """Plan a gang all or nothing (see :func:`plan_gang`), with where it went. Nodes in a
-    NORMAL condition are tried first; nodes in a bad one only when the gang fits nowhere
-    else (then ``normal_only`` is False)."""
+                     filters: Optional[Sequence[Plugin]] = None, budget: int = DEFAULT_BUDGET,
+                     guide: Any = POLICY, seed: Optional[int] = None) -> Optional[GangPlan]:
+    """Plan a gang all or nothing (see :func:`plan_gang`), with where it went and how.
+
+    Nodes in a NORMAL condition are tried first; nodes in a bad one only when the gang fits
+    nowhere else (then ``normal_only`` is False). ``guide``: who places the members inside
+    the chosen domain: :data:`POLICY` (the cell's policy strategy), a strategy (anything with
+    ``profile``, ``config``, ``seed`` and ``name``), or None (the packing search's own
+    best-fit choice). ``seed``: of the strategy's tie-break draws (default its seed)."""
     reqs = list(requests)
     if not reqs:
         return GangPlan([], "cell")
     masks = _masks(state, reqs, task_ids, filters)
+    place = _place_label(state, task_ids)
+    dist = None
+    if place is not None:
+        try:
+            dist = state.topology.distances(place[1])
+        except UnknownVertex:
+            place = None
     ok = state.condition_ok
+    plan = None
     if not ok.all():
-        plan = _plan(state, reqs, [m & ok for m in masks], budget)
-        if plan is not None:
-            return plan
-    plan = _plan(state, reqs, masks, budget)
-    if plan is not None and not ok.all():
-        plan.normal_only = bool(all(ok[r] for r, _ in plan.placements))
+        plan = _plan(state, reqs, [m & ok for m in masks], budget, dist)
+    if plan is None:
+        plan = _plan(state, reqs, masks, budget, dist)
+        if plan is not None and not ok.all():
+            plan.normal_only = bool(all(ok[r] for r, _ in plan.placements))
+    if plan is None:
+        return None
+    if place is not None:
+        plan.near = f"{place[0]}={place[1]}"
+    if guide is None:
+        return plan
+    try:
+        if guide == POLICY:
+            from ..strategies import get_strategy
+            pol = state.policy
+            guide = get_strategy(pol.strategy, dict(pol.config), pol.digest)
+        placed = _guided(state, reqs, task_ids, _domain_rows(state, plan), guide,
+                         guide.seed if seed is None else seed)
+    except (StrategyError, KeyError, ValueError):
+        placed = None                    # a strategy that cannot run here: the packing stands
+    if placed is not None:
+        plan.placements = placed
+        plan.placed_by = guide.name
+        if not ok.all():
+            plan.normal_only = bool(all(ok[r] for r, _ in placed))
     return plan
 
 
 def plan_gang(state: CellState, requests: Sequence[Request], task_ids: Optional[Sequence[str]] = None,
-              filters: Optional[Sequence[Plugin]] = None, budget: int = DEFAULT_BUDGET
-              ) -> Optional[list[tuple[int, list[int]]]]:
+              filters: Optional[Sequence[Plugin]] = None, budget: int = DEFAULT_BUDGET, guide: Any = POLICY,
+              seed: Optional[int] = None) -> Optional[list[tuple[int, list[int]]]]:
     """Where to put a gang: ``[(row, devices), ...]`` in the order of ``requests``, or None
     when it cannot start now (all or nothing).
 
-    Inside one rack when one holds it (the fullest such rack first, to keep roomy ones
-    for bigger gangs), else inside one zone (likewise), else across the fewest zones (the
-    roomiest first; racks when the cell has no zones), else anywhere when the cell names no
-    racks or zones. Every member passes ``filters`` (default: the standard ones: ready, GPU
-    model and count, CPU, memory, GPU fit; ``task_ids`` give them the tasks' labels), and
-    CPU, memory and GPU devices are checked as members share nodes. The packing search is
-    exact within ``budget`` steps per attempt; past it the attempt counts as failed."""
-    plan = plan_gang_detail(state, requests, task_ids, filters, budget)
+    *Where*: inside one rack when one holds it, else inside one zone, else across the
+    fewest zones (the roomiest first; racks when the cell has no zones), else anywhere when
+    the cell names no racks or zones. Among the racks (zones) that hold it: the nearest to
+    the place its first member's ``data-site`` / ``user-site`` label names, then the fullest
+    (to keep roomy ones for bigger gangs). Whether a domain holds it is decided by an exact
+    packing search over nodes and GPU devices (biggest member first, identical nodes tried
+    once), where every member passes ``filters`` (default: the standard ones: ready, GPU
+    model and count, CPU, memory, GPU fit; ``task_ids`` give them the tasks' labels) and
+    CPU, memory and devices are checked as members share nodes; past ``budget`` steps an
+    attempt counts as failed.
+
+    *Which nodes inside*: ``guide`` (default the cell's policy strategy) places the members
+    one by one within the domain, as it would place any task; if its greedy choices leave a
+    member without room, the packing's own placement is used."""
+    plan = plan_gang_detail(state, requests, task_ids, filters, budget, guide, seed)
     return None if plan is None else plan.placements

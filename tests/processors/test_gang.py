@@ -6,9 +6,10 @@ import random
 
 import pytest
 
-from suanli.processors import CellState
-from suanli.processors.model import Node, Request
-from suanli.processors.plugins.topology import plan_gang, plan_gang_detail
+from suanli.processors import CellState, get_strategy
+from suanli.processors.model import Node, Request, Task
+from suanli.processors.plugins.topology import POLICY, plan_gang, plan_gang_detail, substate
+from suanli.processors.state import TaskRecord
 
 
 def cell(spec):
@@ -66,18 +67,53 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("guide", [POLICY, None], ids=["strategy", "packing"])
 @pytest.mark.parametrize("name,reqs,level,domains", CASES, ids=[c[0] for c in CASES])
-def test_plans(name, reqs, level, domains):
+def test_plans(name, reqs, level, domains, guide):
     s = cell(LAYOUT)
-    plan = plan_gang_detail(s, reqs)
+    plan = plan_gang_detail(s, reqs, guide=guide)
     assert plan is not None and plan.level == level
+    assert plan.placed_by == ("default" if guide else "packing")
     if domains is not None:
         assert plan.domains == domains
     apply(s, reqs, plan.placements)
     if level == "rack":
         assert len({s.topology.domain_of(s.node_ids[r], "rack") for r, _ in plan.placements}) == 1
-    assert plan_gang(s, reqs) == plan.placements
+    assert plan_gang(s, reqs, guide=guide) == plan.placements
     assert "gang of" in plan.describe(s)
+
+
+def test_the_strategy_places_inside_the_domain_and_the_packing_backs_it_up():
+    # one rack: A (8 cores, 1 GPU) and B (8 cores, no GPU); a CPU-only member and a GPU member
+    s = cell([("A", "z", "r", 1, 8000, "T4"), ("B", "z", "r", 0, 8000, "T4")])
+    reqs = [cpu_only(7000), whole(1, cpu=7000)]
+    plan = plan_gang_detail(s, reqs)                      # default: CPU-only work onto the GPU-less node
+    assert plan.placed_by == "default" and [s.node_ids[r] for r, _ in plan.placements] == ["B", "A"]
+    plan = plan_gang_detail(s, reqs, guide=get_strategy("first-fit"))
+    # first fit puts the CPU-only member on A, and then the GPU member finds no room: the packing stands
+    assert plan.placed_by == "packing" and [s.node_ids[r] for r, _ in plan.placements] == ["B", "A"]
+    assert "(by packing)" in plan.describe(s)
+
+
+def test_a_place_label_orders_the_domains():
+    s = cell(LAYOUT)
+    for i in range(4):
+        s.tasks[f"m{i}"] = TaskRecord(Task(task_id=f"m{i}", tenant="t", request=whole(),
+                                           labels={"data-site": "z2"}), i + 1)
+    plan = plan_gang_detail(s, [whole()] * 4, [f"m{i}" for i in range(4)])
+    assert plan.domains == ["rack:z2/c"] and plan.near == "data-site=z2"      # not the tighter rack a
+    assert "nearest to data-site=z2" in plan.describe(s)
+
+
+def test_substate_is_a_scratch_copy():
+    s = cell(LAYOUT)
+    s.allocate("x", "c1", [0], 1000, 1000, 1024)
+    s.tasks["x"] = TaskRecord(Task(task_id="x", tenant="t", request=whole()), 1, "PLACED", "c1", (0,))
+    sub = substate(s, [3, 4])
+    assert sub.node_ids == ["c1", "c2"] and sub.gpu_free[0].tolist()[:4] == [0, 1000, 1000, 1000]
+    assert list(sub.tasks) == ["x"] and sub.n_nodes == 2
+    sub.allocate("y", "c2", [0], 1000, 1000, 1024)
+    assert s.gpu_free[4, 0] == 1000 and sub.gpu_free[1, 0] == 0   # the original is untouched
 
 
 def test_fewest_zones_takes_the_roomiest_first():
@@ -207,8 +243,9 @@ def _random_case(rnd):
     return s, reqs
 
 
+@pytest.mark.parametrize("guide", [POLICY, None], ids=["strategy", "packing"])
 @pytest.mark.parametrize("seed", range(300))
-def test_brute_force_single_domain_whenever_one_exists(seed):
+def test_brute_force_single_domain_whenever_one_exists(seed, guide):
     rnd = random.Random(seed)
     s, reqs = _random_case(rnd)
     sols = _brute(s, reqs)
@@ -217,7 +254,7 @@ def test_brute_force_single_domain_whenever_one_exists(seed):
     zone = {r: topo.domain_of(nid, "zone") for r, nid in enumerate(s.node_ids)}
     one_rack = any(len({rack[r] for r in rows}) == 1 for rows in sols)
     one_zone = any(len({zone[r] for r in rows}) == 1 for rows in sols)
-    plan = plan_gang_detail(s, reqs)
+    plan = plan_gang_detail(s, reqs, guide=guide)
     if not sols:
         assert plan is None
         return
