@@ -56,6 +56,8 @@ def worker_processes(settings: Settings) -> dict[str, tuple[ServiceProcess, list
     return {
         "intake": svc("intake", ["-m", "suanli.streams.worker", "intake"]),
         "scheduler": svc("scheduler", ["-m", "suanli.streams.worker", "scheduler"]),
+        # NodeMetrics -> NodeConditionChanged (changes only), back through intake
+        "telemetry": svc("telemetry", ["-m", "suanli.streams.worker", "telemetry"]),
     }
 
 

@@ -1,4 +1,4 @@
-"""``python -m suanli.streams.worker ROLE``: run one Faust worker (intake or scheduler)."""
+"""``python -m suanli.streams.worker ROLE``: run one Faust worker (intake, scheduler or telemetry)."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,10 @@ import sys
 import faust
 
 from suanli.config import settings
-from suanli.streams.app import BUILDERS
+from suanli.streams.app import BUILDERS as CORE_BUILDERS
+from suanli.streams.telemetry_app import build_telemetry
+
+BUILDERS = {**CORE_BUILDERS, "telemetry": build_telemetry}
 
 
 def main(argv: list[str] | None = None) -> int:
