@@ -6,7 +6,16 @@ and idempotent: an event id seen before is ignored, so redelivered duplicates (w
 at-least-once workers may produce) never count twice.
 
 Lifecycle: SUBMITTED -> PENDING -> PLACED -> DISPATCHED -> RUNNING -> COMPLETED | FAILED |
-CANCELLED, or UNSCHEDULABLE when no node of the cell could ever hold the task.
+CANCELLED, or UNSCHEDULABLE when no node of the cell could ever hold the task. A task whose
+node went DOWN is LOST (``TaskLost``): the resources it held on that node are returned, it is
+PENDING again, and a later ``TaskPlaced`` puts it elsewhere (``lost`` counts these).
+
+Connector statuses are matched to a placement by node, as the core does: a status from a node
+the task was lost from is a stale copy's and is ignored (``stale_statuses``); a status from a
+node the task is not (yet) on waits for a placement on that node, because the cell log (where
+statuses travel) can be read before the decisions.
+
+Nodes carry their health from ``NodeHealthChanged`` (READY, SUSPECT, DOWN).
 """
 from __future__ import annotations
 
@@ -43,6 +52,8 @@ class TaskView:
     qos_tier: str = ""
     path: list[str] = field(default_factory=list)   # decision path of the latest decision
     strategy: str = ""
+    lost: int = 0                        # times its node went DOWN under it (TaskLost)
+    lost_from: list[str] = field(default_factory=list)   # those nodes, in order
 
 
 @dataclass
@@ -57,6 +68,8 @@ class NodeView:
     cpu_used: int = 0
     memory_used: int = 0
     gpu_used: list[int] = field(default_factory=list)   # milli used per device
+    health: str = "READY"                # READY | SUSPECT | DOWN (NodeHealthChanged)
+    last_heartbeat_at: int = 0           # as the latest health decision saw it
 
 
 class LifecycleView:
@@ -68,6 +81,8 @@ class LifecycleView:
         self.dead_letters = 0
         self.dead_letter_reasons: dict[str, int] = {}
         self.violations: list[str] = []
+        self.lost = 0                    # TaskLost decisions
+        self.stale_statuses = 0          # statuses from a node the task had been lost from
         self._seen: set[str] = set()
         # Connector statuses travel on another topic than decisions and can be read before
         # the placement they follow; they wait here until it arrives.
@@ -110,15 +125,20 @@ class LifecycleView:
             p["node_id"], p["cell"], p["cpu_milli"], p["memory_mib"], count,
             gpus[0]["model"] if gpus else "", p.get("connector", ""),
             cpu_used=old.cpu_used if old else 0, memory_used=old.memory_used if old else 0,
-            gpu_used=old.gpu_used if old else [0] * count)
+            gpu_used=old.gpu_used if old else [0] * count, health=old.health if old else "READY",
+            last_heartbeat_at=old.last_heartbeat_at if old else 0)
 
     def _on_TaskStatusChanged(self, p: dict[str, Any]) -> None:
         view = self._task(p)
         status = p["status"]
         if view.status in TERMINAL:
             return
-        if view.status not in ACTIVE:
-            self._early.setdefault(view.task_id, []).append(p)
+        node = p.get("node_id") or ""
+        if node and node in view.lost_from and not (view.status in ACTIVE and view.node_id == node):
+            self.stale_statuses += 1     # a copy on a node that went DOWN: never this placement's
+            return
+        if view.status not in ACTIVE or (node and node != view.node_id):
+            self._early.setdefault(view.task_id, []).append(p)   # for a placement not read yet
             return
         if status in ("DISPATCHED", "RUNNING") and _ORDER.get(status, 0) > _ORDER.get(view.status, 0):
             view.status = status
@@ -147,8 +167,13 @@ class LifecycleView:
         view.cpu_milli, view.memory_mib = p["cpu_milli"], p["memory_mib"]
         view.reasons, view.queue_position, view.placed_once = [], 0, True
         self._hold(view, +1, p["decision_id"])
-        for status in self._early.pop(view.task_id, []):
-            self._on_TaskStatusChanged(status)
+        waiting = self._early.pop(view.task_id, [])
+        later = [s for s in waiting if (s.get("node_id") or view.node_id) != view.node_id]
+        if later:
+            self._early[view.task_id] = later
+        for status in waiting:
+            if (status.get("node_id") or view.node_id) == view.node_id:
+                self._on_TaskStatusChanged(status)
 
     def _on_TaskPending(self, p: dict[str, Any]) -> None:
         view = self._task(p)
@@ -166,6 +191,32 @@ class LifecycleView:
         if view.status in ACTIVE:
             self._hold(view, -1, p["decision_id"])
         view.status = p["cause"] if p["cause"] in TERMINAL else "CANCELLED"
+
+    def _on_TaskLost(self, p: dict[str, Any]) -> None:
+        """Its node went DOWN: return what it held there (before any new placement is audited)."""
+        view = self._task(p)
+        if view.status in TERMINAL:
+            return
+        self._decided(view, p)
+        self.lost += 1
+        view.lost += 1
+        view.lost_from.append(p["node_id"])
+        if view.status in ACTIVE and view.node_id == p["node_id"]:
+            self._hold(view, -1, p["decision_id"])
+        elif view.status in ACTIVE:
+            self.violations.append(f"{view.task_id}: lost from {p['node_id']} ({p['decision_id']}) while placed "
+                                   f"on {view.node_id}")
+        view.status, view.node_id, view.gpu_devices, view.message = "PENDING", "", [], p.get("reason", "")
+        early = [s for s in self._early.get(view.task_id, []) if s.get("node_id") != p["node_id"]]
+        self._early.pop(view.task_id, None)
+        if early:
+            self._early[view.task_id] = early
+
+    def _on_NodeHealthChanged(self, p: dict[str, Any]) -> None:
+        node = self.nodes.get((p["cell"], p["node_id"]))
+        if node is not None:
+            node.health = p["status"]
+            node.last_heartbeat_at = p.get("last_heartbeat_at", 0)
 
     def _hold(self, view: TaskView, sign: int, decision_id: str) -> None:
         """Add (+1) or return (-1) a placement's resources; audit capacity on every add.
@@ -209,7 +260,18 @@ class LifecycleView:
             "unschedulable": statuses.count("UNSCHEDULABLE"),
             "dead_lettered": self.dead_letters,
             "capacity_violations": len(self.violations),
+            "lost": self.lost,
+            "nodes_suspect": sum(1 for n in self.nodes.values() if n.health == "SUSPECT"),
+            "nodes_down": sum(1 for n in self.nodes.values() if n.health == "DOWN"),
         }
+
+    def health_counts(self, cell: str | None = None) -> dict[str, int]:
+        """Nodes per health (READY, SUSPECT, DOWN), optionally of one cell."""
+        out = {"READY": 0, "SUSPECT": 0, "DOWN": 0}
+        for (c, _n), node in self.nodes.items():
+            if cell in (None, c):
+                out[node.health] = out.get(node.health, 0) + 1
+        return out
 
     def undecided(self, task_ids: set[str] | None = None) -> list[str]:
         """Tasks with no decision yet (still SUBMITTED), optionally among ``task_ids``."""

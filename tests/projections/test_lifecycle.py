@@ -96,3 +96,64 @@ def test_a_connector_status_read_before_its_placement_is_applied_after_it():
     view = _fold([_node(), _submit("a"), running, _placed("a", [0])])
     assert view.tasks["a"].status == "RUNNING"
     assert view.violations == []
+
+
+def _status(task_id, node, status, n=0):
+    return ("TaskStatusChanged", {"event_id": f"{task_id}-{node}-{status}-{n}", "task_id": task_id, "cell": "c",
+                                  "node_id": node, "status": status, "at": 5, "exit_code": 0, "message": ""})
+
+
+def _lost(task_id, node="n1", devices=(0,)):
+    return ("TaskLost", {"event_id": f"lost-{task_id}-{node}", "decision_id": f"lost-{task_id}-{node}",
+                         "task_id": task_id, "tenant": "t", "cell": "c", "node_id": node,
+                         "gpu_devices": list(devices), "reason": f"node {node} DOWN", "provenance": _prov(7)})
+
+
+def _health(node, status, previous="READY", lost=()):
+    return ("NodeHealthChanged", {"event_id": f"h-{node}-{status}", "decision_id": f"h-{node}-{status}",
+                                  "node_id": node, "cell": "c", "status": status, "previous": previous,
+                                  "reason": "no heartbeat", "last_heartbeat_at": 1000, "lost_tasks": list(lost),
+                                  "provenance": _prov(7)})
+
+
+def test_a_lost_task_frees_its_old_node_before_its_new_placement_is_audited():
+    # one whole GPU each: n1 holds a; n1 goes DOWN, a is lost and placed on n2, where b
+    # already holds a half GPU; later, b2 reuses n1's freed GPU (came back READY)
+    view = _fold([_node("n1", gpus=1), _node("n2", gpus=1), _submit("a", 1, 1000), _submit("b", 1, 500),
+                  _submit("b2", 1, 1000), _placed("a", [0], 1000, node="n1"), _placed("b", [0], 500, node="n2"),
+                  _status("a", "n1", "RUNNING"), _health("n1", "SUSPECT"), _health("n1", "DOWN", "SUSPECT", ["a"]),
+                  _lost("a", "n1")])
+    a = view.tasks["a"]
+    assert (a.status, a.node_id, a.lost, a.lost_from) == ("PENDING", "", 1, ["n1"])
+    assert view.nodes[("c", "n1")].gpu_used == [0] and view.nodes[("c", "n1")].cpu_used == 0
+    assert view.nodes[("c", "n1")].health == "DOWN" and view.health_counts("c") == {"READY": 1, "SUSPECT": 0, "DOWN": 1}
+    view.apply(*_placed("a", [0], 500, node="n2", decision="again"))       # fits next to b: no violation
+    view.apply(*_status("a", "n1", "COMPLETED"))                           # the stale copy finishing
+    assert (a.status, a.node_id) == ("PLACED", "n2") and view.stale_statuses == 1
+    view.apply(*_status("a", "n2", "RUNNING"))
+    view.apply(*_health("n1", "READY", "DOWN"))
+    view.apply(*_placed("b2", [0], 1000, node="n1"))
+    counts = view.counts()
+    assert a.status == "RUNNING" and counts["lost"] == 1 and counts["nodes_down"] == 0
+    assert counts["placed"] == 3 and counts["capacity_violations"] == 0, view.violations
+
+
+def test_a_lost_task_placed_again_without_its_release_is_a_double_placement_no_longer():
+    # without the TaskLost the second placement would be flagged; with it, it is not
+    view = _fold([_node("n1"), _node("n2"), _submit("a"), _placed("a", [0], node="n1"),
+                  _placed("a", [0], node="n2", decision="again")])
+    assert len(view.violations) == 1 and "placed again" in view.violations[0]
+    view = _fold([_node("n1"), _node("n2"), _submit("a"), _placed("a", [0], node="n1"), _lost("a", "n1"),
+                  _placed("a", [0], node="n2", decision="again")])
+    assert view.violations == [] and view.tasks["a"].node_id == "n2"
+
+
+def test_statuses_read_before_the_decisions_go_to_the_placement_on_their_node():
+    # the reader folds the cell log first: every status of both copies arrives before any decision
+    view = _fold([_node("n1"), _node("n2"), _submit("a"),
+                  _status("a", "n1", "DISPATCHED"), _status("a", "n1", "RUNNING"), _status("a", "n2", "DISPATCHED"),
+                  _status("a", "n1", "COMPLETED"), _status("a", "n2", "RUNNING"),
+                  _placed("a", [0], node="n1"), _lost("a", "n1"), _placed("a", [0], node="n2", decision="again")])
+    a = view.tasks["a"]
+    assert (a.status, a.node_id) == ("RUNNING", "n2") and view.violations == []
+    assert view.nodes[("c", "n1")].gpu_used == [0, 0] and view.nodes[("c", "n2")].gpu_used == [500, 0]
