@@ -3,14 +3,43 @@
 An adapter says what a piece of infrastructure can do; :class:`ConnectorRunner` does all of
 its Kafka I/O, so adapters never touch a producer, a consumer or the wire format.
 
-=====================  ==========================================  =============================
-interface              adapter returns / does                      runner turns it into
-=====================  ==========================================  =============================
-``discover()``         NodeRegistered payloads                     raw.nodes, key node_id
-``monitor(at, seq)``   ``[(kind, payload)]`` heartbeats + metrics  raw.nodes, key node_id
-``admit(command)``     ``None`` (accept) or the reason to refuse   DispatchAck on raw.status
-``execute(cmd, rep)``  runs it, reporting through ``rep``          TaskStatusChanged on raw.status
-=====================  ==========================================  =============================
+=======================  ==========================================  =============================
+interface                adapter returns / does                      runner turns it into
+=======================  ==========================================  =============================
+``discover()``           NodeRegistered payloads                     raw.nodes, key node_id
+``heartbeats(at, seq)``  optional: ``[(kind, payload)]`` heartbeats  raw.nodes, every 5 s
+                         (default: one per discovered node)
+``metrics(at, seq)``     optional: metrics (default: ``monitor()``   raw.nodes, every 15 s
+                         without its heartbeats)
+``monitor(at, seq)``     ``[(kind, payload)]`` heartbeats + metrics  (what the two above default to)
+``admit(command)``       ``None`` (accept) or the reason to refuse   DispatchAck on raw.status
+``execute(cmd, rep)``    runs it, reporting through ``rep``          TaskStatusChanged on raw.status
+``stop(task, node, r)``  optional: stop that copy of the task        (a StopCommand consumed)
+``control(request)``     optional: answer an out-of-band request     a reply on the control topic
+=======================  ==========================================  =============================
+
+**Heartbeats and metrics run on two periods.** A heartbeat says "this connector still
+reaches this node"; the scheduler's core judges node health from them on the cell clock
+(SUSPECT after 10 s without one, DOWN after 15 s), so they go every ``heartbeat_interval_s``
+(5 s). Metrics are heavier (hundreds of series per node) and go every
+``monitor_interval_s`` (15 s). Either period at ``None`` or 0 turns that loop off.
+
+**Stop commands.** The scheduler writes a ``StopCommand`` onto the same dispatch topic when a
+node that is no longer a task's node reports it running (a stale copy on a node that was
+DOWN and came back). The runner finds the in-flight dispatches of that task on that node and
+calls ``adapter.stop(task_id, node_id, reason)``; an adapter that does not implement it
+(returns False) has the run cancelled instead, its ``execute`` cancellation contract
+stopping the work. Either way the dispatch is closed FAILED "stopped by the scheduler: ..."
+(every accepted dispatch ends with exactly one outcome, which recovery relies on). The
+core ignores statuses from a node that is not the task's, so this FAILED never releases the
+task's current placement. A stop for nothing in flight (the copy finished meanwhile) is
+counted and skipped.
+
+**Control.** An adapter that implements ``control(request) -> reply`` gets a second small
+consumer on ``topics.control(name)``: JSON requests ``{"request_id", "action", ...}`` written
+there (by ``suanli sim fault``) are answered on the same topic with
+``{"type": "reply", "request_id", ...}``. It reads from the end when the runner starts:
+requests are for the running process, nothing replays them.
 
 Event ids are deterministic: ``{dispatch_id}:ack``, ``{dispatch_id}:running``,
 ``{dispatch_id}:completed`` / ``:failed``, so a consumer that drops duplicate ids sees each
@@ -29,6 +58,7 @@ the other one's tasks.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -49,6 +79,7 @@ log = logging.getLogger("suanli.connectors")
 
 TERMINAL = frozenset({"COMPLETED", "FAILED"})
 EMITTED_KINDS = ("NodeRegistered", "NodeHeartbeat", "NodeMetrics", "DispatchAck", "TaskStatusChanged", "DeadLetter")
+COMMAND_KINDS = ("DispatchCommand", "StopCommand")     # what a dispatch topic carries
 
 
 def wall_ms() -> int:
@@ -77,6 +108,17 @@ class Monitoring(ABC):
         the event loop, for every node at once.
         """
 
+    def heartbeats(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]] | None:
+        """The heartbeats alone, every heartbeat period; ``None`` (the default): the runner
+        sends one :func:`heartbeat_event` per discovered node. Override to leave nodes out
+        (the simulator's silenced nodes) or to send only the nodes really reached."""
+        return None
+
+    def metrics(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+        """The metrics alone, every metrics period; by default ``monitor()`` without its
+        heartbeats (which have their own, shorter period)."""
+        return [(kind, payload) for kind, payload in self.monitor(at, seq) if kind != "NodeHeartbeat"]
+
 
 class Dispatching(ABC):
     @abstractmethod
@@ -92,6 +134,12 @@ class Dispatching(ABC):
         re-raise; the runner reports the task FAILED. An exception is reported as FAILED too.
         """
 
+    async def stop(self, task_id: str, node_id: str, reason: str) -> bool:
+        """Stop the copy of ``task_id`` running on ``node_id`` (a StopCommand); report its
+        outcome through its reporter (FAILED, saying it was stopped) and return True. The
+        default returns False: the runner then cancels that dispatch's ``execute``."""
+        return False
+
 
 class Adapter(Discovery, Monitoring, Dispatching):
     """A complete connector: a ``name`` (its dispatch topic and node ``connector`` field),
@@ -106,6 +154,22 @@ class Adapter(Discovery, Monitoring, Dispatching):
 
     async def aclose(self) -> None:
         """Release resources (thread pools ...). Called once, after every task has ended."""
+
+    def control(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Answer an out-of-band request from the control topic (JSON in, JSON out). Only an
+        adapter that overrides this gets a control consumer (the simulator: fault injection)."""
+        raise NotImplementedError
+
+
+def heartbeat_event(connector: str, node: dict[str, Any], seq: int, at: int) -> tuple[str, dict[str, Any]]:
+    """The NodeHeartbeat of one node (a NodeRegistered payload); event id ``{connector}/{node}/hb/{seq}``."""
+    return ("NodeHeartbeat", {"event_id": f"{connector}/{node['node_id']}/hb/{seq}", "node_id": node["node_id"],
+                              "cell": node["cell"], "seq": seq, "at": at})
+
+
+def stopped_message(reason: str) -> str:
+    """The FAILED message of a dispatch stopped by a StopCommand."""
+    return f"stopped by the scheduler: {reason}"
 
 
 # ---- progress reporting ------------------------------------------------------------------
@@ -161,6 +225,16 @@ class TaskReporter:
 
 # ---- the runner --------------------------------------------------------------------------
 @dataclass
+class _InFlight:
+    """One accepted dispatch while its ``execute`` runs."""
+
+    command: dict[str, Any]
+    task: asyncio.Task
+    reporter: TaskReporter
+    stop_reason: str | None = None
+
+
+@dataclass
 class RunnerStats:
     """Counters, for logs and tests."""
 
@@ -174,6 +248,11 @@ class RunnerStats:
     failed: int = 0
     monitor_ticks: int = 0
     monitor_events: int = 0
+    heartbeat_ticks: int = 0
+    heartbeat_events: int = 0
+    stops: int = 0                 # StopCommands that stopped an in-flight dispatch
+    stops_unmatched: int = 0       # StopCommands for nothing in flight here
+    control_requests: int = 0
     recovered_seen: int = 0
     recovered_lost: int = 0
 
@@ -183,20 +262,23 @@ class ConnectorRunner:
 
     ``await runner.run()``: ensures its topics, rebuilds the seen dispatch ids from raw.status
     (``recover``), publishes the discovered nodes, then consumes ``topics.dispatch(name)`` in
-    group ``<namespace>-connector-<name>`` (``suanli-connector-<name>``) while sending heartbeats and metrics every
-    ``monitor_interval_s`` (``None`` or 0: never). ``runner.ready`` is set once it consumes.
+    group ``<namespace>-connector-<name>`` (``suanli-connector-<name>``) while sending heartbeats every
+    ``heartbeat_interval_s`` (5 s) and metrics every ``monitor_interval_s`` (15 s; ``None`` or 0:
+    never), and answering the control topic if the adapter has ``control``. ``runner.ready`` is set
+    once it consumes.
     Cancelling ``run()`` stops cleanly: running tasks are stopped and reported FAILED, the
     consumer and producer are closed, no task is left behind.
 
-    Bad records on the dispatch topic (undecodable, unknown schema, not a DispatchCommand)
-    are logged, counted, copied to the dead-letter topic with their reason, and skipped.
+    Bad records on the dispatch topic (undecodable, unknown schema, neither a DispatchCommand
+    nor a StopCommand) are logged, counted, copied to the dead-letter topic with their reason, and skipped.
     Kafka failures (broker gone) are not swallowed: ``run()`` raises and a supervisor
     restarts the connector, which then recovers from the log.
     """
 
     def __init__(self, adapter: Adapter, *, codec: Codec, bootstrap: str | None = None, namespace: str | None = None,
-                 monitor_interval_s: float | None = 15.0, partitions: int | None = None,
-                 recover: bool = True, recover_timeout_s: float = 120.0, poll_timeout_ms: int = 500):
+                 monitor_interval_s: float | None = 15.0, heartbeat_interval_s: float | None = 5.0,
+                 partitions: int | None = None, recover: bool = True, recover_timeout_s: float = 120.0,
+                 poll_timeout_ms: int = 500):
         if not getattr(adapter, "name", ""):
             raise ConnectorError("an adapter needs a non-empty name")
         self.adapter = adapter
@@ -207,6 +289,9 @@ class ConnectorRunner:
         self.topic = self.topics.dispatch(self.name)
         self.group_id = f"{self.topics.namespace}-connector-{self.name}"  # 'suanli-connector-<name>' by default
         self.monitor_interval_s = monitor_interval_s
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.control_topic = self.topics.control(self.name)
+        self.controlled = type(adapter).control is not Adapter.control
         self.partitions = partitions or load_settings().partitions
         self.recover = recover
         self.recover_timeout_s = recover_timeout_s
@@ -216,6 +301,8 @@ class ConnectorRunner:
         self.nodes: list[dict[str, Any]] = []
         self._seen: set[str] = set()
         self._runs: set[asyncio.Task] = set()
+        self._inflight: dict[str, _InFlight] = {}      # dispatch id -> its run, while it runs
+        self._closing = False
         self._producer: EventProducer | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -223,7 +310,8 @@ class ConnectorRunner:
         await ensure_topics(self.bootstrap, [TopicSpec(self.topics.raw_nodes, self.partitions),
                                              TopicSpec(self.topics.raw_status, self.partitions),
                                              TopicSpec(self.topic, self.partitions),
-                                             TopicSpec(self.topics.dead_letters, 1)])
+                                             TopicSpec(self.topics.dead_letters, 1),
+                                             *([TopicSpec(self.control_topic, 1)] if self.controlled else [])])
         # Registry calls are blocking HTTP: make them once, off the event loop.
         await asyncio.to_thread(lambda: [self.codec.schema_id(k) for k in EMITTED_KINDS])
         try:
@@ -236,20 +324,27 @@ class ConnectorRunner:
                 # at-most-once window); commit by hand after each batch instead.
                 async with EventConsumer(self.bootstrap, self.codec, [self.topic], group_id=self.group_id,
                                          auto_commit_interval_ms=24 * 3600 * 1000) as consumer:
-                    monitor = asyncio.create_task(self._monitor_loop(), name=f"{self.name}-monitor")
+                    control = await self._control_consumer() if self.controlled else None
+                    loops = [asyncio.create_task(self._monitor_loop(), name=f"{self.name}-monitor"),
+                             asyncio.create_task(self._heartbeat_loop(), name=f"{self.name}-heartbeats")]
+                    if control is not None:
+                        loops.append(asyncio.create_task(self._control_loop(control), name=f"{self.name}-control"))
                     try:
                         self.ready.set()
                         await self._consume(consumer)
                     finally:
-                        monitor.cancel()
+                        for loop in loops:
+                            loop.cancel()
                         await self._stop_runs()
-                        with suppress(asyncio.CancelledError):
-                            await monitor
+                        await asyncio.gather(*loops, return_exceptions=True)
+                        if control is not None:
+                            await control.stop()
         finally:
             self._producer = None
             await self.adapter.aclose()
 
     async def _stop_runs(self) -> None:
+        self._closing = True
         runs = list(self._runs)
         for task in runs:
             task.cancel()
@@ -320,9 +415,27 @@ class ConnectorRunner:
         await asyncio.gather(*futures)
 
     async def _monitor_loop(self) -> None:
-        if not self.monitor_interval_s:
+        """Metrics every ``monitor_interval_s``; with heartbeats on their own loop, without them."""
+        def sample(at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+            if self.heartbeat_interval_s:
+                return self.adapter.metrics(at, seq)
+            return self.adapter.monitor(at, seq)       # heartbeats off: the old combined sample
+
+        await self._periodic(self.monitor_interval_s, sample, "monitor")
+
+    async def _heartbeat_loop(self) -> None:
+        def beat(at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+            events = self.adapter.heartbeats(at, seq)
+            if events is None:
+                events = [heartbeat_event(self.name, node, seq, at) for node in self.nodes]
+            return events
+
+        await self._periodic(self.heartbeat_interval_s, beat, "heartbeat")
+
+    async def _periodic(self, interval_s: float | None, sample: Callable[[int, int], list], what: str) -> None:
+        if not interval_s:
             return
-        interval_ms = max(1, int(self.monitor_interval_s * 1000))
+        interval_ms = max(1, int(interval_s * 1000))
         seq = -1
         while True:
             tick = time.monotonic()
@@ -330,14 +443,69 @@ class ConnectorRunner:
             # Derived from the time so that it keeps increasing across restarts.
             seq = max(at // interval_ms, seq + 1)
             try:
-                events = self.adapter.monitor(at, seq)
-            except Exception:  # noqa: BLE001 - a broken probe must not stop heartbeats for good
-                log.exception("connector %s: monitor failed", self.name)
+                events = sample(at, seq)
+            except Exception:  # noqa: BLE001 - a broken probe must not stop the loop for good
+                log.exception("connector %s: %s failed", self.name, what)
                 events = []
             await self._send_all(self.topics.raw_nodes, events)
-            self.stats.monitor_ticks += 1
-            self.stats.monitor_events += len(events)
-            await asyncio.sleep(max(0.0, self.monitor_interval_s - (time.monotonic() - tick)))
+            setattr(self.stats, f"{what}_ticks", getattr(self.stats, f"{what}_ticks") + 1)
+            setattr(self.stats, f"{what}_events", getattr(self.stats, f"{what}_events") + len(events))
+            await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - tick)))
+
+    # -- control: out-of-band requests (fault injection) --------------------------------------
+    async def _control_consumer(self) -> Any:
+        """A group-less consumer of the control topic, positioned at its end (requests from now on)."""
+        from aiokafka import AIOKafkaConsumer
+
+        ends = await end_offsets(self.bootstrap, self.control_topic)
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(self.control_topic, p) for p in sorted(ends or {0: 0})]
+            consumer.assign(tps)
+            for tp in tps:      # requests from now on (never old ones: they were for another run)
+                if tp.partition in ends:
+                    consumer.seek(tp, ends[tp.partition])
+                else:
+                    await consumer.seek_to_end(tp)
+        except BaseException:
+            await consumer.stop()
+            raise
+        return consumer
+
+    async def _control_loop(self, consumer: Any) -> None:
+        assert self._producer is not None
+        while True:
+            fetched = await consumer.getmany(timeout_ms=self.poll_timeout_ms)
+            for tp in sorted(fetched, key=lambda t: t.partition):
+                for record in fetched[tp]:
+                    reply = self._answer(record.value)
+                    if reply is not None:
+                        value = json.dumps(reply, sort_keys=True).encode()
+                        await (await self._producer.send_raw(self.control_topic, value, key=self.name))
+
+    def _answer(self, value: bytes | None) -> dict[str, Any] | None:
+        """The reply to one control record (None for replies and for requests to other cells)."""
+        try:
+            request = json.loads(value or b"")
+        except ValueError:
+            log.warning("connector %s: control record is not JSON; skipped", self.name)
+            return None
+        if not isinstance(request, dict) or request.get("type") == "reply":
+            return None
+        self.stats.control_requests += 1
+        base = {"type": "reply", "request_id": request.get("request_id"), "connector": self.name,
+                "cell": self.adapter.cell, "at": self.adapter.now_ms()}
+        cell = request.get("cell")
+        if cell and cell != self.adapter.cell:
+            return {**base, "ok": False, "error": f"connector {self.name} serves cell {self.adapter.cell!r}, "
+                                                  f"not {cell!r}"}
+        try:
+            answer = self.adapter.control(request)
+        except Exception as exc:  # noqa: BLE001 - a refused request, not a dead connector
+            return {**base, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        log.warning("connector %s: control %s: %s", self.name, request.get("action"), answer)
+        return {**base, "ok": True, **answer}
 
     # -- dispatch ----------------------------------------------------------------------------
     async def _consume(self, consumer: EventConsumer) -> None:
@@ -362,8 +530,11 @@ class ConnectorRunner:
         assert self._producer is not None
         futures, admitted = [], []
         for r in batch:
-            if r.error is not None or r.kind != "DispatchCommand":
+            if r.error is not None or r.kind not in COMMAND_KINDS:
                 futures.append(await self._dead_letter(r))
+                continue
+            if r.kind == "StopCommand":
+                await self._stop_command(r.payload)
                 continue
             command = r.payload
             if command["connector"] != self.name:
@@ -406,7 +577,7 @@ class ConnectorRunner:
             reason, schema_id = str(r.error), r.error.schema_id
             kind = "UNKNOWN_SCHEMA" if r.error.reason.startswith("unknown schema id") else "UNDECODABLE"
         else:
-            reason, schema_id, kind = f"expected a DispatchCommand, got {r.kind}", None, "INVALID"
+            reason, schema_id, kind = f"expected a DispatchCommand or StopCommand, got {r.kind}", None, "INVALID"
         log.warning("connector %s: skipping bad record %s[%d]@%d: %s", self.name, r.topic, r.partition,
                     r.offset, reason)
         letter = {"event_id": f"deadletter:{r.topic}:{r.partition}:{r.offset}", "source_topic": r.topic,
@@ -415,11 +586,46 @@ class ConnectorRunner:
         assert self._producer is not None
         return await self._producer.send(self.topics.dead_letters, "DeadLetter", letter, key=r.key)
 
+    async def _stop_command(self, stop: dict[str, Any]) -> None:
+        """Stop the in-flight copies of ``stop['task_id']`` on ``stop['node_id']``."""
+        if stop["connector"] != self.name:
+            self.stats.foreign += 1
+            log.warning("connector %s: skipping stop of %s addressed to connector %r", self.name, stop["task_id"],
+                        stop["connector"])
+            return
+        runs = [r for r in self._inflight.values()
+                if r.command["task_id"] == stop["task_id"] and r.command["node_id"] == stop["node_id"]]
+        if not runs:
+            self.stats.stops_unmatched += 1
+            log.info("connector %s: stop of %s on %s: nothing in flight (%s)", self.name, stop["task_id"],
+                     stop["node_id"], stop["reason"])
+            return
+        self.stats.stops += 1
+        log.warning("connector %s: stopping %s on %s: %s", self.name, stop["task_id"], stop["node_id"], stop["reason"])
+        for run in runs:
+            run.stop_reason = stop["reason"]
+        try:
+            handled = await self.adapter.stop(stop["task_id"], stop["node_id"], stop["reason"])
+        except Exception:  # noqa: BLE001 - fall back to cancelling the run
+            log.exception("connector %s: adapter stop failed for %s", self.name, stop["task_id"])
+            handled = False
+        if not handled:
+            for run in runs:
+                run.task.cancel()
+
     async def _run(self, command: dict[str, Any]) -> None:
         reporter = TaskReporter(command, self.adapter.now_ms, self._emit_status)
+        current = asyncio.current_task()
+        assert current is not None
+        run = self._inflight[command["dispatch_id"]] = _InFlight(command, current, reporter)
         try:
             await self.adapter.execute(command, reporter)
         except asyncio.CancelledError:
+            if run.stop_reason is not None and not self._closing:
+                # cancelled by a StopCommand (not by the connector's shutdown): close it and end
+                current.uncancel()
+                await reporter.failed(None, stopped_message(run.stop_reason))
+                return
             with suppress(Exception):
                 await asyncio.wait_for(reporter.failed(None, f"connector {self.name} stopped while the task "
                                                              "was running"), 10)
@@ -427,8 +633,13 @@ class ConnectorRunner:
         except Exception as exc:  # noqa: BLE001 - one task's failure is that task's outcome
             log.exception("connector %s: dispatch %s failed in the adapter", self.name, command["dispatch_id"])
             await reporter.failed(None, f"connector error: {type(exc).__name__}: {exc}")
+        finally:
+            self._inflight.pop(command["dispatch_id"], None)
         if reporter.outcome is None:
-            await reporter.failed(None, "the adapter returned without reporting an outcome")
+            if run.stop_reason is not None:
+                await reporter.failed(None, stopped_message(run.stop_reason))
+            else:
+                await reporter.failed(None, "the adapter returned without reporting an outcome")
 
     async def _emit_status(self, payload: dict[str, Any]) -> None:
         assert self._producer is not None
@@ -442,4 +653,5 @@ class ConnectorRunner:
         """A summary for start messages and logs."""
         return {"connector": self.name, "cell": self.adapter.cell, "nodes": len(self.nodes),
                 "dispatch_topic": self.topic, "group": self.group_id, "kafka": self.bootstrap,
+                "control_topic": self.control_topic if self.controlled else None,
                 **{k: v for k, v in asdict(self.stats).items() if k.startswith("recovered")}}

@@ -60,7 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="kind", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--name", help="connector name (dispatch topic suffix); default: the kind")
-    common.add_argument("--interval", type=float, default=15.0, help="seconds between heartbeats/metrics (0: off)")
+    common.add_argument("--interval", type=float, default=15.0, help="seconds between metrics samples (0: off)")
+    common.add_argument("--heartbeat", type=float, default=5.0,
+                        help="seconds between heartbeats (0: off; then heartbeats go with the metrics)")
     common.add_argument("--partitions", type=int, help="partitions for topics it creates (default: settings)")
     common.add_argument("--no-recover", action="store_true", help="do not rebuild seen dispatch ids from the log")
     common.add_argument("--log-level", default="INFO")
@@ -94,13 +96,15 @@ def _announce(runner: ConnectorRunner) -> None:
     d = runner.describe()
     print(f"suanli connector {d['connector']}: {d['nodes']} node(s) in cell {d['cell']}, consuming "
           f"{d['dispatch_topic']} as {d['group']} on {d['kafka']} "
-          f"(recovered {d['recovered_seen']} dispatch id(s))", flush=True)
+          f"(recovered {d['recovered_seen']} dispatch id(s))"
+          + (f"; control requests on {d['control_topic']}" if d.get("control_topic") else ""), flush=True)
 
 
 async def _main(args: argparse.Namespace) -> None:
     adapter = _adapter_from_args(args)
     task = asyncio.create_task(run_connector(adapter, on_ready=_announce, monitor_interval_s=args.interval,
-                                             partitions=args.partitions, recover=not args.no_recover))
+                                             heartbeat_interval_s=args.heartbeat, partitions=args.partitions,
+                                             recover=not args.no_recover))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)

@@ -25,6 +25,11 @@ status (TaskReleased). A command that is missing, empty, names an executable not
 refused in its DispatchAck. At most ``max_concurrent`` processes run at once; the rest
 wait (accepted) for a slot. Resource limits (cpu_milli, memory_mib) are not enforced.
 
+Stop (a StopCommand for a task on this node, see ``kit.py``): the task's process group gets
+SIGTERM, then SIGKILL after ``kill_grace_s``; the dispatch reports FAILED "stopped by the
+scheduler: <reason>; killed by SIGTERM" with the exit code and usage of what ran. A stopped
+task still waiting for a slot never starts (FAILED, stopped, no exit code).
+
 Telemetry: with ``prometheus`` (a Prometheus URL; default ``SUANLI_LOCAL_PROMETHEUS``) the
 node's NodeMetrics are the latest sample of the series that Prometheus scraped from
 ``prometheus_node`` (a selector of ``connectors/prometheus_source.py``; default
@@ -50,7 +55,7 @@ import time
 from contextlib import suppress
 from typing import Any
 
-from suanli.connectors.kit import Adapter, TaskReporter
+from suanli.connectors.kit import Adapter, TaskReporter, stopped_message
 from suanli.errors import ConnectorError
 from suanli.schemas.models import env_problem
 
@@ -138,6 +143,11 @@ class LocalProcesses(Adapter):
         self.kill_grace_s, self.tail_chars = kill_grace_s, tail_chars
         self._slots = asyncio.Semaphore(self.max_concurrent)
         self.pids: set[int] = set()
+        # stop support: accepted commands (waiting or running), their processes, stop reasons
+        self._commands: dict[str, dict[str, Any]] = {}
+        self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self._stopped: dict[str, str] = {}
+        self._stoppers: set[asyncio.Task] = set()
         self._cpu_prev: tuple[int, int] | None = None
         self._prometheus = self._prometheus_feed(prometheus, prometheus_node)
 
@@ -156,6 +166,8 @@ class LocalProcesses(Adapter):
         return PrometheusFeed(PrometheusSource(url, [PromNode(self.node_id, self.cell, selector)], name=self.name))
 
     async def aclose(self) -> None:
+        if self._stoppers:
+            await asyncio.gather(*self._stoppers, return_exceptions=True)
         if self._prometheus is not None:
             await self._prometheus.aclose()  # the background sampler, so no task outlives the runner
 
@@ -212,8 +224,36 @@ class LocalProcesses(Adapter):
                 "SUANLI_CPU_MILLI": str(command["cpu_milli"]), "SUANLI_MEMORY_MIB": str(command["memory_mib"])}
 
     async def execute(self, command: dict[str, Any], report: TaskReporter) -> None:
-        async with self._slots:
-            await self._run(command, report)
+        dispatch_id = command["dispatch_id"]
+        self._commands[dispatch_id] = command
+        try:
+            async with self._slots:
+                if dispatch_id in self._stopped:
+                    await report.failed(None, f"{stopped_message(self._stopped[dispatch_id])} (before it started)")
+                    return
+                await self._run(command, report)
+        finally:
+            self._commands.pop(dispatch_id, None)
+            self._procs.pop(dispatch_id, None)
+            self._stopped.pop(dispatch_id, None)
+
+    async def stop(self, task_id: str, node_id: str, reason: str) -> bool:
+        """Kill the process group of ``task_id`` (SIGTERM, SIGKILL after the grace period), or
+        keep it from starting; its run reports FAILED, stopped. False if it is not here."""
+        if node_id != self.node_id:
+            return False
+        found = False
+        for dispatch_id, command in list(self._commands.items()):
+            if command["task_id"] != task_id:
+                continue
+            found = True
+            self._stopped.setdefault(dispatch_id, reason)
+            proc = self._procs.get(dispatch_id)
+            if proc is not None and proc.returncode is None:
+                stopper = asyncio.create_task(self._stop(proc), name=f"{self.name}-stop-{dispatch_id}")
+                self._stoppers.add(stopper)
+                stopper.add_done_callback(self._stoppers.discard)
+        return found
 
     async def _run(self, command: dict[str, Any], report: TaskReporter) -> None:
         argv = list(command["command"])
@@ -229,6 +269,7 @@ class LocalProcesses(Adapter):
             finally:
                 os.close(write_fd)  # the trampoline holds the only write end now: EOF when it exits
             self.pids.add(proc.pid)
+            self._procs[command["dispatch_id"]] = proc
             try:
                 await report.running(f"process group {proc.pid}")
                 await proc.wait()
@@ -239,7 +280,11 @@ class LocalProcesses(Adapter):
                 self.pids.discard(proc.pid)
             _kill_group(proc.pid, signal.SIGKILL)  # stragglers the task left behind in its session
             outcome = _parse_result(result.read(), proc.returncode, started)
-            if "error" in outcome:
+            stopped = self._stopped.get(command["dispatch_id"])
+            if stopped is not None and "error" not in outcome and outcome["exit_code"] != 0:
+                await report.failed(outcome["exit_code"], f"{stopped_message(stopped)}; "
+                                    f"{exit_message(outcome['exit_code'], self._tail(output))}", outcome["usage"])
+            elif "error" in outcome:
                 await report.failed(outcome["exit_code"], f"cannot start {argv[0]!r}: {outcome['error']}")
             elif outcome["exit_code"] == 0:
                 await report.completed(outcome["usage"], exit_message(0, ""))

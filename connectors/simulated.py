@@ -12,17 +12,41 @@ A dispatched task "runs" for ``duration_estimate_ms * time_scale`` seconds of wa
 (``default_duration_ms`` when the command has no estimate), then COMPLETES with exit code
 0, or FAILS with exit code 1 if :func:`fails` selects its task id (``fail_fraction``,
 seeded). Reported usage is in *simulated* time: what the task would have used unscaled.
+
+**Heartbeats and metrics.** Every node heartbeats every 5 s (the runner's heartbeat period)
+and reports its metrics every 15 s (``_metrics``, see ``sim_telemetry.py``).
+
+**Stop.** A StopCommand for a task on a node ends that simulated run at once: it reports
+FAILED (no exit code) "stopped by the scheduler: <reason>" after the time it ran, with the
+usage of that time, and nothing more. Every accepted dispatch thus ends with one outcome, as
+the kit promises (its recovery closes dispatches that never got one); the core ignores a
+status from a node that is not the task's, so this FAILED never touches the new placement.
+
+**Faults: silencing nodes.** :meth:`SimulatedCluster.silence` (from ``suanli sim fault
+silence`` through the control topic, see :meth:`control`) makes chosen nodes stop sending
+heartbeats and metrics, as if the network between them and the control plane were cut;
+:meth:`restore` makes them talk again (the scheduler then brings them back READY). A
+silenced node is otherwise unchanged: the tasks running on it keep running and report
+their completion as usual, and it accepts and runs what is dispatched to it (the scheduler
+stops placing on it after the suspect timeout). So the scheduler sees what a real partition
+looks like: the node goes SUSPECT, then DOWN, its tasks are lost and placed elsewhere, and
+later the stale copies' completions arrive from a node that is no longer theirs. The
+silenced set lives in this process only: a restarted connector starts with every node
+talking.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import random
+import time
 from pathlib import Path
 from typing import Any
 
 from suanli.config import settings
-from suanli.connectors.kit import Adapter, TaskReporter
+from suanli.connectors.kit import Adapter, TaskReporter, heartbeat_event, stopped_message
 from suanli.connectors.sim_telemetry import TelemetryGenerator
 from suanli.errors import ConnectorError
 from suanli.replay.openb import read_nodes
@@ -118,6 +142,9 @@ class SimulatedCluster(Adapter):
         self.fail_fraction, self.seed = fail_fraction, seed
         self.nodes = {n["node_id"]: describe_node(n, name) for n in raw}
         self.running: dict[str, dict[str, dict[str, Any]]] = {}  # node_id -> dispatch_id -> command
+        self.silenced: set[str] = set()                            # nodes whose heartbeats/metrics stop
+        self._ends: dict[str, float] = {}                          # dispatch_id -> monotonic end of its run
+        self._stops: dict[str, tuple[asyncio.Event, list[str]]] = {}  # dispatch_id -> (stop now, [reason])
 
     # -- discover ----------------------------------------------------------------------------
     def discover(self) -> list[dict[str, Any]]:
@@ -126,13 +153,74 @@ class SimulatedCluster(Adapter):
 
     # -- monitor -----------------------------------------------------------------------------
     def monitor(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+        """Heartbeat then metrics of every node that is not silenced."""
         out: list[tuple[str, dict[str, Any]]] = []
         for node_id, node in self.nodes.items():
-            prefix = f"{self.name}/{node_id}"
-            out.append(("NodeHeartbeat", {"event_id": f"{prefix}/hb/{seq}", "node_id": node_id,
-                                          "cell": self.cell, "seq": seq, "at": at}))
-            out.append(("NodeMetrics", self._metrics(node, at, seq, f"{prefix}/metrics/{seq}")))
+            if node_id in self.silenced:
+                continue
+            out.append(heartbeat_event(self.name, node, seq, at))
+            out.append(("NodeMetrics", self._metrics(node, at, seq, f"{self.name}/{node_id}/metrics/{seq}")))
         return out
+
+    def heartbeats(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+        return [heartbeat_event(self.name, node, seq, at) for node_id, node in self.nodes.items()
+                if node_id not in self.silenced]
+
+    def metrics(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+        return [("NodeMetrics", self._metrics(node, at, seq, f"{self.name}/{node_id}/metrics/{seq}"))
+                for node_id, node in self.nodes.items() if node_id not in self.silenced]
+
+    # -- faults ------------------------------------------------------------------------------
+    def silence(self, nodes: list[str] | None = None, *, count: int = 0, seed: int = 0,
+                busy_for_s: float = 0.0) -> list[str]:
+        """Silence ``nodes``, or ``count`` nodes drawn with ``seed``: first among the nodes
+        running a task that still has at least ``busy_for_s`` wall seconds to go, then among
+        the other busy nodes, then among idle ones. Returns the nodes silenced by this call."""
+        if nodes:
+            unknown = sorted(set(nodes) - set(self.nodes))
+            if unknown:
+                raise ConnectorError(f"sim: no such node(s) in {self.name}: {', '.join(unknown[:5])}")
+            chosen = sorted(set(nodes))
+        else:
+            if count < 1:
+                raise ConnectorError("sim: silence needs node ids or a count >= 1")
+            now = time.monotonic()
+            talking = [n for n in sorted(self.nodes) if n not in self.silenced]
+            remaining = {n: max((self._ends.get(d, now) - now for d in self.running.get(n, {})), default=-1.0)
+                         for n in talking}
+            tiers = ([n for n in talking if self.running.get(n) and remaining[n] >= busy_for_s],
+                     [n for n in talking if self.running.get(n) and remaining[n] < busy_for_s],
+                     [n for n in talking if not self.running.get(n)])
+            rng, chosen = random.Random(seed), []
+            for tier in tiers:
+                chosen += rng.sample(tier, min(len(tier), count - len(chosen)))
+            chosen.sort()
+        self.silenced.update(chosen)
+        return chosen
+
+    def restore(self, nodes: list[str] | None = None) -> list[str]:
+        """Let ``nodes`` (default: every silenced node) heartbeat again; returns those restored."""
+        back = sorted(self.silenced if not nodes else self.silenced & set(nodes))
+        self.silenced.difference_update(back)
+        return back
+
+    def control(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``{"action": "silence", "nodes": [...] | "count": N, "seed": S, "busy_for_s": T}``,
+        ``{"action": "restore", "nodes": [...] (default all)}`` or ``{"action": "status"}``.
+        The reply names the nodes and, per node, the tasks running on it."""
+        action = request.get("action")
+        if action == "silence":
+            changed = self.silence(request.get("nodes") or None, count=int(request.get("count") or 0),
+                                   seed=int(request.get("seed") or 0),
+                                   busy_for_s=float(request.get("busy_for_s") or 0.0))
+        elif action == "restore":
+            changed = self.restore(request.get("nodes") or None)
+        elif action == "status":
+            changed = []
+        else:
+            raise ConnectorError(f"sim: unknown control action {action!r} (silence, restore, status)")
+        return {"action": action, "nodes": changed, "silenced": sorted(self.silenced),
+                "running": {n: sorted(c["task_id"] for c in self.running.get(n, {}).values()) for n in changed}}
 
     @property
     def telemetry(self) -> TelemetryGenerator:
@@ -160,12 +248,26 @@ class SimulatedCluster(Adapter):
         duration_ms = command["duration_estimate_ms"]
         simulated_ms = self.default_duration_ms if duration_ms is None else duration_ms
         wall_s = scaled_duration_s(duration_ms, self.time_scale, self.default_duration_ms)
-        await report.running(f"simulated on {node_id}")
+        stop, reasons = self._stops[dispatch_id] = (asyncio.Event(), [])   # stoppable from here on
         self.running.setdefault(node_id, {})[dispatch_id] = command
+        started = time.monotonic()
+        self._ends[dispatch_id] = started + wall_s
         try:
-            await asyncio.sleep(wall_s)
+            await report.running(f"simulated on {node_id}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wall_s)
         finally:
             self.running[node_id].pop(dispatch_id, None)
+            self._ends.pop(dispatch_id, None)
+            self._stops.pop(dispatch_id, None)
+        if stop.is_set():
+            ran_s = time.monotonic() - started
+            ran_ms = int(ran_s / self.time_scale) if self.time_scale else 0
+            usage = {"cpu_seconds": command["cpu_milli"] / 1000 * ran_ms / 1000,
+                     "max_rss_mib": command["memory_mib"], "wall_ms": ran_ms}
+            await report.failed(None, f"{stopped_message(reasons[0] if reasons else 'no reason given')} (after {ran_ms} of {simulated_ms} ms of "
+                                      f"simulated time, {ran_s:.3f} s)", usage)
+            return
         usage = {"cpu_seconds": command["cpu_milli"] / 1000 * simulated_ms / 1000,
                  "max_rss_mib": command["memory_mib"], "wall_ms": simulated_ms}
         ran = (f"ran {simulated_ms} ms of simulated time ({'default' if duration_ms is None else 'the estimate'}) "
@@ -175,3 +277,15 @@ class SimulatedCluster(Adapter):
                                 usage)
         else:
             await report.completed(usage, ran)
+
+    async def stop(self, task_id: str, node_id: str, reason: str) -> bool:
+        """End the simulated runs of ``task_id`` on ``node_id`` now (they report FAILED, stopped);
+        False if none runs here (the runner then cancels what it has in flight)."""
+        found = False
+        for dispatch_id, command in list(self.running.get(node_id, {}).items()):
+            if command["task_id"] == task_id and dispatch_id in self._stops:
+                event, reasons = self._stops[dispatch_id]
+                reasons.append(reason)
+                event.set()
+                found = True
+        return found

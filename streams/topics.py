@@ -67,6 +67,12 @@ class TopicNames:
         """The topic a connector consumes its DispatchCommands from."""
         return f"{self.namespace}.dispatch.{connector}"
 
+    def control(self, connector: str) -> str:
+        """Out-of-band requests to a connector and its replies (JSON, no schema): the
+        simulator's fault injection (``suanli sim fault``). Not an event log: nothing in the
+        plane folds it, and a connector reads only what arrives while it runs."""
+        return f"{self.namespace}.control.{connector}"
+
 
 # Which raw topic (a TopicNames attribute) each event kind is produced to, and the
 # payload field used as its key.

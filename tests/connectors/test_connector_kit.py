@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import fastavro
 import pytest
 
-from suanli.connectors.kit import Adapter, ConnectorRunner, TaskReporter, ack_event, status_event
+from suanli.connectors.kit import Adapter, ConnectorRunner, TaskReporter, ack_event, heartbeat_event, status_event
 from suanli.errors import ConnectorError
 from suanli.schemas.catalog import catalog
 from suanli.schemas.codec import parse_plain
@@ -76,3 +77,86 @@ def test_a_runner_needs_a_named_adapter_and_derives_its_topic_and_group(settings
     default = ConnectorRunner(named, codec=None, bootstrap="127.0.0.1:1", partitions=1)
     ns = settings.namespace
     assert default.topic == f"{ns}.dispatch.edge7" and default.group_id == f"{ns}-connector-edge7"
+
+
+class _Sleepy(_Nameless):
+    """Runs forever, cannot stop a task itself, answers control requests."""
+    name = "sleepy"
+
+    def monitor(self, at, seq):
+        return [("NodeHeartbeat", {"event_id": "hb", "node_id": "n1", "cell": "c", "seq": seq, "at": at}),
+                ("NodeMetrics", {"event_id": "m", "node_id": "n1"})]
+
+    async def execute(self, command, report):
+        await report.running()
+        await asyncio.sleep(3600)
+
+    def control(self, request):
+        if request.get("action") == "boom":
+            raise ValueError("no such action")
+        return {"echo": request.get("action")}
+
+
+def _runner(adapter) -> tuple[ConnectorRunner, list[dict]]:
+    runner = ConnectorRunner(adapter, codec=None, bootstrap="127.0.0.1:1", partitions=1, namespace="ns1")
+    sent: list[dict] = []
+
+    async def emit(payload: dict) -> None:
+        sent.append(payload)
+
+    runner._emit_status = emit
+    return runner, sent
+
+
+def test_heartbeats_default_to_one_per_discovered_node_and_metrics_to_monitor_without_them():
+    adapter = _Sleepy()
+    runner, _ = _runner(adapter)
+    runner.nodes = [{"node_id": "n1", "cell": "c"}, {"node_id": "n2", "cell": "c"}]
+    assert adapter.heartbeats(5, 1) is None
+    assert heartbeat_event("sleepy", runner.nodes[1], 3, 99) == (
+        "NodeHeartbeat", {"event_id": "sleepy/n2/hb/3", "node_id": "n2", "cell": "c", "seq": 3, "at": 99})
+    assert [k for k, _ in adapter.metrics(5, 1)] == ["NodeMetrics"]
+    assert (runner.heartbeat_interval_s, runner.monitor_interval_s) == (5.0, 15.0)
+    assert runner.controlled and runner.control_topic == "ns1.control.sleepy"
+    plain = _Nameless()
+    plain.name = "plain"
+    assert not _runner(plain)[0].controlled          # no control(): no control consumer
+
+
+def test_a_stop_command_cancels_the_run_of_an_adapter_without_stop_and_reports_it_stopped():
+    runner, sent = _runner(_Sleepy())
+    command = {**COMMAND, "connector": "sleepy", "dispatch_id": "cell1/43"}
+    stop = {"event_id": "s", "task_id": "task-9", "cell": "cell1", "node_id": "n1", "connector": "sleepy",
+            "reason": "stale copy: the task is placed on n2", "issued_at": 9}
+
+    async def scenario():
+        run = asyncio.create_task(runner._run(command))
+        while not sent:
+            await asyncio.sleep(0.01)
+        await runner._stop_command({**stop, "node_id": "n2"})          # not where it runs: nothing
+        await runner._stop_command({**stop, "connector": "other"})     # not ours: nothing
+        assert not run.done()
+        await runner._stop_command(stop)
+        await asyncio.wait_for(run, 2)
+        return run
+
+    run = asyncio.run(scenario())
+    assert not run.cancelled()                                          # the run ended, it was not torn down
+    assert [(p["status"], p["message"]) for p in sent] == [
+        ("RUNNING", ""), ("FAILED", "stopped by the scheduler: stale copy: the task is placed on n2")]
+    s = runner.stats
+    assert (s.stops, s.stops_unmatched, s.foreign) == (1, 1, 1) and not runner._inflight
+
+
+def test_control_requests_are_answered_refused_or_skipped():
+    runner, _ = _runner(_Sleepy())
+    reply = runner._answer(b'{"request_id": "r1", "action": "status"}')
+    assert reply["ok"] and reply["echo"] == "status" and reply["request_id"] == "r1" and reply["type"] == "reply"
+    assert reply["connector"] == "sleepy" and reply["cell"] == "c"
+    wrong_cell = runner._answer(b'{"request_id": "r2", "action": "status", "cell": "elsewhere"}')
+    assert not wrong_cell["ok"] and "serves cell 'c'" in wrong_cell["error"]
+    failing = runner._answer(b'{"request_id": "r3", "action": "boom"}')
+    assert not failing["ok"] and failing["error"] == "ValueError: no such action"
+    assert runner._answer(b"not json") is None
+    assert runner._answer(json.dumps(reply).encode()) is None          # its own replies are not requests
+    assert runner.stats.control_requests == 3

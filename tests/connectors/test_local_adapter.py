@@ -167,3 +167,34 @@ def test_at_most_max_concurrent_processes_run():
     asyncio.run(scenario())
     assert [(e["task_id"], e["status"]) for e in out] == [
         ("t0", "RUNNING"), ("t0", "COMPLETED"), ("t1", "RUNNING"), ("t1", "COMPLETED")]
+
+
+def test_a_stop_kills_the_tasks_process_group_and_reports_it_stopped():
+    local = LocalProcesses(cell="local", node_id="test-node", kill_grace_s=2.0, max_concurrent=1)
+    out: list[dict] = []
+
+    async def scenario():
+        run = asyncio.create_task(_execute(local, _command(["sh", "-c", "sleep 30 & sleep 30"], "s"), out))
+        queued = asyncio.create_task(_execute(local, _command(["sleep", "30"], "q"), out))   # waits for the slot
+        while not out:
+            await asyncio.sleep(0.02)
+        assert await local.stop("tq", "test-node", "stale copy: the task is placed on n9")  # before it starts
+        assert not await local.stop("ts", "another-node", "not here")
+        assert not await local.stop("no-such-task", "test-node", "nothing")
+        started = time.monotonic()
+        assert await local.stop("ts", "test-node", "stale copy: the task is placed on n7")
+        await asyncio.wait_for(asyncio.gather(run, queued), 10)
+        await local.aclose()
+        return time.monotonic() - started
+
+    took = asyncio.run(scenario())
+    assert took < 3
+    by_task = {(e["task_id"], e["status"]): e for e in out}
+    assert sorted(by_task) == [("tq", "FAILED"), ("ts", "FAILED"), ("ts", "RUNNING")]
+    stopped = by_task[("ts", "FAILED")]
+    assert stopped["message"].startswith("stopped by the scheduler: stale copy: the task is placed on n7; killed by SIGTERM")
+    assert stopped["exit_code"] == -15 and stopped["usage"]["wall_ms"] >= 0
+    assert by_task[("tq", "FAILED")]["message"] == \
+        "stopped by the scheduler: stale copy: the task is placed on n9 (before it started)"
+    assert group_gone(int(by_task[("ts", "RUNNING")]["message"].split()[-1]))
+    assert not local.pids and not local._commands and not local._stoppers

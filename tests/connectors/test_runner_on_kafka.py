@@ -80,7 +80,7 @@ def test_sim_runner_registers_dispatches_deduplicates_and_survives_garbage(stack
     name = _unique()
     sim = SimulatedCluster(_node_csv(tmp_path, name), cell=name, name=name, time_scale=0.001)
     runner = ConnectorRunner(sim, codec=codec, bootstrap=stack.bootstrap_servers, monitor_interval_s=0.5,
-                             partitions=1)
+                             heartbeat_interval_s=0.5, partitions=1)
     d = [command(name, i, f"{name}-t4", duration_estimate_ms=100) for i in range(6)]
     d[2]["node_id"] = f"{name}-nowhere"                      # refused: not a sim node
     d[3]["connector"] = "someone-else"                       # not addressed to this connector
@@ -129,6 +129,61 @@ def test_sim_runner_registers_dispatches_deduplicates_and_survives_garbage(stack
     assert b"not avro at all" in [p["value"] for p in letters]
     s = runner.stats
     assert (s.accepted, s.refused, s.duplicates, s.foreign, s.bad_records, s.completed) == (4, 1, 1, 1, 3, 4)
+
+
+def test_sim_runner_stops_a_stale_copy_and_silences_and_restores_nodes_on_request(stack, codec, tmp_path, topics):
+    from suanli.cli_sim import control_request
+
+    name = _unique()
+    sim = SimulatedCluster(_node_csv(tmp_path, name), cell=name, name=name, time_scale=0.001)
+    runner = ConnectorRunner(sim, codec=codec, bootstrap=stack.bootstrap_servers, monitor_interval_s=0.6,
+                             heartbeat_interval_s=0.3, partitions=1)
+    quiet, loud = f"{name}-t4", f"{name}-cpu"
+    stale = command(name, "stale", quiet, duration_estimate_ms=60_000_000)     # 60 s of wall time
+    other = command(name, "other", loud, duration_estimate_ms=60_000_000)
+    stop = {"event_id": f"{name}/stop", "task_id": stale["task_id"], "cell": name, "node_id": quiet,
+            "connector": name, "reason": "stale copy: the task is placed on elsewhere-1", "issued_at": 1}
+
+    def beats(rs, node, after=0, before=2 ** 62):
+        return [r.payload["at"] for r in rs if r.kind == "NodeHeartbeat" and r.payload["node_id"] == node
+                and after < r.payload["at"] < before]
+
+    def metrics(rs, node, after=0, before=2 ** 62):
+        return [r for r in rs if r.kind == "NodeMetrics" and r.payload["node_id"] == node
+                and after < r.payload["at"] < before]
+
+    async def scenario():
+        start = await _prepare(stack)
+        async with Tail(stack.bootstrap_servers, codec, start, keep=_mine(name, topics)) as tail, running(runner):
+            await _produce(stack, codec, topics.dispatch(name), [("DispatchCommand", stale), ("DispatchCommand", other)])
+            await tail.until(lambda rs: all(status_trail(rs, c["task_id"])[-1:] == ["RUNNING"] for c in (stale, other)))
+            wrong = await control_request(stack, {"action": "status", "cell": "not-this-one"}, connector=name)
+            silenced = await control_request(stack, {"action": "silence", "nodes": [quiet]}, connector=name)
+            await tail.settle(1.5)
+            # the silenced node's task still runs; a StopCommand on the dispatch topic ends it
+            await _produce(stack, codec, topics.dispatch(name), [("StopCommand", stop)])
+            await tail.until(lambda rs: status_trail(rs, stale["task_id"])[-1:] == ["FAILED"])
+            restored = await control_request(stack, {"action": "restore"}, connector=name)
+            await tail.until(lambda rs: len(beats(rs, quiet, restored["at"])) >= 2 and metrics(rs, quiet, restored["at"]))
+            status = await control_request(stack, {"action": "status"}, connector=name)
+        assert_no_tasks_left()
+        return tail.records, wrong, silenced, restored, status
+
+    records, wrong, silenced, restored, status = asyncio.run(scenario())
+    assert not wrong["ok"] and "serves cell" in wrong["error"]
+    assert silenced["ok"] and silenced["nodes"] == [quiet] and silenced["running"] == {quiet: [stale["task_id"]]}
+    cut, back = silenced["at"], restored["at"]
+    assert beats(records, quiet, 0, cut) and not beats(records, quiet, cut, back)
+    assert not metrics(records, quiet, cut, back) and metrics(records, quiet, back)
+    assert len(beats(records, loud, cut, back)) >= 4 and metrics(records, loud, cut, back)  # the others talk on
+    assert restored["nodes"] == [quiet] and status["silenced"] == []
+    failed = next(r.payload for r in records if r.kind == "TaskStatusChanged" and r.payload["status"] == "FAILED"
+                  and r.payload["task_id"] == stale["task_id"])
+    assert failed["message"].startswith("stopped by the scheduler: stale copy: the task is placed on elsewhere-1")
+    assert status_trail(records, stale["task_id"]) == ["ack", "RUNNING", "FAILED"]
+    assert status_trail(records, other["task_id"]) == ["ack", "RUNNING"]   # untouched by the stop
+    s = runner.stats
+    assert (s.stops, s.stops_unmatched, s.bad_records, s.control_requests) == (1, 0, 0, 4)
 
 
 def test_local_runner_runs_real_processes_and_stops_them_on_shutdown(stack, codec, topics):

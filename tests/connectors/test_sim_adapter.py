@@ -152,3 +152,74 @@ def test_monitor_covers_every_node_and_fits_the_contract(sim):
     assert fits("NodeHeartbeat", hb) and fits("NodeMetrics", metrics)
     assert all(0.0 <= p["cpu_util"] <= 1.0 for _, p in events if "cpu_util" in p)
     assert sim.monitor(1_700_000_000_000, 42) == events  # seeded, not random
+
+
+def test_heartbeats_and_metrics_are_separate_and_silenced_nodes_send_neither():
+    sim = SimulatedCluster(DEFAULT_NODES, cell="openb")
+    beats = sim.heartbeats(1_700_000_000_000, 7)
+    assert len(beats) == 1523 and {k for k, _ in beats} == {"NodeHeartbeat"}
+    assert beats[0][1] == {"event_id": f"sim/{beats[0][1]['node_id']}/hb/7", "node_id": beats[0][1]["node_id"],
+                           "cell": "openb", "seq": 7, "at": 1_700_000_000_000} and fits("NodeHeartbeat", beats[0][1])
+    quiet = sorted(sim.nodes)[:3]
+    assert sim.control({"action": "silence", "nodes": quiet}) == {
+        "action": "silence", "nodes": quiet, "silenced": quiet, "running": {n: [] for n in quiet}}
+    assert {p["node_id"] for _, p in sim.heartbeats(1, 8)} == set(sim.nodes) - set(quiet)
+    metrics = sim.metrics(1, 8)
+    assert len(metrics) == 1520 and {k for k, _ in metrics} == {"NodeMetrics"}
+    assert not set(quiet) & {p["node_id"] for _, p in sim.monitor(1, 8)}
+    assert sim.control({"action": "restore", "nodes": quiet[:1]})["silenced"] == quiet[1:]
+    assert sim.control({"action": "restore"})["nodes"] == quiet[1:] and sim.silenced == set()
+    assert sim.control({"action": "status"})["silenced"] == []
+    with pytest.raises(ConnectorError, match="no such node"):
+        sim.control({"action": "silence", "nodes": ["nowhere"]})
+    with pytest.raises(ConnectorError, match="unknown control action"):
+        sim.control({"action": "explode"})
+
+
+def test_silencing_a_count_draws_busy_nodes_with_long_work_first_seeded():
+    sim = SimulatedCluster(DEFAULT_NODES, cell="openb", time_scale=0.001)
+    ids = sorted(sim.nodes)
+    long_work, short_work = ids[10:16], ids[20:30]          # 60 s vs 1 s of wall time left
+
+    async def scenario():
+        runs = [asyncio.create_task(_execute(sim, _command(f"long-{n}", n, duration_ms=60_000_000))) for n in long_work]
+        runs += [asyncio.create_task(_execute(sim, _command(f"short-{n}", n, duration_ms=1_000_000)))
+                 for n in short_work]
+        await asyncio.sleep(0.05)
+        first = sim.silence(count=4, seed=5, busy_for_s=30)
+        sim.restore()
+        again = sim.silence(count=4, seed=5, busy_for_s=30)
+        sim.restore()
+        spill = sim.silence(count=12, seed=5, busy_for_s=30)     # 6 long, then 6 of the short ones
+        sim.restore()
+        everyone_busy = sim.silence(count=20, seed=1)            # 16 busy nodes, then 4 idle ones
+        for node in ids[10:30]:
+            for command in list(sim.running.get(node, {}).values()):
+                assert await sim.stop(command["task_id"], node, "end of the test")
+        await asyncio.gather(*runs)
+        return first, again, spill, everyone_busy
+
+    first, again, spill, everyone_busy = asyncio.run(scenario())
+    assert first == again and set(first) <= set(long_work) and len(first) == 4
+    assert set(long_work) <= set(spill) and len(set(spill) & set(short_work)) == 6
+    assert len(everyone_busy) == 20 and set(long_work + short_work) <= set(everyone_busy)
+
+
+def test_a_stop_ends_the_simulated_run_as_failed_and_nothing_more():
+    sim = SimulatedCluster(DEFAULT_NODES, cell="openb", time_scale=0.001)
+    node = sorted(sim.nodes)[0]
+
+    async def scenario():
+        run = asyncio.create_task(_execute(sim, _command("stale", node, duration_ms=60_000_000)))
+        await asyncio.sleep(0.05)
+        assert not await sim.stop("stale", "another-node", "wrong node")
+        assert not await sim.stop("other-task", node, "wrong task")
+        assert await sim.stop("stale", node, "stale copy: the task is placed on n2")
+        return await asyncio.wait_for(run, 2)
+
+    events = asyncio.run(scenario())
+    assert [e["status"] for e in events] == ["RUNNING", "FAILED"]
+    failed = events[1]
+    assert failed["exit_code"] is None and failed["event_id"] == "d-stale:failed"
+    assert failed["message"].startswith("stopped by the scheduler: stale copy: the task is placed on n2 (after ")
+    assert 0 < failed["usage"]["wall_ms"] < 60_000_000 and not sim.running[node] and not sim._stops
