@@ -123,7 +123,7 @@ class TopologyNear(Plugin):
 
 # ============================================================================ gangs
 GANG_LEVELS = ("rack", "zone")
-DEFAULT_BUDGET = 20_000          # search steps per packing attempt
+DEFAULT_BUDGET = 50_000          # packing search steps per plan, all attempts together
 
 
 @dataclass(slots=True)
@@ -166,12 +166,64 @@ def _device_options(r: Request, g: np.ndarray) -> list[list[int]]:
     return [[int(x) for x in fit[: r.gpu_count]]] if fit.size >= r.gpu_count else []
 
 
+_MANY = 1 << 40
+
+
+def copies(r: Request, cpu: np.ndarray, mem: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+    """How many copies of ``r`` each row could host on its own, from its free CPU, memory
+    and per-device GPU milli (``gpu``: rows x devices, -1 = no device). Exact for one
+    shape: ``k`` whole tasks of ``c`` devices fit iff ``sum_d min(units_d, k) >= k * c``
+    (``units_d``: how many ``gpu_milli`` device ``d`` holds)."""
+    n = cpu.shape[0]
+    out = cpu // r.cpu if r.cpu > 0 else np.full(n, _MANY, dtype=np.int64)
+    if r.mem > 0:
+        out = np.minimum(out, mem // r.mem)
+    if r.kind == "shared":
+        out = np.minimum(out, (np.maximum(gpu, 0) // r.gpu_milli).sum(axis=1))
+    elif r.kind == "whole":
+        units = np.maximum(gpu, 0) // r.gpu_milli
+        g = np.zeros(n, dtype=np.int64)
+        for k in range(1, int(units.sum(axis=1).max(initial=0)) // r.gpu_count + 1):
+            ok = np.minimum(units, k).sum(axis=1) >= k * r.gpu_count
+            if not ok.any():
+                break
+            g[ok] = k
+        out = np.minimum(out, g)
+    return out
+
+
+@dataclass(slots=True)
+class _Group:
+    """Identical members (same request, same rows allowed)."""
+    req: Request
+    mask: np.ndarray
+    members: list[int]
+
+
+def _groups(reqs: Sequence[Request], masks: list[np.ndarray]) -> list[_Group]:
+    out: dict[tuple, _Group] = {}
+    for i, (r, m) in enumerate(zip(reqs, masks)):
+        g = out.setdefault((r, m.tobytes()), _Group(r, m, []))
+        g.members.append(i)
+    return list(out.values())
+
+
+class _Budget:
+    """Packing search steps left for one plan (all its attempts)."""
+    __slots__ = ("left",)
+
+    def __init__(self, steps: int):
+        self.left = steps
+
+
 def _pack(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], rows: np.ndarray,
-          rank: Optional[np.ndarray], budget: int) -> Optional[list[tuple[int, list[int]]]]:
-    """Place every request on ``rows`` (a search over nodes and devices, biggest request
-    first, best fit first, identical nodes tried once). ``masks``: per request, the rows it
-    may use (static filters); ``rank``: per row, a preference (lower first). Exact unless
-    ``budget`` steps run out (then None)."""
+          rank: Optional[np.ndarray], budget: _Budget) -> Optional[list[tuple[int, list[int]]]]:
+    """Place every request on ``rows``: a search over nodes and devices, biggest request
+    first, best fit first, identical nodes tried once, cut wherever the nodes left cannot
+    host the members left of some shape (:func:`copies`; so a gang of identical members
+    never backtracks). ``masks``: per request, the rows it may use (static filters);
+    ``rank``: per row, a preference (lower first). Exact unless the budget runs out (then
+    None)."""
     n = len(reqs)
     R = rows
     cpu = state.cpu_free[R].copy()
@@ -180,20 +232,26 @@ def _pack(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], ro
     M = [m[R] for m in masks]
     pref = rank[R] if rank is not None else np.zeros(R.size, dtype=np.int64)
     # rows that look the same to every request are interchangeable: a static class per row
-    groups: dict[tuple, int] = {}
-    cls = np.array([groups.setdefault(tuple(bool(M[i][j]) for i in range(n)) + (int(pref[j]),), len(groups))
+    classes: dict[tuple, int] = {}
+    cls = np.array([classes.setdefault(tuple(bool(M[i][j]) for i in range(n)) + (int(pref[j]),), len(classes))
                     for j in range(R.size)], dtype=np.int64) if R.size else np.zeros(0, dtype=np.int64)
     order = sorted(range(n), key=lambda i: (-reqs[i].gpu_total, -reqs[i].cpu, -reqs[i].mem, i))
+    groups = _groups(reqs, M)
+    group_of = {i: gi for gi, g in enumerate(groups) for i in g.members}
+    left = [len(g.members) for g in groups]
     out: list[Optional[tuple[int, list[int]]]] = [None] * n
-    steps = 0
+
+    def room() -> bool:
+        return all(not k or int(copies(g.req, cpu, mem, gpu)[g.mask].sum()) >= k for g, k in zip(groups, left))
 
     def dfs(k: int) -> bool:
-        nonlocal steps
         if k == n:
             return True
-        steps += 1
-        if steps > budget:
+        budget.left -= 1
+        if budget.left < 0:
             raise _OutOfBudget
+        if not room():
+            return False
         i = order[k]
         r = reqs[i]
         ok = M[i] & (cpu >= r.cpu) & (mem >= r.mem)
@@ -207,6 +265,8 @@ def _pack(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], ro
         gleft = np.where(gpu[cand] >= 0, gpu[cand], 0).sum(axis=1) - r.gpu_total
         keys = np.lexsort((cand, cpu[cand] - r.cpu, gleft, pref[cand]))
         seen: set[tuple] = set()
+        gi = group_of[i]
+        left[gi] -= 1
         for j in cand[keys].tolist():
             sig = (int(cls[j]), int(cpu[j]), int(mem[j]), tuple(sorted(gpu[j].tolist())))
             if sig in seen:
@@ -224,6 +284,7 @@ def _pack(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], ro
                 mem[j] += r.mem
                 if devs:
                     gpu[j, devs] += r.gpu_milli
+        left[gi] += 1
         out[i] = None
         return False
 
@@ -234,20 +295,19 @@ def _pack(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], ro
     return [o for o in out if o is not None] if found else None
 
 
-def _aggregate_fits(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], rows_mask: np.ndarray) -> bool:
-    """A quick necessary condition: the rows hold the gang's total CPU, memory, GPU milli
-    and whole GPUs, and every request has a row it may use."""
-    if not all((m & rows_mask).any() for m in masks):
-        return False
-    s = state
-    if s.cpu_free[rows_mask].sum() < sum(r.cpu for r in reqs):
-        return False
-    if s.mem_free[rows_mask].sum() < sum(r.mem for r in reqs):
-        return False
-    if s.gpu_free_total[rows_mask].sum() < sum(r.gpu_total for r in reqs):
-        return False
-    whole = sum(r.gpu_count for r in reqs if r.kind == "whole" and r.gpu_milli == GPU_MILLI)
-    return not whole or s.gpu_full_count[rows_mask].sum() >= whole
+def _domain_room(state: CellState, groups: list[_Group], key: np.ndarray, n_domains: int,
+                 rows_mask: np.ndarray) -> np.ndarray:
+    """Per domain (``key``: each row's domain index, -1 none), whether its rows could host
+    every group's members (:func:`copies`, summed): a necessary condition, exact for a
+    gang of one shape."""
+    ok = np.ones(n_domains, dtype=bool)
+    for g in groups:
+        c = copies(g.req, state.cpu_free, state.mem_free, state.gpu_free)
+        use = rows_mask & g.mask & (key >= 0)
+        tot = np.bincount(key[use], weights=np.minimum(c[use], len(g.members)).astype(np.float64),
+                          minlength=n_domains)
+        ok &= tot >= len(g.members)
+    return ok
 
 
 def _masks(state: CellState, reqs: Sequence[Request], task_ids: Optional[Sequence[str]],
@@ -271,7 +331,7 @@ def _nearest(dist: Optional[np.ndarray], rows_mask: np.ndarray) -> float:
     return float(np.round(dist[rows_mask].min(), 6))
 
 
-def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], budget: int,
+def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], budget: _Budget,
           dist: Optional[np.ndarray] = None) -> Optional[GangPlan]:
     topo = state.topology
     union = np.zeros(state.n_nodes, dtype=bool)
@@ -279,10 +339,11 @@ def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], bu
         union |= m
     if not union.any():
         return None
+    groups = _groups(reqs, masks)
     gpu_gang = any(r.kind != "cpu" for r in reqs)
     free = (state.gpu_free_total if gpu_gang else state.cpu_free).astype(np.float64)
-    # 1-2: one rack, else one zone; the nearest to the gang's place (when it names one),
-    # then the tightest domain that holds the gang first
+    # 1-2: one rack, else one zone; among those with room for the gang, the nearest to its
+    # place (when it names one), then the tightest
     for level in GANG_LEVELS:
         names, idx = topo.domain_index(level)
         if not names:
@@ -291,33 +352,32 @@ def _plan(state: CellState, reqs: Sequence[Request], masks: list[np.ndarray], bu
         if not inside.any():
             continue
         tot = np.bincount(idx[inside], weights=free[inside], minlength=len(names))
-        for d in sorted(set(idx[inside].tolist()),
+        room = _domain_room(state, groups, idx, len(names), union)
+        for d in sorted((d for d in set(idx[inside].tolist()) if room[d]),
                         key=lambda d: (_nearest(dist, union & (idx == d)), tot[d], names[d])):
-            rows_mask = union & (idx == d)
-            if not _aggregate_fits(state, reqs, masks, rows_mask):
-                continue
-            sol = _pack(state, reqs, masks, np.flatnonzero(rows_mask), None, budget)
+            sol = _pack(state, reqs, masks, np.flatnonzero(union & (idx == d)), None, budget)
             if sol is not None:
                 return GangPlan(sol, level, [names[d]])
-    # 3: across the fewest zones (racks when there are no zones): the roomiest first
+    # 3: across the fewest zones (racks when there are no zones): the nearest, then the
+    # roomiest first
     for level in ("zone", "rack"):
         names, idx = topo.domain_index(level)
         if not names or not (union & (idx >= 0)).any():
             continue
         key = np.where(idx >= 0, idx, len(names))            # nodes outside every domain: one more group
         tot = np.bincount(key[union], weights=free[union], minlength=len(names) + 1)
-        groups = sorted(set(key[union].tolist()), key=lambda d: (_nearest(dist, union & (key == d)), -tot[d], d))
-        rank = np.full(state.n_nodes, len(groups), dtype=np.int64)
-        for pos, d in enumerate(groups):
+        order = sorted(set(key[union].tolist()), key=lambda d: (_nearest(dist, union & (key == d)), -tot[d], d))
+        rank = np.full(state.n_nodes, len(order), dtype=np.int64)
+        for pos, d in enumerate(order):
             rank[key == d] = pos
-        for k in range(2, len(groups) + 1):
+        for k in range(2, len(order) + 1):
             rows_mask = union & (rank < k)
-            if not _aggregate_fits(state, reqs, masks, rows_mask):
+            if not _domain_room(state, groups, np.where(rows_mask, 0, -1), 1, rows_mask)[0]:
                 continue
             sol = _pack(state, reqs, masks, np.flatnonzero(rows_mask), rank, budget)
             if sol is not None:
                 used = sorted({int(rank[r]) for r, _ in sol})
-                doms = [names[groups[u]] if groups[u] < len(names) else "(none)" for u in used]
+                doms = [names[order[u]] if order[u] < len(names) else "(none)" for u in used]
                 return GangPlan(sol, level + "s", doms)
         return None
     # 4: no racks or zones at all: anywhere
@@ -421,10 +481,11 @@ def plan_gang_detail(state: CellState, requests: Sequence[Request], task_ids: Op
             place = None
     ok = state.condition_ok
     plan = None
+    steps = _Budget(budget)
     if not ok.all():
-        plan = _plan(state, reqs, [m & ok for m in masks], budget, dist)
+        plan = _plan(state, reqs, [m & ok for m in masks], steps, dist)
     if plan is None:
-        plan = _plan(state, reqs, masks, budget, dist)
+        plan = _plan(state, reqs, masks, steps, dist)
         if plan is not None and not ok.all():
             plan.normal_only = bool(all(ok[r] for r, _ in plan.placements))
     if plan is None:
@@ -462,10 +523,11 @@ def plan_gang(state: CellState, requests: Sequence[Request], task_ids: Optional[
     the place its first member's ``data-site`` / ``user-site`` label names, then the fullest
     (to keep roomy ones for bigger gangs). Whether a domain holds it is decided by an exact
     packing search over nodes and GPU devices (biggest member first, identical nodes tried
-    once), where every member passes ``filters`` (default: the standard ones: ready, GPU
-    model and count, CPU, memory, GPU fit; ``task_ids`` give them the tasks' labels) and
-    CPU, memory and devices are checked as members share nodes; past ``budget`` steps an
-    attempt counts as failed.
+    once, cut where the nodes left cannot host the members left of some shape), where every
+    member passes ``filters`` (default: the standard ones: ready, GPU model and count, CPU,
+    memory, GPU fit; ``task_ids`` give them the tasks' labels) and CPU, memory and devices
+    are checked as members share nodes. A gang of one shape never backtracks; a mixed one
+    may, and past ``budget`` search steps (all attempts together) the plan gives up.
 
     *Which nodes inside*: ``guide`` (default the cell's policy strategy) places the members
     one by one within the domain, as it would place any task; if its greedy choices leave a

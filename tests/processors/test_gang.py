@@ -267,3 +267,59 @@ def test_brute_force_single_domain_whenever_one_exists(seed, guide):
         assert plan.level == "zone" and len({zone[r] for r in rows}) == 1
     else:
         assert plan.level == "zones" and len({zone[r] for r in rows}) == 2
+
+
+# ----------------------------------------------------------------------------- copies and the search's cuts
+def _max_copies(r, cpu, mem, gpu):
+    """Exhaustive: the most copies of ``r`` one node holds (any devices)."""
+    best = 0
+
+    def go(k, cpu, mem, gpu):
+        nonlocal best
+        best = max(best, k)
+        if cpu < r.cpu or mem < r.mem:
+            return
+        if r.kind == "cpu":
+            go(k + 1, cpu - r.cpu, mem - r.mem, gpu)
+            return
+        fit = [d for d in range(len(gpu)) if gpu[d] >= r.gpu_milli]
+        for devs in itertools.combinations(fit, 1 if r.kind == "shared" else r.gpu_count):
+            g = list(gpu)
+            for d in devs:
+                g[d] -= r.gpu_milli
+            go(k + 1, cpu - r.cpu, mem - r.mem, tuple(g))
+            return          # devices are symmetric enough for a bound check: the first choice per level
+    go(0, cpu, mem, gpu)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_copies_matches_a_search_on_one_node(seed):
+    import numpy as np
+
+    from suanli.processors.plugins.topology import copies
+
+    rnd = random.Random(seed)
+    r = rnd.choice([cpu_only(3000), shared(300), shared(700), whole(1), whole(2), Request(1000, 1024, 2, 500)])
+    gpu = tuple(rnd.choice([0, 200, 500, 700, 1000]) for _ in range(rnd.choice([0, 2, 4])))
+    cpu, mem = rnd.choice([4000, 9000, 32000]), rnd.choice([2048, 8192])
+    got = copies(r, np.array([cpu]), np.array([mem]), np.array([list(gpu) + [-1] * (4 - len(gpu))]))[0]
+    if r.kind == "whole" and r.gpu_milli < 1000:
+        assert got >= _max_copies(r, cpu, mem, gpu)          # the formula is exact; the search above is greedy
+    else:
+        assert got == _max_copies(r, cpu, mem, gpu)
+
+
+def test_an_identical_gang_never_backtracks():
+    # 96 racks of 16 two-GPU nodes (12 zones of 8 racks), every rack one GPU short of a
+    # 32-member gang: the room check rejects every rack without searching, and a few search
+    # steps per member place the gang in a zone, or across the fewest zones
+    spec = [(f"n{i}", f"z{i // 128}", f"r{i // 16}", 2, 64000, "T4") for i in range(1536)]
+    s = cell(spec)
+    for i in range(0, 1536, 16):
+        s.allocate(f"x{i}", s.node_ids[i], [0], 1000, 1000, 1024)
+    plan = plan_gang_detail(s, [whole()] * 32, budget=40, guide=None)
+    assert plan is not None and plan.level == "zone"
+    plan = plan_gang_detail(s, [whole()] * 300, budget=400, guide=None)     # a zone has 8 x 31 = 248 GPUs
+    assert plan is not None and plan.level == "zones" and len(plan.domains) == 2
+    assert plan_gang_detail(s, [whole()] * 3000, budget=10, guide=None) is None   # 96 x 31 = 2,976 GPUs
