@@ -323,3 +323,39 @@ def test_an_identical_gang_never_backtracks():
     plan = plan_gang_detail(s, [whole()] * 300, budget=400, guide=None)     # a zone has 8 x 31 = 248 GPUs
     assert plan is not None and plan.level == "zones" and len(plan.domains) == 2
     assert plan_gang_detail(s, [whole()] * 3000, budget=10, guide=None) is None   # 96 x 31 = 2,976 GPUs
+
+
+def test_gang_bench_on_a_small_cluster(tmp_path):
+    """bench/gangs.py end to end on 48 nodes and 300 pods: every gang arrives before the
+    metric's moment, the core and the planner driven directly agree."""
+    from suanli.bench.gangs import gangs_for, run_arm, sequence
+    from suanli.replay.fgd_protocol import load_inputs
+
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n"
+                     + "".join(f"n{i:03d},64000,262144,{(0, 2, 8)[i % 3]},{'V100M16' if i % 3 else ''}\n"
+                               for i in range(48)))
+    rnd = random.Random(5)
+    pods = tmp_path / "pods.csv"
+    rows = []
+    for i in range(300):
+        g, milli = rnd.choice([(0, 0), (1, 500), (1, 1000), (2, 1000)])
+        rows.append(f"p{i},{rnd.choice([2000, 8000])},{4096},{g},{milli},,Running,LS,{i},{i + 100},{i}\n")
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,pod_phase,qos,creation_time,"
+                    "deletion_time,scheduled_time\n" + "".join(rows))
+    _, plist, _, capacity = load_inputs(str(nodes), str(pods))
+    gangs = gangs_for(plist, 42, n_gangs=5)
+    assert all(4 <= len(g) <= 16 and {t["labels"]["gang-size"] for t in g} == {str(len(g))} for g in gangs)
+    seq = sequence(plist, capacity, 42, gangs)
+    arrived, seen = 0, 0
+    for item in seq:
+        if isinstance(item, list):
+            seen += 1
+            assert arrived + sum(t["resources"]["gpu_count"] * t["resources"]["gpu_milli"] for t in item) < capacity
+        else:
+            arrived += item["resources"]["gpu_count"] * item["resources"]["gpu_milli"]
+    assert seen == 5
+    out = {arm: run_arm(arm, 42, str(nodes), str(pods), n_gangs=5) for arm in ("blind", "core", "planner")}
+    assert out["core"]["gangs_one_zone"] == out["planner"]["gangs_one_zone"] == out["core"]["gangs_placed"]
+    assert out["core"]["unallocated_gpu_pct"] == pytest.approx(out["planner"]["unallocated_gpu_pct"])
+    assert out["blind"]["gang_tasks"] == out["core"]["gang_tasks"]
