@@ -506,6 +506,10 @@ def plan_gang_detail(state: CellState, requests: Sequence[Request], task_ids: Op
     if placed is not None:
         plan.placements = placed
         plan.placed_by = guide.name
+        if plan.level not in GANG_LEVELS and plan.level != "cell":     # the domains it really uses
+            level = plan.level.rstrip("s")
+            plan.domains = sorted({state.topology.domain_of(state.node_ids[r], level) or "(none)"
+                                   for r, _ in placed})
         if not ok.all():
             plan.normal_only = bool(all(ok[r] for r, _ in placed))
     return plan
