@@ -17,7 +17,7 @@ from suanli.deploy.plane import worker_processes
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer, EventProducer, ensure_topics
-from suanli.streams.telemetry_app import STATS_SECONDS, stats_path
+from suanli.streams.telemetry_app import STATS_SECONDS, stats_path, unpack_row
 from suanli.streams.topics import TopicNames, core_topics
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(300)]
@@ -70,6 +70,12 @@ def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
             await asyncio.sleep(STATS_SECONDS + 1)
             return hot, normal
 
+    async def table_rows() -> dict:
+        """The worker's table as its changelog holds it (keys as JSON strings): node id -> latest row."""
+        changelog = f"{settings.namespace}-telemetry-node-telemetry-changelog"
+        async with EventConsumer(settings.bootstrap_servers, codec, [changelog]) as consumer:
+            return {json.loads(r.key): r.value for r in await consumer.read_until_end(idle_ms=2000)}
+
     with RegistryClient(settings.registry_url) as registry:
         codec = Codec(registry)
         service.start(argv, env=to_env(settings))
@@ -77,6 +83,7 @@ def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
             hot, normal = asyncio.run(scenario())
         finally:
             service.stop()
+        rows = asyncio.run(table_rows())
     assert [(c.payload["node_id"], c.payload["previous"], c.payload["condition"]) for c in hot] == \
         [("hot-1", "NORMAL", "HOT")]
     change = hot[0].payload
@@ -87,5 +94,11 @@ def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
     assert [(c.payload["node_id"], c.payload["previous"], c.payload["condition"]) for c in normal] == \
         [("hot-1", "HOT", "NORMAL")], "the restarted worker lost the HOT state"
     assert "gpu_temp_exit_c" in normal[0].payload["reason"]
+    # The table keeps each node's latest metrics (its producer's bytes) with the evaluator's state.
+    state, latest = unpack_row(rows["hot-1"])
+    kind, payload = codec.decode(latest)
+    assert state.condition == "NORMAL" and kind == "NodeMetrics"
+    assert payload["event_id"] == f"sim/hot-1/metrics/{seq}" and len(payload["extended"]) >= 200
+    assert unpack_row(rows["cool-1"])[0].condition == "NORMAL"
     stats = json.loads(stats_path(settings).read_text())      # the restarted worker's own figures
     assert stats["records"] >= 6 and stats["samples"] >= 6 * 200 and sum(stats["lag_ms"].values()) == stats["records"]
