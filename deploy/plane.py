@@ -71,7 +71,8 @@ def connector_process(settings: Settings, cell: str, nodes_csv: Path, time_scale
     ns = settings.namespace
     marker = _marker(ns)
     argv = [sys.executable, "-X", marker, "-m", "suanli.connectors", "sim", "--nodes", str(nodes_csv),
-            "--cell", cell, "--time-scale", str(time_scale), "--interval", "15", "--log-level", "WARNING"]
+            "--cell", cell, "--time-scale", str(time_scale), "--interval", "15", "--heartbeat", "5",
+            "--log-level", "WARNING"]
     return ServiceProcess("sim", settings.home / "run" / f"{ns}-sim.pid",
                           settings.home / "logs" / f"{ns}-sim.log", marker), argv
 
@@ -222,9 +223,12 @@ class Plane:
 
     def _summary_line(self, view: Any, elapsed: float, total: int) -> str:
         c = view.counts()
+        health = view.health_counts(self.cell)
+        trouble = (f"  nodes suspect {health['SUSPECT']} down {health['DOWN']}  lost {c['lost']}"
+                   if c["lost"] or health["SUSPECT"] or health["DOWN"] else "")
         return (f"[{elapsed:6.1f}s] submitted {c['submitted']}/{total}  placed {c['placed']}  "
                 f"pending {c['pending']}  running {c['running']}  completed {c['completed']}  "
-                f"GPU alloc {view.gpu_allocation_pct():5.1f}%  dead letters {c['dead_lettered']}")
+                f"GPU alloc {view.gpu_allocation_pct():5.1f}%  dead letters {c['dead_lettered']}{trouble}")
 
     async def _final_figures(self, codec: Any, names: Any, task_ids: set[str], start_ms: int) -> dict[str, Any]:
         """Recount from the log (cell log first, then decisions: see projections/reader.py)."""
@@ -243,6 +247,11 @@ class Plane:
             "dead_lettered": view.dead_letters,
             "capacity_violations": len(view.violations),
             "violations": view.violations[:20],
+            # node health (NodeHealthChanged) and the tasks it cost (TaskLost: placed again later)
+            "lost": view.lost,
+            "lost_tasks": sum(1 for t in task_ids if t in view.tasks and view.tasks[t].lost),
+            "stale_statuses": view.stale_statuses,
+            "nodes_health": view.health_counts(self.cell),
         }
 
 

@@ -1,0 +1,168 @@
+"""Node failure on the real stack (issue 13): heartbeats, SUSPECT/DOWN on the cell clock,
+lost tasks placed again elsewhere, and the run replayed byte for byte.
+
+A 2,000-task ``suanli up`` run (its own namespace, the full openb cluster of 1,523 simulated
+nodes) whose workload, once every task is submitted and many run, asks the simulator
+(``suanli sim fault silence`` through the control topic) to silence 20 nodes that run a
+task with at least 20 s to go. Their heartbeats and metrics stop; their tasks keep running
+and report completion when they end, from nodes that are no longer theirs. The test then
+reads the cell's decisions and log from Kafka and checks, as an outside auditor:
+
+- every silenced node, and no other, becomes DOWN, within the down timeout plus one tick of
+  its last heartbeat (the DOWN decision's ``decided_at`` - ``last_heartbeat_at``: both log
+  times); that last heartbeat is the last one the cell log shows from the node;
+- a DOWN node's lost tasks are exactly the tasks it held; each gets a TaskLost, then a
+  TaskPlaced on another node; nothing is placed on a SUSPECT or DOWN node;
+- no task is dropped (every submitted task has a decision) or placed twice at once; a stale
+  copy's completion never releases the task's new placement; ``capacity_violations`` is 0;
+- the cell's log, exported (``suanli export``'s code) up to the last input the scheduler
+  decided, replays IDENTICAL with ``suanli replay DIR --verify``.
+
+The figures (DOWN latency distribution, lost and re-placed tasks, run time) go to
+``<home>/reports/node-failure.json`` (and stdout with ``-s``); ``suanli sim health --cell C``
+prints the same figures for any cell.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+
+import pytest
+
+from suanli.cli import main as suanli_main
+from suanli.cli_sim import control_request, describe_health, health_figures, read_cell
+from suanli.config import load_settings
+from suanli.deploy.plane import Plane, PlaneOptions
+from suanli.replay.driver import drive
+from suanli.replay.export import export_cell
+from suanli.schemas.codec import Codec
+from suanli.schemas.registry import RegistryClient
+from suanli.streams.kafka_io import EventConsumer
+
+pytestmark = [pytest.mark.stack, pytest.mark.timeout(420)]
+
+TASKS, RATE = 2000, 500.0
+TIME_SCALE = 0.01            # openb durations: median 3.7 s of wall time, a quarter over 21 s
+SILENCED, SEED, BUSY_FOR_S = 20, 13, 20.0
+DOWN_AFTER_MS, TICK_MS = 15_000, 1_000     # the default policy's down timeout; the ticker's period
+
+
+async def _wait_for_recovery(settings, cell: str, nodes: set[str], timeout: float) -> dict:
+    """Follow the decisions until every silenced node is DOWN and each task it lost is placed again."""
+    down: dict[str, list[str]] = {}
+    lost: set[str] = set()
+    replaced: set[str] = set()
+    deadline = time.monotonic() + timeout
+    with RegistryClient(settings.registry_url) as registry:
+        async with EventConsumer(settings.bootstrap_servers, Codec(registry), [f"{settings.namespace}.decisions"]) \
+                as consumer:
+            async for batch in consumer.batches(timeout_ms=250):
+                for r in batch:
+                    p = r.payload or {}
+                    if p.get("cell") != cell:
+                        continue
+                    if r.kind == "NodeHealthChanged" and p["status"] == "DOWN":
+                        down[p["node_id"]] = list(p["lost_tasks"])
+                    elif r.kind == "TaskLost":
+                        lost.add(p["task_id"])
+                        replaced.discard(p["task_id"])
+                    elif r.kind == "TaskPlaced" and p["task_id"] in lost:
+                        replaced.add(p["task_id"])
+                if nodes <= set(down) and lost <= replaced:
+                    return {"down": down, "lost": sorted(lost)}
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"after {timeout:.0f}s: DOWN {sorted(down)} of {sorted(nodes)}; "
+                                         f"lost {len(lost)}, placed again {len(replaced)}")
+    raise AssertionError("unreachable")
+
+
+def test_twenty_silenced_nodes_go_down_and_their_tasks_are_placed_again_elsewhere(stack, tmp_path):
+    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
+    fault: dict = {}
+
+    async def workload(publish, send_raw, tasks, names) -> None:
+        await drive(publish, tasks, RATE)
+        await asyncio.sleep(4.0)                       # let the last placements start running
+        reply = await control_request(settings, {"action": "silence", "count": SILENCED, "seed": SEED,
+                                                 "busy_for_s": BUSY_FOR_S, "cell": plane.cell})
+        assert reply["ok"], reply
+        fault.update(reply=reply, silenced_at=time.monotonic())
+        fault["recovery"] = await _wait_for_recovery(settings, plane.cell, set(reply["nodes"]), timeout=75)
+        fault["recovered_s"] = time.monotonic() - fault["silenced_at"]
+        await asyncio.sleep(10.0)                      # stale copies finish meanwhile: their reports must change nothing
+
+    plane = Plane(settings, PlaneOptions(tasks=TASKS, rate=RATE, time_scale=TIME_SCALE, workload=workload,
+                                         exit_when_drained=True, quiet=True, drain_timeout=240),
+                  out=lambda _m: None)
+    began = time.monotonic()
+    plane.start()
+    try:
+        result = asyncio.run(plane.run())
+    finally:
+        plane.stop()
+    run_s = time.monotonic() - began
+
+    silenced = set(fault["reply"]["nodes"])
+    assert len(silenced) == SILENCED
+    busy = {n for n, tasks in fault["reply"]["running"].items() if tasks}
+    assert busy == silenced, "the simulator should have found 20 busy nodes"
+
+    # ---- the run's own figures (the lifecycle view: capacity audit, no task dropped)
+    assert result["submitted"] == TASKS
+    assert result["capacity_violations"] == 0, result["violations"]
+    assert result["dead_lettered"] == 0, result
+    assert result["nodes_health"]["DOWN"] == SILENCED, result["nodes_health"]
+
+    # ---- the log, audited from outside
+    decisions, inputs = asyncio.run(read_cell(settings, plane.cell))
+    f = health_figures(decisions, inputs)
+    decided = {p["task_id"] for k, p in decisions if k in ("TaskPlaced", "TaskPending", "TaskUnschedulable")}
+    submitted = {p["task_id"] for _o, k, p in inputs if k == "TaskSubmitted"}
+    assert len(submitted) == TASKS and submitted <= decided, f"{len(submitted - decided)} tasks never decided"
+    down_nodes = {d["node_id"] for d in f["down"]}
+    assert down_nodes == silenced, {"not down": silenced - down_nodes, "down, not silenced": down_nodes - silenced}
+    lat = f["down_latency_ms"]
+    assert DOWN_AFTER_MS <= lat["min"] and lat["max"] <= DOWN_AFTER_MS + TICK_MS, f["down"]
+    assert f["heartbeat_mismatches"] == [], f["down"]
+    assert f["lost_mismatch"] == [] and f["release_mismatch"] == [] and f["placed_on_unhealthy"] == []
+    assert f["double_placements"] == []
+    assert f["tasks_lost"] >= SILENCED and f["tasks_lost"] == sum(d["lost"] for d in f["down"])
+    assert f["replaced_elsewhere"] == f["tasks_lost"] and f["not_replaced"] == [] and f["replaced_on_same_node"] == 0
+    assert result["lost"] == f["tasks_lost"]
+
+    # ---- export up to the last input the scheduler decided (the connector's shutdown reports
+    # may reach the cell log after the scheduler stopped), replay with the CLI: IDENTICAL
+    last = max(p["provenance"]["input"]["offset"] for _k, p in decisions)
+    meta = asyncio.run(export_cell(settings, plane.cell, tmp_path / "log", to_offset=last + 1, log=lambda _m: None))
+    verdict = tmp_path / "verdict.json"
+    assert suanli_main(["replay", str(tmp_path / "log"), "--verify", "--quiet", "--json", str(verdict)]) == 0
+    replay = json.loads(verdict.read_text())
+    assert replay["identical"] is True, replay
+    kinds: dict[str, int] = {}
+    for k, _p in decisions:
+        kinds[k] = kinds.get(k, 0) + 1
+
+    figures = {
+        "namespace": settings.namespace, "cell": plane.cell,
+        "tasks": TASKS, "time_scale": TIME_SCALE, "silenced": SILENCED,
+        "down_latency_ms": lat, "down_per_node_ms": sorted(d["latency_ms"] for d in f["down"]),
+        "tasks_lost": f["tasks_lost"], "replaced_elsewhere": f["replaced_elsewhere"],
+        "replace_delay_ms": f["replace_delay_ms"], "health_transitions": f["health_transitions"],
+        "suspect_transitions": f["suspect_transitions"], "stale_statuses": f["stale_statuses"],
+        "silence_to_all_replaced_s": round(fault["recovered_s"], 1),
+        "placed": result["placed"], "completed": result["completed"], "pending": result["pending"],
+        "capacity_violations": result["capacity_violations"], "run_s": round(run_s, 1),
+        "plane_seconds": result["seconds"], "replay": {k: replay[k] for k in ("inputs", "recorded", "identical")},
+        "input_kinds": meta["inputs"]["kinds"], "decision_kinds": kinds,
+    }
+    _report("node-failure", figures)
+    print(describe_health(f))
+
+
+def _report(name: str, figures: dict) -> None:
+    out = load_settings().home / "reports"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(figures, indent=2))
+    print(f"{name}: {json.dumps(figures)}")
