@@ -88,7 +88,7 @@ def _task_submitted(s: CellState, e: m.TaskSubmitted) -> None:
         return
     task = m.Task.of(e)
     s.seq += 1
-    s.tasks[e.task_id] = TaskRecord(task, s.seq)
+    s.add_task(TaskRecord(task, s.seq))
     r = task.request
     k = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
     s.class_counts[k] = s.class_counts.get(k, 0) + 1

@@ -204,18 +204,26 @@ class CellState:
         self.touch(row)
 
     def gang_members(self, gang: str) -> list[str]:
-        """Ids of the tasks labelled ``gang=<gang>``, in arrival order (derived, cached)."""
+        """Ids of the tasks labelled ``gang=<gang>``, sorted by id: an order that does not
+        depend on how the state was reached (a restored snapshot holds its tasks in id
+        order). Derived: built once from the tasks, then kept up by :meth:`add_task`."""
         index = self._derived.get("gangs")
-        if index is None or index[0] != len(self.tasks):
-            groups: dict[str, list[str]] = {}
+        if index is None:
+            index = {}
             for tid, t in self.tasks.items():
                 g = t.task.labels.get("gang")
                 if g:
-                    groups.setdefault(g, []).append(tid)
-            for members in groups.values():
-                members.sort(key=lambda tid: self.tasks[tid].seq)
-            index = self._derived["gangs"] = (len(self.tasks), groups)
-        return index[1].get(gang, [])
+                    index.setdefault(g, []).append(tid)
+            self._derived["gangs"] = index
+        return sorted(index.get(gang, []))
+
+    def add_task(self, record: TaskRecord) -> None:
+        """A newly submitted task."""
+        self.tasks[record.task.task_id] = record
+        g = record.task.labels.get("gang")
+        index = self._derived.get("gangs")
+        if g and index is not None:
+            index.setdefault(g, []).append(record.task.task_id)
 
     def holding(self, node_id: str) -> list[str]:
         """Ids of the tasks holding resources on ``node_id``, in arrival order."""
