@@ -65,7 +65,7 @@ from suanli.processors.telemetry import DEFAULTS, NodeTelemetry, TelemetryArgs, 
 from suanli.schemas.codec import Codec, split_frame
 from suanli.schemas.models import validate_event
 from suanli.schemas.registry import RegistryClient
-from suanli.streams.app import BATCH, BATCH_WITHIN, _produce_all, _raw, make_app
+from suanli.streams.app import BATCH_WITHIN, _produce_all, _raw, make_app
 from suanli.streams.records import OutRecord
 from suanli.streams.topics import TopicNames
 
@@ -75,6 +75,8 @@ STATS_SECONDS = 2.0
 LAG_BUCKET_MS = 10
 TYPED_SCALARS = 7          # cpu_util, memory_used_mib, load1, disk_iops, net_rx_mbps, net_tx_mbps, power_w
 POLICY_WAIT_S = 10.0       # how long the first batch waits for the policies already on the log
+TELEMETRY_BATCH = 250      # events per micro-batch: a sample's lag counts to the end of its batch, and a batch
+                           # with no condition change costs nothing to close, so small batches are cheap
 
 
 ROW_MAGIC = b"T1"
@@ -235,7 +237,7 @@ def build_telemetry(settings: Settings) -> faust.App:
             await asyncio.wait_for(policies.ready.wait(), POLICY_WAIT_S)
         except asyncio.TimeoutError:
             log.warning("telemetry: policies not read within %.0f s; default thresholds meanwhile", POLICY_WAIT_S)
-        async for events in stream.take_events(BATCH, within=BATCH_WITHIN):
+        async for events in stream.take_events(TELEMETRY_BATCH, within=BATCH_WITHIN):
             outputs: list[OutRecord] = []
             done: list[tuple[int, int]] = []
             for event in events:
