@@ -9,8 +9,8 @@ interface                adapter returns / does                      runner turn
 ``discover()``           NodeRegistered payloads                     raw.nodes, key node_id
 ``heartbeats(at, seq)``  optional: ``[(kind, payload)]`` heartbeats  raw.nodes, every 5 s
                          (default: one per discovered node)
-``metrics(at, seq)``     optional: metrics (default: ``monitor()``   raw.nodes, every 15 s
-                         without its heartbeats)
+``metrics(at, seq,``     optional: metrics of one part of the nodes  raw.nodes, each part every
+``part, parts)``         (default: ``monitor()`` without heartbeats) 15 s, parts spread over it
 ``monitor(at, seq)``     ``[(kind, payload)]`` heartbeats + metrics  (what the two above default to)
 ``admit(command)``       ``None`` (accept) or the reason to refuse   DispatchAck on raw.status
 ``execute(cmd, rep)``    runs it, reporting through ``rep``          TaskStatusChanged on raw.status
@@ -22,7 +22,12 @@ interface                adapter returns / does                      runner turn
 reaches this node"; the scheduler's core judges node health from them on the cell clock
 (SUSPECT after 10 s without one, DOWN after 15 s), so they go every ``heartbeat_interval_s``
 (5 s). Metrics are heavier (hundreds of series per node) and go every
-``monitor_interval_s`` (15 s). Either period at ``None`` or 0 turns that loop off.
+``monitor_interval_s`` (15 s). Either period at ``None`` or 0 turns that loop off. An
+adapter with ``metric_parts = P > 1`` has its nodes sampled in P parts, one every
+``monitor_interval_s / P``, as Prometheus spreads its scrapes over the interval: every node
+is still sampled once per period, but the raw nodes topic carries a steady stream instead
+of one burst (1,523 simulated nodes x ~380 series = ~21 MB) that every heartbeat sent behind
+it has to wait for in the intake worker.
 
 **Stop commands.** The scheduler writes a ``StopCommand`` onto the same dispatch topic when a
 node that is no longer a task's node reports it running (a stale copy on a node that was
@@ -114,9 +119,14 @@ class Monitoring(ABC):
         (the simulator's silenced nodes) or to send only the nodes really reached."""
         return None
 
-    def metrics(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
-        """The metrics alone, every metrics period; by default ``monitor()`` without its
-        heartbeats (which have their own, shorter period)."""
+    #: how many parts ``metrics`` splits the nodes into (sampled one after the other, spread
+    #: over the metrics period); 1: every node at once
+    metric_parts: int = 1
+
+    def metrics(self, at: int, seq: int, part: int = 0, parts: int = 1) -> list[tuple[str, dict[str, Any]]]:
+        """The metrics alone, of the nodes in ``part`` of ``parts`` (a stable split; ``parts``
+        is ``metric_parts``); by default ``monitor()`` without its heartbeats (which have
+        their own, shorter period)."""
         return [(kind, payload) for kind, payload in self.monitor(at, seq) if kind != "NodeHeartbeat"]
 
 
@@ -192,7 +202,8 @@ class TaskReporter:
     """What an adapter calls to report one dispatch's progress.
 
     Idempotent: a status is reported at most once, and nothing after a terminal status, so
-    an adapter (or the runner's safety nets) can never emit contradictory outcomes.
+    an adapter (or the runner's safety nets) can never emit contradictory outcomes. The one
+    repeat is :meth:`resync`: a node reconnecting states again what it runs.
     """
 
     def __init__(self, command: dict[str, Any], clock: Callable[[], int],
@@ -201,6 +212,7 @@ class TaskReporter:
         self._clock = clock
         self._emit = emit
         self.reported: list[str] = []
+        self.resyncs = 0
 
     @property
     def outcome(self) -> str | None:
@@ -215,6 +227,20 @@ class TaskReporter:
 
     async def failed(self, exit_code: int | None, message: str, usage: dict[str, Any] | None = None) -> None:
         await self._report("FAILED", exit_code=exit_code, message=message, usage=usage)
+
+    async def resync(self, message: str = "") -> bool:
+        """Report the current (non-terminal) status again, as an agent that reconnects re-states
+        what it runs; event id ``{dispatch_id}:{status}-resync{n}``, a new fact. If that copy is
+        stale (its node was DOWN and the task went elsewhere), the scheduler answers with a
+        StopCommand. False when there is nothing to re-state (not started, or ended)."""
+        if not self.reported or self.outcome is not None:
+            return False
+        self.resyncs += 1
+        status = self.reported[-1]
+        payload = status_event(self.command, status, self._clock(), message=message)
+        payload["event_id"] = f"{self.command['dispatch_id']}:{status.lower()}-resync{self.resyncs}"
+        await self._emit(payload)
+        return True
 
     async def _report(self, status: str, **fields: Any) -> None:
         if status in self.reported or self.outcome is not None:
@@ -415,13 +441,26 @@ class ConnectorRunner:
         await asyncio.gather(*futures)
 
     async def _monitor_loop(self) -> None:
-        """Metrics every ``monitor_interval_s``; with heartbeats on their own loop, without them."""
-        def sample(at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
-            if self.heartbeat_interval_s:
-                return self.adapter.metrics(at, seq)
-            return self.adapter.monitor(at, seq)       # heartbeats off: the old combined sample
+        """Metrics every ``monitor_interval_s`` (in ``metric_parts`` parts spread over it); with
+        heartbeats on their own loop, without them."""
+        if not self.heartbeat_interval_s:               # heartbeats off: the old combined sample
+            await self._periodic(self.monitor_interval_s, self.adapter.monitor, "monitor")
+            return
+        parts = max(1, int(getattr(self.adapter, "metric_parts", 1) or 1)) if self.monitor_interval_s else 1
+        if parts == 1:
+            await self._periodic(self.monitor_interval_s, self.adapter.metrics, "monitor")
+            return
+        assert self.monitor_interval_s
+        step_ms = max(1, int(self.monitor_interval_s * 1000 / parts))
+        seqs, turn = [-1] * parts, [0]
 
-        await self._periodic(self.monitor_interval_s, sample, "monitor")
+        def sample(at: int, _tick: int) -> list[tuple[str, dict[str, Any]]]:
+            part = turn[0] % parts                       # in turn: a late step delays a part, never skips it
+            turn[0] += 1
+            seqs[part] = max(at // (step_ms * parts), seqs[part] + 1)   # per part: +1 every period
+            return self.adapter.metrics(at, seqs[part], part, parts)
+
+        await self._periodic(step_ms / 1000, sample, "monitor")
 
     async def _heartbeat_loop(self) -> None:
         def beat(at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:

@@ -14,7 +14,10 @@ A dispatched task "runs" for ``duration_estimate_ms * time_scale`` seconds of wa
 seeded). Reported usage is in *simulated* time: what the task would have used unscaled.
 
 **Heartbeats and metrics.** Every node heartbeats every 5 s (the runner's heartbeat period)
-and reports its metrics every 15 s (``_metrics``, see ``sim_telemetry.py``).
+and reports its metrics every 15 s (``_metrics``, see ``sim_telemetry.py``), in
+``metric_parts`` (15) parts of the nodes (by a hash of the node id) spread over the period,
+as Prometheus spreads its scrapes: about 100 nodes' metrics a second rather than all 1,523
+at once.
 
 **Stop.** A StopCommand for a task on a node ends that simulated run at once: it reports
 FAILED (no exit code) "stopped by the scheduler: <reason>" after the time it ran, with the
@@ -25,7 +28,10 @@ status from a node that is not the task's, so this FAILED never touches the new 
 **Faults: silencing nodes.** :meth:`SimulatedCluster.silence` (from ``suanli sim fault
 silence`` through the control topic, see :meth:`control`) makes chosen nodes stop sending
 heartbeats and metrics, as if the network between them and the control plane were cut;
-:meth:`restore` makes them talk again (the scheduler then brings them back READY). A
+:meth:`restore` makes them talk again (the scheduler then brings them back READY), and a
+restored node re-states what it runs, as an agent reconnecting would: each of its tasks
+reports RUNNING again (:meth:`TaskReporter.resync`, a new event id), so the scheduler can
+stop the copies it has placed elsewhere meanwhile (StopCommand, see Stop above). A
 silenced node is otherwise unchanged: the tasks running on it keep running and report
 their completion as usual, and it accepts and runs what is dispatched to it (the scheduler
 stops placing on it after the suspect timeout). So the scheduler sees what a real partition
@@ -145,6 +151,8 @@ class SimulatedCluster(Adapter):
         self.silenced: set[str] = set()                            # nodes whose heartbeats/metrics stop
         self._ends: dict[str, float] = {}                          # dispatch_id -> monotonic end of its run
         self._stops: dict[str, tuple[asyncio.Event, list[str]]] = {}  # dispatch_id -> (stop now, [reason])
+        self._reporters: dict[str, TaskReporter] = {}              # dispatch_id -> its reporter, while it runs
+        self._resyncing: set[asyncio.Task] = set()                 # re-statements after a restore
 
     # -- discover ----------------------------------------------------------------------------
     def discover(self) -> list[dict[str, Any]]:
@@ -166,9 +174,12 @@ class SimulatedCluster(Adapter):
         return [heartbeat_event(self.name, node, seq, at) for node_id, node in self.nodes.items()
                 if node_id not in self.silenced]
 
-    def metrics(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+    metric_parts = 15
+
+    def metrics(self, at: int, seq: int, part: int = 0, parts: int = 1) -> list[tuple[str, dict[str, Any]]]:
         return [("NodeMetrics", self._metrics(node, at, seq, f"{self.name}/{node_id}/metrics/{seq}"))
-                for node_id, node in self.nodes.items() if node_id not in self.silenced]
+                for node_id, node in self.nodes.items()
+                if node_id not in self.silenced and (parts == 1 or _bucket(node_id) % parts == part)]
 
     # -- faults ------------------------------------------------------------------------------
     def silence(self, nodes: list[str] | None = None, *, count: int = 0, seed: int = 0,
@@ -199,10 +210,26 @@ class SimulatedCluster(Adapter):
         return chosen
 
     def restore(self, nodes: list[str] | None = None) -> list[str]:
-        """Let ``nodes`` (default: every silenced node) heartbeat again; returns those restored."""
+        """Let ``nodes`` (default: every silenced node) heartbeat again, and have each re-state
+        the tasks it runs (RUNNING again, when called on the event loop); returns those restored."""
         back = sorted(self.silenced if not nodes else self.silenced & set(nodes))
         self.silenced.difference_update(back)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return back                                  # no loop: nothing runs, nothing to re-state
+        for node_id in back:
+            for dispatch_id in sorted(self.running.get(node_id, {})):
+                reporter = self._reporters.get(dispatch_id)
+                if reporter is not None:
+                    task = loop.create_task(reporter.resync(f"node {node_id} reconnected; still running"))
+                    self._resyncing.add(task)
+                    task.add_done_callback(self._resyncing.discard)
         return back
+
+    async def aclose(self) -> None:
+        if self._resyncing:
+            await asyncio.gather(*self._resyncing, return_exceptions=True)
 
     def control(self, request: dict[str, Any]) -> dict[str, Any]:
         """``{"action": "silence", "nodes": [...] | "count": N, "seed": S, "busy_for_s": T}``,
@@ -249,6 +276,7 @@ class SimulatedCluster(Adapter):
         simulated_ms = self.default_duration_ms if duration_ms is None else duration_ms
         wall_s = scaled_duration_s(duration_ms, self.time_scale, self.default_duration_ms)
         stop, reasons = self._stops[dispatch_id] = (asyncio.Event(), [])   # stoppable from here on
+        self._reporters[dispatch_id] = report
         self.running.setdefault(node_id, {})[dispatch_id] = command
         started = time.monotonic()
         self._ends[dispatch_id] = started + wall_s
@@ -260,6 +288,7 @@ class SimulatedCluster(Adapter):
             self.running[node_id].pop(dispatch_id, None)
             self._ends.pop(dispatch_id, None)
             self._stops.pop(dispatch_id, None)
+            self._reporters.pop(dispatch_id, None)
         if stop.is_set():
             ran_s = time.monotonic() - started
             ran_ms = int(ran_s / self.time_scale) if self.time_scale else 0

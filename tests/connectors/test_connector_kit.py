@@ -160,3 +160,55 @@ def test_control_requests_are_answered_refused_or_skipped():
     assert runner._answer(b"not json") is None
     assert runner._answer(json.dumps(reply).encode()) is None          # its own replies are not requests
     assert runner.stats.control_requests == 3
+
+
+def test_metric_parts_are_sampled_in_turn_spread_over_the_period():
+    class Parts(_Sleepy):
+        metric_parts = 3
+
+        def metrics(self, at, seq, part=0, parts=1):
+            return [("NodeMetrics", {"node_id": f"n{part}", "part": part, "parts": parts, "seq": seq, "at": at})]
+
+    runner, _ = _runner(Parts())
+    runner.monitor_interval_s = 0.3
+    sent: list[dict] = []
+
+    async def send_all(topic, events):
+        sent.extend(p for _k, p in events)
+
+    runner._send_all = send_all
+
+    async def scenario():
+        loop = asyncio.create_task(runner._monitor_loop())
+        await asyncio.sleep(0.65)
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert len(sent) >= 6 and [p["part"] for p in sent] == [i % 3 for i in range(len(sent))]
+    assert {p["parts"] for p in sent} == {3}
+    for part in range(3):
+        seqs = [p["seq"] for p in sent if p["part"] == part]
+        assert all(a < b <= a + 2 for a, b in zip(seqs, seqs[1:])), seqs      # about +1 per period, per part
+    gaps = [b["at"] - a["at"] for a, b in zip(sent, sent[1:])]
+    assert all(60 <= g <= 200 for g in gaps), gaps                             # one part every 0.1 s
+
+
+def test_a_resync_restates_the_running_status_under_a_new_event_id():
+    sent: list[dict] = []
+
+    async def emit(payload: dict) -> None:
+        sent.append(payload)
+
+    async def scenario():
+        reporter = TaskReporter(COMMAND, lambda: 1000, emit)
+        assert not await reporter.resync()                  # nothing reported yet
+        await reporter.running()
+        assert await reporter.resync("back") and await reporter.resync()
+        await reporter.completed()
+        assert not await reporter.resync()                  # ended: nothing to re-state
+
+    asyncio.run(scenario())
+    assert [p["event_id"] for p in sent] == ["cell1/42:running", "cell1/42:running-resync1",
+                                            "cell1/42:running-resync2", "cell1/42:completed"]
+    assert all(fits("TaskStatusChanged", p) for p in sent)

@@ -223,3 +223,44 @@ def test_a_stop_ends_the_simulated_run_as_failed_and_nothing_more():
     assert failed["exit_code"] is None and failed["event_id"] == "d-stale:failed"
     assert failed["message"].startswith("stopped by the scheduler: stale copy: the task is placed on n2 (after ")
     assert 0 < failed["usage"]["wall_ms"] < 60_000_000 and not sim.running[node] and not sim._stops
+
+
+def test_metrics_come_in_fifteen_stable_parts_that_cover_every_node_once():
+    sim = SimulatedCluster(DEFAULT_NODES, cell="openb")
+    assert sim.metric_parts == 15
+    parts = [[p["node_id"] for _, p in sim.metrics(1_000 + i, 3, i, 15)] for i in range(15)]
+    ids = [n for part in parts for n in part]
+    assert sorted(ids) == sorted(sim.nodes) and len(set(ids)) == 1523
+    assert all(60 <= len(part) <= 150 for part in parts)                 # about 100 nodes a part
+    assert [p["node_id"] for _, p in sim.metrics(9_999, 4, 2, 15)] == parts[2]   # the same split every time
+    assert len(sim.metrics(1, 1)) == 1523                                 # parts=1: every node
+
+
+def test_a_restored_node_restates_what_it_runs():
+    sim = SimulatedCluster(DEFAULT_NODES, cell="openb", time_scale=0.001)
+    node, other = sorted(sim.nodes)[:2]
+
+    async def scenario():
+        out: list[dict] = []
+
+        async def emit(payload: dict) -> None:
+            out.append(payload)
+
+        commands = [_command("back", node, duration_ms=60_000_000), _command("there", other, duration_ms=60_000_000)]
+        runs = [asyncio.create_task(sim.execute(c, TaskReporter(c, sim.now_ms, emit))) for c in commands]
+        await asyncio.sleep(0.05)
+        sim.silence([node, other])
+        assert sim.control({"action": "restore", "nodes": [node]})["nodes"] == [node]
+        await asyncio.sleep(0.05)
+        for c in commands:
+            await sim.stop(c["task_id"], c["node_id"], "end of the test")
+        await asyncio.gather(*runs)
+        await sim.aclose()
+        return out
+
+    out = asyncio.run(scenario())
+    trail = [(e["task_id"], e["event_id"], e["status"]) for e in out]
+    assert ("back", "d-back:running-resync1", "RUNNING") in trail
+    assert not any("resync" in eid for t, eid, _ in trail if t == "there")     # still silenced: says nothing new
+    resync = next(e for e in out if e["event_id"] == "d-back:running-resync1")
+    assert fits("TaskStatusChanged", resync) and "reconnected" in resync["message"]
