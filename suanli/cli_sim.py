@@ -192,10 +192,15 @@ def health_figures(decisions: Iterable[tuple[str, dict[str, Any]]],
     if inputs is not None:
         beats: dict[str, list[tuple[int, int]]] = {}
         stale: dict[str, int] = {}
+        tick, behind = None, []      # how far each heartbeat's time is behind the last tick before it
         lost_nodes = {(t, lp["node_id"]): lp["provenance"]["input"]["offset"] for t, lps in lost_at.items() for lp in lps}
         for offset, kind, p in inputs:
-            if kind == "NodeHeartbeat":
+            if kind == "CellTick":
+                tick = p["at"]
+            elif kind == "NodeHeartbeat":
                 beats.setdefault(p["node_id"], []).append((offset, p["at"]))
+                if tick is not None:
+                    behind.append(tick - p["at"])
             elif kind == "TaskStatusChanged":
                 at = lost_nodes.get((p["task_id"], p.get("node_id")))
                 if at is not None and offset > at:
@@ -207,7 +212,7 @@ def health_figures(decisions: Iterable[tuple[str, dict[str, Any]]],
             d["log_last_heartbeat_at"] = last
             if last != d["last_heartbeat_at"]:
                 mismatches.append(d["node_id"])
-        out.update(heartbeat_mismatches=mismatches, stale_statuses=stale)
+        out.update(heartbeat_mismatches=mismatches, stale_statuses=stale, heartbeat_behind_tick_ms=_dist(behind))
     return out
 
 
@@ -251,6 +256,10 @@ def describe_health(f: dict[str, Any]) -> str:
     if "stale_statuses" in f:
         lines.append(f"statuses from nodes that had lost the task: {json.dumps(f['stale_statuses'], sort_keys=True)}; "
                      f"DOWN decisions whose last heartbeat differs from the log: {len(f['heartbeat_mismatches'])}")
+        b = f["heartbeat_behind_tick_ms"]
+        if b["count"]:
+            lines.append(f"heartbeats reaching the cell log after a tick, behind it by: p50 {b['p50']} / "
+                         f"p90 {b['p90']} / max {b['max']} ms (past 5 s, healthy nodes turn SUSPECT)")
     return "\n".join(lines)
 
 

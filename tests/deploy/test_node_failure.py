@@ -15,6 +15,9 @@ reads the cell's decisions and log from Kafka and checks, as an outside auditor:
   TaskPlaced on another node; nothing is placed on a SUSPECT or DOWN node;
 - no task is dropped (every submitted task has a decision) or placed twice at once; a stale
   copy's completion never releases the task's new placement; ``capacity_violations`` is 0;
+- then the 20 nodes are restored: each comes back READY, re-states the tasks it still runs
+  (RUNNING again), and the scheduler answers every such stale copy of a live task with a
+  StopCommand, which the simulator obeys (FAILED "stopped by the scheduler");
 - the cell's log, exported (``suanli export``'s code) up to the last input the scheduler
   decided, replays IDENTICAL with ``suanli replay DIR --verify``.
 
@@ -49,9 +52,11 @@ SILENCED, SEED, BUSY_FOR_S = 20, 13, 20.0
 DOWN_AFTER_MS, TICK_MS = 15_000, 1_000     # the default policy's down timeout; the ticker's period
 
 
-async def _wait_for_recovery(settings, cell: str, nodes: set[str], timeout: float) -> dict:
-    """Follow the decisions until every silenced node is DOWN and each task it lost is placed again."""
+async def _wait_for_recovery(settings, cell: str, nodes: set[str], timeout: float, status: str = "DOWN") -> dict:
+    """Follow the decisions until every silenced node is DOWN and each task it lost is placed
+    again (``status="READY"``: until every one of ``nodes`` is READY again after being DOWN)."""
     down: dict[str, list[str]] = {}
+    ready: set[str] = set()
     lost: set[str] = set()
     replaced: set[str] = set()
     deadline = time.monotonic() + timeout
@@ -65,16 +70,20 @@ async def _wait_for_recovery(settings, cell: str, nodes: set[str], timeout: floa
                         continue
                     if r.kind == "NodeHealthChanged" and p["status"] == "DOWN":
                         down[p["node_id"]] = list(p["lost_tasks"])
+                    elif r.kind == "NodeHealthChanged" and p["status"] == "READY" and p["node_id"] in down:
+                        ready.add(p["node_id"])
                     elif r.kind == "TaskLost":
                         lost.add(p["task_id"])
                         replaced.discard(p["task_id"])
                     elif r.kind == "TaskPlaced" and p["task_id"] in lost:
                         replaced.add(p["task_id"])
-                if nodes <= set(down) and lost <= replaced:
+                if status == "DOWN" and nodes <= set(down) and lost <= replaced:
                     return {"down": down, "lost": sorted(lost)}
+                if status == "READY" and nodes <= ready:
+                    return {"ready": sorted(ready)}
                 if time.monotonic() > deadline:
                     raise AssertionError(f"after {timeout:.0f}s: DOWN {sorted(down)} of {sorted(nodes)}; "
-                                         f"lost {len(lost)}, placed again {len(replaced)}")
+                                         f"lost {len(lost)}, placed again {len(replaced)}, READY again {sorted(ready)}")
     raise AssertionError("unreachable")
 
 
@@ -91,7 +100,13 @@ def test_twenty_silenced_nodes_go_down_and_their_tasks_are_placed_again_elsewher
         fault.update(reply=reply, silenced_at=time.monotonic())
         fault["recovery"] = await _wait_for_recovery(settings, plane.cell, set(reply["nodes"]), timeout=75)
         fault["recovered_s"] = time.monotonic() - fault["silenced_at"]
-        await asyncio.sleep(10.0)                      # stale copies finish meanwhile: their reports must change nothing
+        await asyncio.sleep(6.0)                       # stale copies finish meanwhile: their reports must change nothing
+        restored = await control_request(settings, {"action": "restore", "cell": plane.cell})
+        assert restored["ok"] and sorted(restored["nodes"]) == sorted(reply["nodes"]), restored
+        restored_at = time.monotonic()
+        await _wait_for_recovery(settings, plane.cell, set(reply["nodes"]), timeout=30, status="READY")
+        fault["ready_again_s"] = time.monotonic() - restored_at
+        await asyncio.sleep(4.0)                       # the re-stated copies are stopped meanwhile
 
     plane = Plane(settings, PlaneOptions(tasks=TASKS, rate=RATE, time_scale=TIME_SCALE, workload=workload,
                                          exit_when_drained=True, quiet=True, drain_timeout=240),
@@ -113,7 +128,7 @@ def test_twenty_silenced_nodes_go_down_and_their_tasks_are_placed_again_elsewher
     assert result["submitted"] == TASKS
     assert result["capacity_violations"] == 0, result["violations"]
     assert result["dead_lettered"] == 0, result
-    assert result["nodes_health"]["DOWN"] == SILENCED, result["nodes_health"]
+    assert result["nodes_health"] == {"READY": 1523, "SUSPECT": 0, "DOWN": 0}, result["nodes_health"]  # restored
 
     # ---- the log, audited from outside
     decisions, inputs = asyncio.run(read_cell(settings, plane.cell))
@@ -131,6 +146,29 @@ def test_twenty_silenced_nodes_go_down_and_their_tasks_are_placed_again_elsewher
     assert f["tasks_lost"] >= SILENCED and f["tasks_lost"] == sum(d["lost"] for d in f["down"])
     assert f["replaced_elsewhere"] == f["tasks_lost"] and f["not_replaced"] == [] and f["replaced_on_same_node"] == 0
     assert result["lost"] == f["tasks_lost"]
+
+    # ---- the restored nodes: READY again; each re-stated copy of a live task stopped
+    ready_again = {p["node_id"] for k, p in decisions if k == "NodeHealthChanged" and p["status"] == "READY"
+                   and p["previous"] == "DOWN"}
+    assert ready_again == silenced
+    released_at: dict[str, int] = {}
+    for k, p in decisions:
+        if k == "TaskReleased":
+            released_at.setdefault(p["task_id"], p["provenance"]["input"]["offset"])
+    resyncs = [(o, p) for o, k, p in inputs if k == "TaskStatusChanged" and "-resync" in p["event_id"]]
+    assert resyncs and {p["node_id"] for _o, p in resyncs} <= silenced
+    live = {(p["task_id"], p["node_id"]): o for o, p in resyncs if released_at.get(p["task_id"], 1 << 62) > o}
+    stops = asyncio.run(_stop_commands(settings, plane.cell))
+    assert sorted((p["task_id"], p["node_id"]) for p in stops) == sorted(live), "one StopCommand per live stale copy"
+    assert all(p["event_id"] == f"{plane.cell}/{settings.namespace}.cells/{partition}/{live[p['task_id'], p['node_id']]}/stop"
+               for p in stops for partition in [_partition(decisions)])
+    stopped = {(p["task_id"], p["node_id"]) for _o, k, p in inputs if k == "TaskStatusChanged"
+               and p["status"] == "FAILED" and p["message"].startswith("stopped by the scheduler: stale copy")}
+    finished = {(p["task_id"], p["node_id"]) for _o, k, p in inputs if k == "TaskStatusChanged"
+                and p["status"] == "COMPLETED"}
+    assert set(live) <= stopped | finished, set(live) - stopped - finished
+    f_after = health_figures(decisions, inputs)                 # nothing of that touched a placement
+    assert f_after["release_mismatch"] == [] and f_after["double_placements"] == []
 
     # ---- export up to the last input the scheduler decided (the connector's shutdown reports
     # may reach the cell log after the scheduler stopped), replay with the CLI: IDENTICAL
@@ -151,7 +189,13 @@ def test_twenty_silenced_nodes_go_down_and_their_tasks_are_placed_again_elsewher
         "tasks_lost": f["tasks_lost"], "replaced_elsewhere": f["replaced_elsewhere"],
         "replace_delay_ms": f["replace_delay_ms"], "health_transitions": f["health_transitions"],
         "suspect_transitions": f["suspect_transitions"], "stale_statuses": f["stale_statuses"],
+        "healthy_nodes_suspected": len({p["node_id"] for k, p in decisions if k == "NodeHealthChanged"
+                                        and p["status"] == "SUSPECT" and p["node_id"] not in silenced}),
+        "heartbeat_behind_tick_ms": f["heartbeat_behind_tick_ms"],
         "silence_to_all_replaced_s": round(fault["recovered_s"], 1),
+        "restore_to_all_ready_s": round(fault["ready_again_s"], 1), "ready_again": len(ready_again),
+        "restated_copies": len(resyncs), "stop_commands": len(stops), "stopped_copies": len(set(live) & stopped),
+        "restated_copies_of_finished_tasks": len(resyncs) - len(live),
         "placed": result["placed"], "completed": result["completed"], "pending": result["pending"],
         "capacity_violations": result["capacity_violations"], "run_s": round(run_s, 1),
         "plane_seconds": result["seconds"], "replay": {k: replay[k] for k in ("inputs", "recorded", "identical")},
@@ -159,6 +203,19 @@ def test_twenty_silenced_nodes_go_down_and_their_tasks_are_placed_again_elsewher
     }
     _report("node-failure", figures)
     print(describe_health(f))
+
+
+async def _stop_commands(settings, cell: str) -> list[dict]:
+    with RegistryClient(settings.registry_url) as registry:
+        async with EventConsumer(settings.bootstrap_servers, Codec(registry),
+                                 [f"{settings.namespace}.dispatch.sim"]) as consumer:
+            stops = {r.payload["event_id"]: r.payload for r in await consumer.read_until_end(idle_ms=1500)
+                     if r.kind == "StopCommand" and r.payload["cell"] == cell}     # redelivered: once
+            return list(stops.values())
+
+
+def _partition(decisions) -> int:
+    return next(p["provenance"]["input"]["partition"] for _k, p in decisions)
 
 
 def _report(name: str, figures: dict) -> None:
