@@ -131,7 +131,9 @@ def test_sim_runner_registers_dispatches_deduplicates_and_survives_garbage(stack
     assert (s.accepted, s.refused, s.duplicates, s.foreign, s.bad_records, s.completed) == (4, 1, 1, 1, 3, 4)
 
 
-def test_sim_runner_stops_a_stale_copy_and_silences_and_restores_nodes_on_request(stack, codec, tmp_path, topics):
+def test_sim_runner_stops_a_stale_copy_and_silences_and_restores_nodes_on_request(stack, codec, tmp_path, topics,
+                                                                                  capsys):
+    from suanli.cli import main as suanli_main
     from suanli.cli_sim import control_request
 
     name = _unique()
@@ -166,10 +168,21 @@ def test_sim_runner_stops_a_stale_copy_and_silences_and_restores_nodes_on_reques
             restored = await control_request(stack, {"action": "restore"}, connector=name)
             await tail.until(lambda rs: len(beats(rs, quiet, restored["at"])) >= 2 and metrics(rs, quiet, restored["at"]))
             status = await control_request(stack, {"action": "status"}, connector=name)
+            cli = ["--connector", name, "--namespace", stack.namespace]
+            codes = [await asyncio.to_thread(suanli_main, ["sim", "fault", *args, *cli]) for args in
+                     (["silence", "--nodes", "1", "--seed", "4"], ["restore"], ["status", "--cell", "nope"])]
+            # restored, the busy node re-states its task
+            await tail.until(lambda rs: status_trail(rs, other["task_id"]) == ["ack", "RUNNING", "RUNNING"])
         assert_no_tasks_left()
+        assert codes == [0, 0, 2]
         return tail.records, wrong, silenced, restored, status
 
     records, wrong, silenced, restored, status = asyncio.run(scenario())
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"silenced 1 node(s) of connector {name} (cell {name}): {name}-") and \
+        out[0].endswith("(1 running); silenced now: 1")                 # the busy node: the other task runs
+    assert out[1].startswith(f"restored 1 node(s) of connector {name}") and out[1].endswith("silenced now: 0")
+    assert "refused" in out[2] and "serves cell" in out[2]
     assert not wrong["ok"] and "serves cell" in wrong["error"]
     assert silenced["ok"] and silenced["nodes"] == [quiet] and silenced["running"] == {quiet: [stale["task_id"]]}
     cut, back = silenced["at"], restored["at"]
@@ -181,9 +194,11 @@ def test_sim_runner_stops_a_stale_copy_and_silences_and_restores_nodes_on_reques
                   and r.payload["task_id"] == stale["task_id"])
     assert failed["message"].startswith("stopped by the scheduler: stale copy: the task is placed on elsewhere-1")
     assert status_trail(records, stale["task_id"]) == ["ack", "RUNNING", "FAILED"]
-    assert status_trail(records, other["task_id"]) == ["ack", "RUNNING"]   # untouched by the stop
+    restated = [r.payload for r in records if r.kind == "TaskStatusChanged" and r.payload["task_id"] == other["task_id"]]
+    assert [p["event_id"] for p in restated] == [f"{other['dispatch_id']}:running",
+                                                 f"{other['dispatch_id']}:running-resync1"]   # untouched by the stop
     s = runner.stats
-    assert (s.stops, s.stops_unmatched, s.bad_records, s.control_requests) == (1, 0, 0, 4)
+    assert (s.stops, s.stops_unmatched, s.bad_records, s.control_requests) == (1, 0, 0, 7)
 
 
 def test_local_runner_runs_real_processes_and_stops_them_on_shutdown(stack, codec, topics):
