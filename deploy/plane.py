@@ -1,7 +1,7 @@
 """``suanli up``: the whole control plane on this machine.
 
-Starts (and on exit stops, by pid) the embedded stack if it is not running, the two Faust
-workers (intake, scheduler), the simulated cluster connector built from the openb node
+Starts (and on exit stops, by pid) the embedded stack if it is not running, the three Faust
+workers (intake with the ticker, scheduler, telemetry), the simulated cluster connector built from the openb node
 list, and a workload driver that replays openb tasks. While it runs it prints a live
 summary from the log; headless (``--exit-when-drained``) it stops once every submitted
 task has a decision and writes the figures as JSON.

@@ -442,7 +442,8 @@ class _Decider:
         node = s.nodes.get(e.node_id)
         if node is None:
             return
-        where = f"placed on {t.node}" if t.node else f"queued ({t.status})"
+        where = (f"placed on {t.node}" if t.status in HOLDING else
+                 f"{t.status.lower()} on {t.node}" if t.node else f"queued ({t.status})")
         self.outs.append(m.StopCommand(event_id=f"{s.cell}/{self.pos[0]}/{self.pos[1]}/{self.pos[2]}/stop",
                                        task_id=e.task_id, cell=s.cell, node_id=e.node_id,
                                        connector=node.connector or "sim",
@@ -507,8 +508,12 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
 
     if isinstance(event, m.TaskStatusChanged):
         t = state.tasks.get(event.task_id)
-        if t is None or t.status in TERMINAL:
+        if t is None:
             return state, []
+        if t.status in TERMINAL:
+            if event.node_id and event.node_id != t.node and event.status in ("DISPATCHED", "RUNNING"):
+                d.stop_stale(event, t)       # a stale copy of a task that has finished elsewhere
+            return state, d.outs
         if event.node_id and (t.node != event.node_id if t.node is not None
                               else event.status in ("DISPATCHED", "RUNNING")):
             # a stale copy (its node was DOWN and the task went elsewhere): never let it

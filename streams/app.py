@@ -93,6 +93,10 @@ def build_intake(settings: Settings) -> faust.App:
     raw = app.topic(*topics.raw, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 
     cells: set[str] = set()          # cells this worker has forwarded inputs to: the ones it ticks
+    # A tick stamps the wall clock, so it must not overtake inputs still queued in the raw
+    # topics (heartbeats behind a burst would look late and healthy nodes SUSPECT): tick
+    # only while intake keeps up, i.e. its last micro-batch was not full.
+    caught_up = {"now": True}
 
     @app.agent(raw, name="intake")
     async def intake(stream: faust.StreamT) -> None:
@@ -102,12 +106,13 @@ def build_intake(settings: Settings) -> faust.App:
                 outputs.extend(triage(codec, _raw(event.message), topics))
             cells.update(r.key.decode() for r in outputs if r.topic == topics.cell_log and r.key)
             await _produce_all(app, outputs)
+            caught_up["now"] = len(events) < BATCH
 
     @app.timer(interval=settings.tick_ms / 1000.0)
     async def ticker() -> None:
         """The cell clock's heartbeat: a CellTick into every cell log seen (the one wall
         clock of the plane lives here, at the edge; the scheduler only reads ticks)."""
-        if cells:
+        if cells and caught_up["now"]:
             await _produce_all(app, ticks(codec, cells, int(time.time() * 1000), settings.tick_ms, topics))
 
     return app

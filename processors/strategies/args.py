@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from ..args import DEFAULT, arg
 from ..matching import Rule
+from ..telemetry import TelemetryArgs
 
 # equal scores: a seeded draw, the smallest node id, the lowest row, or the BestFit score
 TieBreak = Literal["random", "name", "first", "BestFit"]
@@ -47,6 +48,8 @@ class StrategyArgs:
                                 "go there (only nodes that have sent a heartbeat are watched)", ge=1)
     down_after_ms: int = arg(15_000, "a node with no heartbeat for this long is DOWN: its tasks are lost and "
                              "placed again elsewhere", ge=1)
+    telemetry: TelemetryArgs = arg(TelemetryArgs(), "thresholds of the telemetry worker's conditions "
+                                   "(HOT, CONGESTED, DEGRADED; processors/telemetry.py)")
     retry_every_ms: int = arg(5_000, "on the cell clock, the head of the pending queue is retried this often "
                               "(CellTick); 0 = only when resources are released", ge=0)
 
