@@ -320,13 +320,17 @@ class _Decider:
             return False
         if not reasons:
             reasons = (m.PendingReason(reason=res.status.reason or "no nodes", nodes=s.n_nodes),)
+        self.pend(task_id, reasons, self.provenance(res, path + ["queued"], strategy, rule))
+        return False
+
+    def pend(self, task_id: str, reasons: tuple[m.PendingReason, ...], provenance: m.Provenance) -> None:
+        """Emit TaskPending, with the task's queue position after it is queued."""
+        s = self.s
         eid, did = self._ids(m.TaskPending.KIND)
-        pending = m.TaskPending(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant,
-                                cell=s.cell, reasons=reasons, queue_position=0,
-                                provenance=self.provenance(res, path + ["queued"], strategy, rule))
+        pending = m.TaskPending(event_id=eid, decision_id=did, task_id=task_id, tenant=s.tasks[task_id].task.tenant,
+                                cell=s.cell, reasons=reasons, queue_position=0, provenance=provenance)
         evolve(s, pending)               # enqueue first: the position is the one after queueing
         self.outs.append(replace(pending, queue_position=s.queue_position(task_id)))
-        return False
 
     def schedule_gang(self, task_id: str, gang: str, size: int, retry: bool) -> bool:
         """A gang (``labels: gang=<job>, gang-size=<N>``) starts all or nothing: its members
@@ -346,13 +350,8 @@ class _Decider:
             reason = (f"gang {gang}: {len(waiting)} of {size} members arrived" if len(waiting) < size
                       else f"gang {gang}: its {size} tasks do not fit together now (all or nothing)")
             s.decisions += 1
-            eid, did = self._ids(m.TaskPending.KIND)
-            t = s.tasks[task_id]
-            pending = m.TaskPending(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant, cell=s.cell,
-                                    reasons=(m.PendingReason(reason=reason, nodes=s.n_nodes),), queue_position=0,
-                                    provenance=self.provenance(None, ["submitted", reason, "queued"]))
-            evolve(s, pending)
-            self.outs.append(replace(pending, queue_position=s.queue_position(task_id)))
+            self.pend(task_id, (m.PendingReason(reason=reason, nodes=s.n_nodes),),
+                      self.provenance(None, ["submitted", reason, "queued"]))
             return False
         where = plan.describe(s)
         for tid, (row, devices) in zip(waiting, plan.placements):
