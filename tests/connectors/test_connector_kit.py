@@ -180,7 +180,9 @@ def test_metric_parts_are_sampled_in_turn_spread_over_the_period():
 
     async def scenario():
         loop = asyncio.create_task(runner._monitor_loop())
-        await asyncio.sleep(0.65)
+        deadline = asyncio.get_running_loop().time() + 10
+        while len(sent) < 6 and asyncio.get_running_loop().time() < deadline:   # two full rounds of 3 parts
+            await asyncio.sleep(0.02)
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
 

@@ -27,6 +27,19 @@ HOT_NODE = {"node_id": "hot-1", "cpu_milli": 96000, "memory_mib": 786432,
 COOL_NODE = {"node_id": "cool-1", "cpu_milli": 32000, "memory_mib": 262144, "accelerators": []}
 
 
+
+async def _stats_written(settings, records: int, timeout: float) -> None:
+    """Wait until the worker's stats file counts at least ``records`` NodeMetrics."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(stats_path(settings).read_text()).get("records", 0) >= records:
+                return
+        except (OSError, ValueError):
+            pass                                   # not written yet, or being replaced
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the telemetry stats file never counted {records} records in {timeout:.0f}s")
+
 def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
     settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
     topics = TopicNames(settings.namespace)
@@ -67,7 +80,7 @@ def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
             service.start(argv, env=to_env(settings))
             await publish(3, None)
             normal = await changes(consumer, 1, 120)
-            await asyncio.sleep(STATS_SECONDS + 1)
+            await _stats_written(settings, records=6, timeout=STATS_SECONDS * 10)
             return hot, normal
 
     async def table_rows() -> dict:
