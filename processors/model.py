@@ -166,6 +166,7 @@ class NodeRegistered:
     accelerators: tuple[Accelerator, ...] = ()
     pricing: str = "ON_DEMAND"   # ON_DEMAND | RESERVED | SPOT
     price_per_hour: float = 0.0
+    idle_price_per_hour: float = 0.0
     pue: float = 1.0
     carbon_g_per_kwh: float = 0.0
     connector: str = "sim"
@@ -189,7 +190,7 @@ class NodeStatusChanged:
     event_id: str
     node_id: str
     cell: str
-    status: str                  # READY | CORDONED | DOWN
+    status: str                  # READY | CORDONED | DOWN | DRAINING
     reason: str = ""
     at: int
 
@@ -369,6 +370,9 @@ class TaskPreempted:
     preempted_by: Optional[str] = None
     reason: str
     provenance: Provenance
+    grace_ms: int = 0
+    work_lost_ms: int = 0
+    victims: tuple[str, ...] = ()
 
 
 @_record
@@ -385,6 +389,11 @@ class TaskMigrated:
     gpu_devices: tuple[int, ...] = ()
     reason: str
     provenance: Provenance
+    cause: str = ""              # NODE_DOWN | NODE_DEGRADED | DRAIN
+    since: int = 0
+    elapsed_ms: int = 0
+    reserve_first: bool = False
+    preempted: tuple[str, ...] = ()
 
 
 @_record
@@ -490,6 +499,7 @@ class StopCommand:
     connector: str
     reason: str
     issued_at: int
+    grace_ms: Optional[int] = None
 
 
 @_record
@@ -726,6 +736,7 @@ class Node:
     arch: str = ""
     pricing: str = "ON_DEMAND"
     price_per_hour: float = 0.0
+    idle_price_per_hour: float = 0.0
     pue: float = 1.0
     carbon_g_per_kwh: float = 0.0
     connector: str = "sim"
@@ -739,7 +750,8 @@ class Node:
         mem = max((a.memory_mib for a in e.accelerators if a.kind == "GPU" and a.model == model), default=0)
         return cls(node_id=e.node_id, cpu_milli=e.cpu_milli, memory_mib=e.memory_mib, gpu_count=count,
                    gpu_model=model, gpu_memory_mib=mem, site=e.site, region=e.region, zone=e.zone, tier=e.tier,
-                   arch=e.arch, pricing=e.pricing, price_per_hour=e.price_per_hour, pue=e.pue,
+                   arch=e.arch, pricing=e.pricing, price_per_hour=e.price_per_hour,
+                   idle_price_per_hour=e.idle_price_per_hour, pue=e.pue,
                    carbon_g_per_kwh=e.carbon_g_per_kwh, connector=e.connector, labels=e.labels,
                    accelerators=e.accelerators, registered_at=e.registered_at)
 
