@@ -82,7 +82,7 @@ def test_stale_reports_never_release_the_new_placement_and_running_copies_are_st
     stop = f.send("TaskStatusChanged", {"task_id": "t", "node_id": old, "status": "RUNNING", "at": 15_600})
     assert stop == [("StopCommand", {"event_id": stop[0][1]["event_id"], "task_id": "t", "cell": "test",
                                      "node_id": old, "connector": "sim", "reason": f"stale copy: the task is placed on {new}",
-                                     "issued_at": 15_600})]
+                                     "issued_at": 15_600, "grace_ms": None})]
     # the new node's own report still counts
     assert _kinds(f.send("TaskStatusChanged", {"task_id": "t", "node_id": new, "status": "COMPLETED", "at": 16_000})) \
         == ["TaskReleased"]
