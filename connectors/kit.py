@@ -14,7 +14,8 @@ interface                adapter returns / does                      runner turn
 ``monitor(at, seq)``     ``[(kind, payload)]`` heartbeats + metrics  (what the two above default to)
 ``admit(command)``       ``None`` (accept) or the reason to refuse   DispatchAck on raw.status
 ``execute(cmd, rep)``    runs it, reporting through ``rep``          TaskStatusChanged on raw.status
-``stop(task, node, r)``  optional: stop that copy of the task        (a StopCommand consumed)
+``stop(task, node, r,``   optional: stop that copy of the task,      (a StopCommand consumed)
+``grace_ms=None)``       SIGTERM -> SIGKILL after ``grace_ms``
 ``control(request)``     optional: answer an out-of-band request     a reply on the control topic
 =======================  ==========================================  =============================
 
@@ -30,15 +31,27 @@ of one burst (1,523 simulated nodes x ~380 series = ~21 MB) that every heartbeat
 it has to wait for in the intake worker.
 
 **Stop commands.** The scheduler writes a ``StopCommand`` onto the same dispatch topic when a
-node that is no longer a task's node reports it running (a stale copy on a node that was
-DOWN and came back). The runner finds the in-flight dispatches of that task on that node and
-calls ``adapter.stop(task_id, node_id, reason)``; an adapter that does not implement it
-(returns False) has the run cancelled instead, its ``execute`` cancellation contract
-stopping the work. Either way the dispatch is closed FAILED "stopped by the scheduler: ..."
-(every accepted dispatch ends with exactly one outcome, which recovery relies on). The
-core ignores statuses from a node that is not the task's, so this FAILED never releases the
-task's current placement. A stop for nothing in flight (the copy finished meanwhile) is
-counted and skipped.
+copy of a task must end on a node: a stale copy on a node that was DOWN and came back, a
+preempted task (the victim), the old copy of a task moved reserve-first once its new copy
+runs. The runner finds the in-flight dispatches of that task on that node and calls
+``adapter.stop(task_id, node_id, reason, grace_ms=...)``; an adapter that does not implement
+it (returns False) has the run cancelled instead, its ``execute`` cancellation contract
+stopping the work (at once: the grace cannot be honoured that way). Either way the dispatch
+is closed with one outcome, normally FAILED "stopped by the scheduler: ..." (a process that
+exits 0 within its grace reports COMPLETED: every accepted dispatch ends with exactly one
+outcome, which recovery relies on). The core ignores statuses from a node that is not the
+task's, so this outcome never touches the task's current placement. A stop for nothing in
+flight (the copy finished meanwhile) is counted and skipped.
+
+*The grace.* ``StopCommand.grace_ms`` is the time the task's process is given between
+SIGTERM and SIGKILL; null means the connector's own default (the local connector's
+``kill_grace_s``; the simulator's ``stop_grace_ms``). The core sets it when it preempts a
+task (the victim's grace). The runner passes it as the keyword ``grace_ms`` (None for null;
+a negative value, which the core never writes, is logged and taken as 0: stop at once).
+Adapters written against the older three-argument ``stop(task_id, node_id, reason)`` keep
+working: the runner looks at the signature once and passes ``grace_ms`` only to an adapter
+whose ``stop`` accepts it (by name or through ``**kwargs``); the others stop with their own
+default.
 
 **Control.** An adapter that implements ``control(request) -> reply`` gets a second small
 consumer on ``topics.control(name)``: JSON requests ``{"request_id", "action", ...}`` written
@@ -144,10 +157,14 @@ class Dispatching(ABC):
         re-raise; the runner reports the task FAILED. An exception is reported as FAILED too.
         """
 
-    async def stop(self, task_id: str, node_id: str, reason: str) -> bool:
+    async def stop(self, task_id: str, node_id: str, reason: str, grace_ms: int | None = None) -> bool:
         """Stop the copy of ``task_id`` running on ``node_id`` (a StopCommand); report its
         outcome through its reporter (FAILED, saying it was stopped) and return True. The
-        default returns False: the runner then cancels that dispatch's ``execute``."""
+        default returns False: the runner then cancels that dispatch's ``execute``.
+
+        ``grace_ms``: the time between SIGTERM and SIGKILL (``>= 0``), or None for the
+        adapter's own default. An override may omit the parameter (the runner then never
+        passes it, see the module docstring)."""
         return False
 
 
@@ -175,6 +192,18 @@ def heartbeat_event(connector: str, node: dict[str, Any], seq: int, at: int) -> 
     """The NodeHeartbeat of one node (a NodeRegistered payload); event id ``{connector}/{node}/hb/{seq}``."""
     return ("NodeHeartbeat", {"event_id": f"{connector}/{node['node_id']}/hb/{seq}", "node_id": node["node_id"],
                               "cell": node["cell"], "seq": seq, "at": at})
+
+
+def accepts_grace(stop: Callable[..., Any]) -> bool:
+    """Whether an adapter's ``stop`` takes the ``grace_ms`` keyword (by name or ``**kwargs``)."""
+    import inspect
+
+    try:
+        params = inspect.signature(stop).parameters.values()
+    except (TypeError, ValueError):     # a builtin or C callable: call it the old way
+        return False
+    return any((p.name == "grace_ms" and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD
+               for p in params)
 
 
 def stopped_message(reason: str) -> str:
@@ -318,6 +347,7 @@ class ConnectorRunner:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.control_topic = self.topics.control(self.name)
         self.controlled = type(adapter).control is not Adapter.control
+        self._stop_takes_grace = accepts_grace(adapter.stop)
         self.partitions = partitions or load_settings().partitions
         self.recover = recover
         self.recover_timeout_s = recover_timeout_s
@@ -643,8 +673,16 @@ class ConnectorRunner:
         log.warning("connector %s: stopping %s on %s: %s", self.name, stop["task_id"], stop["node_id"], stop["reason"])
         for run in runs:
             run.stop_reason = stop["reason"]
+        grace_ms = stop.get("grace_ms")
+        if grace_ms is not None and grace_ms < 0:
+            log.warning("connector %s: stop of %s with a negative grace (%s ms): stopping at once", self.name,
+                        stop["task_id"], grace_ms)
+            grace_ms = 0
         try:
-            handled = await self.adapter.stop(stop["task_id"], stop["node_id"], stop["reason"])
+            if self._stop_takes_grace:
+                handled = await self.adapter.stop(stop["task_id"], stop["node_id"], stop["reason"], grace_ms=grace_ms)
+            else:
+                handled = await self.adapter.stop(stop["task_id"], stop["node_id"], stop["reason"])
         except Exception:  # noqa: BLE001 - fall back to cancelling the run
             log.exception("connector %s: adapter stop failed for %s", self.name, stop["task_id"])
             handled = False

@@ -73,6 +73,10 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--default-duration-ms", type=int, default=60_000)
     sim.add_argument("--fail-fraction", type=float, default=0.0)
     sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--gold-pool-share", type=float, default=0.0,
+                     help="share of each GPU model's nodes labelled pool=gold (the gold pool; default 0: none)")
+    sim.add_argument("--stop-grace-ms", type=int, default=0,
+                     help="simulated grace of a StopCommand without one (default 0: stop at once)")
     local = sub.add_parser("local", parents=[common], help="run commands as processes on this machine")
     local.add_argument("--cell", default="local")
     local.add_argument("--node-id", default=None)
@@ -85,7 +89,8 @@ def _adapter_from_args(args: argparse.Namespace) -> Adapter:
     if args.kind == "sim":
         options: dict[str, Any] = {"cell": args.cell, "name": name, "time_scale": args.time_scale,
                                    "default_duration_ms": args.default_duration_ms,
-                                   "fail_fraction": args.fail_fraction, "seed": args.seed}
+                                   "fail_fraction": args.fail_fraction, "seed": args.seed,
+                                   "gold_pool_share": args.gold_pool_share, "stop_grace_ms": args.stop_grace_ms}
         if args.nodes is not None:
             options["nodes_csv"] = args.nodes
         return build_adapter("sim", **options)

@@ -26,9 +26,14 @@ refused in its DispatchAck. At most ``max_concurrent`` processes run at once; th
 wait (accepted) for a slot. Resource limits (cpu_milli, memory_mib) are not enforced.
 
 Stop (a StopCommand for a task on this node, see ``kit.py``): the task's process group gets
-SIGTERM, then SIGKILL after ``kill_grace_s``; the dispatch reports FAILED "stopped by the
-scheduler: <reason>; killed by SIGTERM" with the exit code and usage of what ran. A stopped
-task still waiting for a slot never starts (FAILED, stopped, no exit code).
+SIGTERM, then SIGKILL after the grace: the StopCommand's ``grace_ms`` when it carries one
+(0: SIGKILL right after SIGTERM), else ``kill_grace_s``. The dispatch reports FAILED
+"stopped by the scheduler: <reason>; killed by SIGTERM" (it obeyed), "...; exited with code
+N" (it handled SIGTERM and exited within the grace) or "...; killed by SIGKILL (SIGTERM not
+obeyed within the G s grace)", with the exit code and usage of what ran; a process that
+exits 0 within its grace has finished its work and reports COMPLETED. A stopped task still
+waiting for a slot never starts (FAILED, stopped, no exit code); one stopped while its
+process is being started is stopped as soon as the process exists.
 
 Telemetry: with ``prometheus`` (a Prometheus URL; default ``SUANLI_LOCAL_PROMETHEUS``) the
 node's NodeMetrics are the latest sample of the series that Prometheus scraped from
@@ -147,6 +152,8 @@ class LocalProcesses(Adapter):
         self._commands: dict[str, dict[str, Any]] = {}
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self._stopped: dict[str, str] = {}
+        self._grace_s: dict[str, float] = {}       # dispatch id -> the grace its stop asked for
+        self._escalated: set[str] = set()          # dispatch ids SIGKILLed after their grace
         self._stoppers: set[asyncio.Task] = set()
         self._cpu_prev: tuple[int, int] | None = None
         self._prometheus = self._prometheus_feed(prometheus, prometheus_node)
@@ -236,24 +243,36 @@ class LocalProcesses(Adapter):
             self._commands.pop(dispatch_id, None)
             self._procs.pop(dispatch_id, None)
             self._stopped.pop(dispatch_id, None)
+            self._grace_s.pop(dispatch_id, None)
+            self._escalated.discard(dispatch_id)
 
-    async def stop(self, task_id: str, node_id: str, reason: str) -> bool:
-        """Kill the process group of ``task_id`` (SIGTERM, SIGKILL after the grace period), or
-        keep it from starting; its run reports FAILED, stopped. False if it is not here."""
+    async def stop(self, task_id: str, node_id: str, reason: str, grace_ms: int | None = None) -> bool:
+        """Kill the process group of ``task_id`` (SIGTERM, SIGKILL after ``grace_ms``, or after
+        ``kill_grace_s`` when it is None), or keep it from starting; its run reports FAILED,
+        stopped. False if it is not here. A second stop of the same copy changes nothing."""
         if node_id != self.node_id:
             return False
+        grace_s = self.kill_grace_s if grace_ms is None else max(0, grace_ms) / 1000.0
         found = False
         for dispatch_id, command in list(self._commands.items()):
             if command["task_id"] != task_id:
                 continue
             found = True
-            self._stopped.setdefault(dispatch_id, reason)
-            proc = self._procs.get(dispatch_id)
-            if proc is not None and proc.returncode is None:
-                stopper = asyncio.create_task(self._stop(proc), name=f"{self.name}-stop-{dispatch_id}")
-                self._stoppers.add(stopper)
-                stopper.add_done_callback(self._stoppers.discard)
+            if dispatch_id in self._stopped:
+                continue
+            self._stopped[dispatch_id] = reason
+            self._grace_s[dispatch_id] = grace_s
+            self._start_stopper(dispatch_id)
         return found
+
+    def _start_stopper(self, dispatch_id: str) -> None:
+        """Stop the process of a stopped dispatch, if it has one that still runs."""
+        proc = self._procs.get(dispatch_id)
+        if proc is not None and proc.returncode is None:
+            stopper = asyncio.create_task(self._stop(proc, self._grace_s.get(dispatch_id, self.kill_grace_s),
+                                                     dispatch_id), name=f"{self.name}-stop-{dispatch_id}")
+            self._stoppers.add(stopper)
+            stopper.add_done_callback(self._stoppers.discard)
 
     async def _run(self, command: dict[str, Any], report: TaskReporter) -> None:
         argv = list(command["command"])
@@ -270,6 +289,8 @@ class LocalProcesses(Adapter):
                 os.close(write_fd)  # the trampoline holds the only write end now: EOF when it exits
             self.pids.add(proc.pid)
             self._procs[command["dispatch_id"]] = proc
+            if command["dispatch_id"] in self._stopped:
+                self._start_stopper(command["dispatch_id"])     # stopped while it was being started
             try:
                 await report.running(f"process group {proc.pid}")
                 await proc.wait()
@@ -282,8 +303,12 @@ class LocalProcesses(Adapter):
             outcome = _parse_result(result.read(), proc.returncode, started)
             stopped = self._stopped.get(command["dispatch_id"])
             if stopped is not None and "error" not in outcome and outcome["exit_code"] != 0:
-                await report.failed(outcome["exit_code"], f"{stopped_message(stopped)}; "
-                                    f"{exit_message(outcome['exit_code'], self._tail(output))}", outcome["usage"])
+                said = exit_message(outcome["exit_code"], "")
+                if command["dispatch_id"] in self._escalated:
+                    said += f" (SIGTERM not obeyed within the {self._grace_s[command['dispatch_id']]:g} s grace)"
+                tail = self._tail(output)
+                await report.failed(outcome["exit_code"], f"{stopped_message(stopped)}; {said}"
+                                    + (f"; output: {tail}" if tail else ""), outcome["usage"])
             elif "error" in outcome:
                 await report.failed(outcome["exit_code"], f"cannot start {argv[0]!r}: {outcome['error']}")
             elif outcome["exit_code"] == 0:
@@ -292,12 +317,20 @@ class LocalProcesses(Adapter):
                 await report.failed(outcome["exit_code"], exit_message(outcome["exit_code"], self._tail(output)),
                                     outcome["usage"])
 
-    async def _stop(self, proc: asyncio.subprocess.Process) -> None:
-        """SIGTERM the task's process group, SIGKILL it after the grace period, and reap it."""
+    async def _stop(self, proc: asyncio.subprocess.Process, grace_s: float | None = None,
+                    dispatch_id: str | None = None) -> None:
+        """SIGTERM the task's process group, SIGKILL it after ``grace_s`` (default
+        ``kill_grace_s``; 0: at once), and reap it. ``dispatch_id`` is remembered as escalated
+        when the SIGKILL was needed."""
+        grace_s = self.kill_grace_s if grace_s is None else grace_s
         _kill_group(proc.pid, signal.SIGTERM)
         try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), self.kill_grace_s)
+            if grace_s <= 0:
+                raise TimeoutError
+            await asyncio.wait_for(asyncio.shield(proc.wait()), grace_s)
         except (TimeoutError, asyncio.CancelledError):
+            if proc.returncode is None and dispatch_id is not None:
+                self._escalated.add(dispatch_id)
             _kill_group(proc.pid, signal.SIGKILL)
             await asyncio.shield(proc.wait())
         _kill_group(proc.pid, signal.SIGKILL)

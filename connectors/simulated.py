@@ -8,6 +8,30 @@ region's grid carbon intensity, and the per-device memory of known GPU models. T
 file always describes the same cluster, so topology-, cost- and carbon-aware strategies
 have something stable to work with.
 
+**Prices** (``describe_node``; the operator's currency per hour, made up but in the
+proportions of public cloud list prices). A node's on-demand price is its GPUs at the
+model's GPU-hour price plus 0.04 per core and 0.005 per GiB of memory:
+
+=========  =============  =========  =============
+GPU model  per GPU-hour   GPU model  per GPU-hour
+=========  =============  =========  =============
+A100       3.0            G3         2.0
+V100M32    2.5            G2         1.5
+V100M16    2.0            A10        1.2
+P100       1.0            T4         0.6
+=========  =============  =========  =============
+
+(any other model: 1.0). ``pricing`` is drawn per node from a hash of its id: 70 %
+ON_DEMAND (the price as is), 20 % RESERVED (x 0.6), 10 % SPOT (x 0.3); ``price_per_hour``
+is the result. ``idle_price_per_hour``, what BRONZE work pays for the node's idle
+capacity, is ``IDLE_PRICE_SHARE`` (40 %) of ``price_per_hour``, so a spot node's idle
+capacity is the cheapest of all.
+
+**Gold pool.** With ``gold_pool_share`` S > 0, within every GPU model (CPU-only nodes
+being one more group) the ``round(S x n)`` nodes with the smallest ``unit_hash("pool",
+node_id)`` carry the label ``pool: gold`` (the QoS core's dedicated gold pool). The default
+0 labels no node, so the cluster is described exactly as before.
+
 A dispatched task "runs" for ``duration_estimate_ms * time_scale`` seconds of wall time
 (``default_duration_ms`` when the command has no estimate), then COMPLETES with exit code
 0, or FAILS with exit code 1 if :func:`fails` selects its task id (``fail_fraction``,
@@ -19,11 +43,23 @@ and reports its metrics every 15 s (``_metrics``, see ``sim_telemetry.py``), in
 as Prometheus spreads its scrapes: about 100 nodes' metrics a second rather than all 1,523
 at once.
 
-**Stop.** A StopCommand for a task on a node ends that simulated run at once: it reports
-FAILED (no exit code) "stopped by the scheduler: <reason>" after the time it ran, with the
-usage of that time, and nothing more. Every accepted dispatch thus ends with one outcome, as
-the kit promises (its recovery closes dispatches that never got one); the core ignores a
-status from a node that is not the task's, so this FAILED never touches the new placement.
+**Stop.** A StopCommand for a task on a node ends that simulated run when its grace is over:
+the grace is *simulated*, like every run time here, so the run ends ``grace_ms x
+time_scale`` wall seconds after the stop (a process that uses its whole SIGTERM grace, e.g.
+to write a checkpoint), and at once when the grace is 0. A StopCommand without a grace
+(null) uses ``stop_grace_ms`` (default 0: at once). Until then the copy still runs (its
+node's metrics show it). It then reports FAILED (no exit code) "stopped by the scheduler:
+<reason>" with the time it ran and the usage of that time, and nothing more; a run whose
+natural end comes first completes as usual (it finished within its grace). A second stop
+can only bring the end forward. Every accepted dispatch thus ends with one outcome, as the
+kit promises (its recovery closes dispatches that never got one); the core ignores a
+status from a node that is not the task's, so this outcome never touches the new placement.
+
+**A task dispatched again elsewhere** (a TaskMigrated: a new DispatchCommand for the same
+task on another node, under a new dispatch id) is simply another run: it reports RUNNING
+on its new node under its own dispatch id while the old copy (if its node still runs it)
+carries on until a StopCommand for the old node ends it; runs are keyed by dispatch id and
+stops match task and node, so neither copy touches the other.
 
 **Faults: silencing nodes.** :meth:`SimulatedCluster.silence` (from ``suanli sim fault
 silence`` through the control topic, see :meth:`control`) makes chosen nodes stop sending
@@ -67,6 +103,9 @@ GPU_MEMORY_MIB = {"A10": 24576, "A100": 40960, "P100": 16384, "T4": 16384, "V100
 # On-demand price per GPU-hour by model; CPU and memory are priced per core and per GiB.
 GPU_PRICE = {"A10": 1.2, "A100": 3.0, "G2": 1.5, "G3": 2.0, "P100": 1.0, "T4": 0.6, "V100M16": 2.0, "V100M32": 2.5}
 PRICING = (("ON_DEMAND", 1.0), ("RESERVED", 0.6), ("SPOT", 0.3))
+# What BRONZE work pays for a node's idle capacity, as a share of the node's price.
+IDLE_PRICE_SHARE = 0.4
+GOLD_POOL_LABEL = ("pool", "gold")
 
 
 def unit_hash(*parts: object) -> float:
@@ -96,8 +135,9 @@ def content_id(connector: str, node: dict[str, Any]) -> str:
     return f"{connector}/{node['node_id']}/registered/{digest}"
 
 
-def describe_node(node: dict[str, Any], connector: str = "sim") -> dict[str, Any]:
-    """Complete one ``read_nodes`` payload with topology, price, carbon and GPU memory."""
+def describe_node(node: dict[str, Any], connector: str = "sim", *, gold: bool = False) -> dict[str, Any]:
+    """Complete one ``read_nodes`` payload with topology, prices, carbon and GPU memory;
+    ``gold`` adds the label ``pool: gold``."""
     out = dict(node)
     region, zone, site = topology(node["node_id"])
     pricing, factor = PRICING[_pick_pricing(node["node_id"])]
@@ -105,13 +145,32 @@ def describe_node(node: dict[str, Any], connector: str = "sim") -> dict[str, Any
                     for a in node["accelerators"]]
     price = (node["cpu_milli"] / 1000 * 0.04 + node["memory_mib"] / 1024 * 0.005
              + sum(a["count"] * GPU_PRICE.get(a["model"], 1.0) for a in accelerators))
+    labels = {**node.get("labels", {}), "source": "openb-sim"}
+    if gold:
+        labels[GOLD_POOL_LABEL[0]] = GOLD_POOL_LABEL[1]
     out.update(region=region, zone=zone, site=site, accelerators=accelerators, connector=connector,
                pricing=pricing, price_per_hour=round(price * factor, 4),
+               idle_price_per_hour=round(price * factor * IDLE_PRICE_SHARE, 4),
                pue=round(1.15 + 0.35 * unit_hash("pue", site), 3),
-               carbon_g_per_kwh=CARBON_G_PER_KWH[region],
-               labels={**node.get("labels", {}), "source": "openb-sim"})
+               carbon_g_per_kwh=CARBON_G_PER_KWH[region], labels=labels)
     out["event_id"] = content_id(connector, out)
     return out
+
+
+def gold_pool(nodes: list[dict[str, Any]], share: float) -> set[str]:
+    """The node ids of the gold pool: per GPU model (CPU-only nodes are one more group), the
+    ``round(share x n)`` nodes with the smallest ``unit_hash("pool", node_id)``."""
+    if not 0.0 <= share <= 1.0:
+        raise ConnectorError(f"sim: gold_pool_share must be in [0, 1], not {share}")
+    groups: dict[str, list[str]] = {}
+    for n in nodes:
+        models = sorted(a["model"] for a in n["accelerators"] if a["kind"] == "GPU" and a["count"] > 0)
+        groups.setdefault(models[0] if models else "", []).append(n["node_id"])
+    chosen: set[str] = set()
+    for ids in groups.values():
+        take = int(share * len(ids) + 0.5)
+        chosen.update(sorted(ids, key=lambda i: (unit_hash("pool", i), i))[:take])
+    return chosen
 
 
 def _pick_pricing(node_id: str) -> int:
@@ -130,13 +189,21 @@ def fails(task_id: str, fraction: float, seed: int = 0) -> bool:
 
 
 class SimulatedCluster(Adapter):
-    """The 'sim' connector. ``nodes_csv`` is an openb node list (CSV: sn,cpu_milli,memory_mib,gpu,model)."""
+    """The 'sim' connector. ``nodes_csv`` is an openb node list (CSV: sn,cpu_milli,memory_mib,gpu,model).
+
+    ``gold_pool_share``: the share of each GPU model's nodes labelled ``pool: gold`` (see the
+    module docstring); ``stop_grace_ms``: the simulated grace of a StopCommand whose
+    ``grace_ms`` is null (0: such a stop ends the run at once).
+    """
 
     def __init__(self, nodes_csv: str | Path = DEFAULT_NODES, *, cell: str = "openb", name: str = "sim",
                  time_scale: float = 0.001, default_duration_ms: int = 60_000, fail_fraction: float = 0.0,
-                 seed: int = 0):
-        if time_scale < 0 or not 0.0 <= fail_fraction <= 1.0 or default_duration_ms < 0:
-            raise ConnectorError("sim: time_scale and default_duration_ms must be >= 0, fail_fraction in [0, 1]")
+                 seed: int = 0, gold_pool_share: float = 0.0, stop_grace_ms: int = 0):
+        if time_scale < 0 or not 0.0 <= fail_fraction <= 1.0 or default_duration_ms < 0 or stop_grace_ms < 0:
+            raise ConnectorError("sim: time_scale, default_duration_ms and stop_grace_ms must be >= 0, "
+                                 "fail_fraction in [0, 1]")
+        if not 0.0 <= gold_pool_share <= 1.0:
+            raise ConnectorError(f"sim: gold_pool_share must be in [0, 1], not {gold_pool_share}")
         try:
             raw = read_nodes(nodes_csv, cell)
         except (OSError, KeyError, ValueError) as exc:
@@ -146,11 +213,15 @@ class SimulatedCluster(Adapter):
         self.name, self.cell = name, cell
         self.time_scale, self.default_duration_ms = time_scale, default_duration_ms
         self.fail_fraction, self.seed = fail_fraction, seed
-        self.nodes = {n["node_id"]: describe_node(n, name) for n in raw}
+        self.gold_pool_share, self.stop_grace_ms = gold_pool_share, stop_grace_ms
+        gold = gold_pool(raw, gold_pool_share) if gold_pool_share > 0 else set()
+        self.nodes = {n["node_id"]: describe_node(n, name, gold=n["node_id"] in gold) for n in raw}
         self.running: dict[str, dict[str, dict[str, Any]]] = {}  # node_id -> dispatch_id -> command
         self.silenced: set[str] = set()                            # nodes whose heartbeats/metrics stop
         self._ends: dict[str, float] = {}                          # dispatch_id -> monotonic end of its run
-        self._stops: dict[str, tuple[asyncio.Event, list[str]]] = {}  # dispatch_id -> (stop now, [reason])
+        self._stops: dict[str, tuple[asyncio.Event, list[str]]] = {}  # dispatch_id -> (wake up, [reason])
+        self._stop_at: dict[str, float] = {}                       # dispatch_id -> monotonic end of its grace
+        self._grace: dict[str, int] = {}                           # dispatch_id -> the grace (simulated ms)
         self._reporters: dict[str, TaskReporter] = {}              # dispatch_id -> its reporter, while it runs
         self._resyncing: set[asyncio.Task] = set()                 # re-statements after a restore
 
@@ -275,27 +346,39 @@ class SimulatedCluster(Adapter):
         duration_ms = command["duration_estimate_ms"]
         simulated_ms = self.default_duration_ms if duration_ms is None else duration_ms
         wall_s = scaled_duration_s(duration_ms, self.time_scale, self.default_duration_ms)
-        stop, reasons = self._stops[dispatch_id] = (asyncio.Event(), [])   # stoppable from here on
+        wake, reasons = self._stops[dispatch_id] = (asyncio.Event(), [])   # stoppable from here on
         self._reporters[dispatch_id] = report
         self.running.setdefault(node_id, {})[dispatch_id] = command
         started = time.monotonic()
-        self._ends[dispatch_id] = started + wall_s
+        end = self._ends[dispatch_id] = started + wall_s
+        stopped = False
         try:
             await report.running(f"simulated on {node_id}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), wall_s)
+            while True:                       # until the run ends or a stop's grace is over
+                wake.clear()
+                stop_at = self._stop_at.get(dispatch_id)
+                stopped = stop_at is not None and stop_at < end
+                remaining = (stop_at if stopped else end) - time.monotonic()
+                if remaining <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), remaining)
+            grace_ms = self._grace.get(dispatch_id, 0)
         finally:
             self.running[node_id].pop(dispatch_id, None)
             self._ends.pop(dispatch_id, None)
             self._stops.pop(dispatch_id, None)
+            self._stop_at.pop(dispatch_id, None)
+            self._grace.pop(dispatch_id, None)
             self._reporters.pop(dispatch_id, None)
-        if stop.is_set():
+        if stopped:
             ran_s = time.monotonic() - started
-            ran_ms = int(ran_s / self.time_scale) if self.time_scale else 0
+            ran_ms = min(simulated_ms, int(ran_s / self.time_scale)) if self.time_scale else 0
             usage = {"cpu_seconds": command["cpu_milli"] / 1000 * ran_ms / 1000,
                      "max_rss_mib": command["memory_mib"], "wall_ms": ran_ms}
-            await report.failed(None, f"{stopped_message(reasons[0] if reasons else 'no reason given')} (after {ran_ms} of {simulated_ms} ms of "
-                                      f"simulated time, {ran_s:.3f} s)", usage)
+            grace = f" including a {grace_ms} ms grace" if grace_ms else ""
+            await report.failed(None, f"{stopped_message(reasons[0] if reasons else 'no reason given')} (after "
+                                      f"{ran_ms} of {simulated_ms} ms of simulated time{grace}, {ran_s:.3f} s)", usage)
             return
         usage = {"cpu_seconds": command["cpu_milli"] / 1000 * simulated_ms / 1000,
                  "max_rss_mib": command["memory_mib"], "wall_ms": simulated_ms}
@@ -307,14 +390,19 @@ class SimulatedCluster(Adapter):
         else:
             await report.completed(usage, ran)
 
-    async def stop(self, task_id: str, node_id: str, reason: str) -> bool:
-        """End the simulated runs of ``task_id`` on ``node_id`` now (they report FAILED, stopped);
+    async def stop(self, task_id: str, node_id: str, reason: str, grace_ms: int | None = None) -> bool:
+        """End the simulated runs of ``task_id`` on ``node_id`` once ``grace_ms`` of simulated
+        time (``stop_grace_ms`` when None; 0: now) has passed; they report FAILED, stopped.
         False if none runs here (the runner then cancels what it has in flight)."""
+        grace = self.stop_grace_ms if grace_ms is None else max(0, grace_ms)
+        stop_at = time.monotonic() + scaled_duration_s(grace, self.time_scale, 0)
         found = False
         for dispatch_id, command in list(self.running.get(node_id, {}).items()):
             if command["task_id"] == task_id and dispatch_id in self._stops:
-                event, reasons = self._stops[dispatch_id]
+                wake, reasons = self._stops[dispatch_id]
                 reasons.append(reason)
-                event.set()
+                if stop_at < self._stop_at.get(dispatch_id, float("inf")):
+                    self._stop_at[dispatch_id], self._grace[dispatch_id] = stop_at, grace
+                wake.set()
                 found = True
         return found
