@@ -30,21 +30,41 @@ import numpy as np
 
 from suanli.errors import ModelError, RejectedInput, StrategyError
 
-from . import matching, rng
+import bisect
+
+from . import matching, preemption, rng
 from . import model as m
 from .framework import Code, CycleContext, CycleResult, Status, default_devices, run_cycle
 from .frag import shape_key
 from .model import Request
+from .qos import BATCH, GOLD, LANE_RANK, SILVER, URGENT, QosArgs, gold_pool, lane_of, outranks, queue_key
 from .sandbox import SandboxError
-from .state import (CANCELLED, COMPLETED, DOWN, FAILED, HOLDING, PENDING, PLACED, READY, SUSPECT, TERMINAL,
-                    UNSCHEDULABLE, CellState, TaskRecord)
+from .state import (CANCELLED, COMPLETED, DOWN, DRAINING, FAILED, HOLDING, PENDING, PLACED, PREEMPTED, READY,
+                    RUNNING, SUSPECT, TERMINAL, UNSCHEDULABLE, CellState, TaskRecord)
 from .strategies import Strategy, config_digest, fallback_of, get_strategy, strategy_for_rule, validate_policy
 
 Position = tuple[str, int, int]
 
-# A lost task goes back to the front of its priority: its queue sequence becomes its
-# re-queue order minus this (arrival sequences are positive, so it sorts first).
-LOST_FIRST = 10 ** 12
+
+def qos_of(s: CellState) -> QosArgs:
+    """The cell policy's QoS arguments (``qos.py``)."""
+    pol = s.policy
+    return get_strategy(pol.strategy, dict(pol.config), pol.digest).args.qos
+
+
+def _key(s: CellState, t: TaskRecord, lost: bool) -> list:
+    task = t.task
+    return queue_key(lane_of(task.labels), task.qos_tier, task.priority, t.queued_at, t.seq, task.task_id,
+                     qos_of(s).aging_ms, lost)
+
+
+def _free_old_copy(s: CellState, t: TaskRecord) -> None:
+    """The old copy of a reserve-first move is gone: give its place back."""
+    if t.moving_from is not None:
+        node, devices = t.moving_from
+        r = t.task.request
+        s.free(node, devices, r.gpu_milli, r.cpu, r.mem)
+        t.moving_from = None
 
 
 # ============================================================================ evolve
@@ -60,8 +80,11 @@ def _node_registered(s: CellState, e: m.NodeRegistered) -> None:
 
 
 def _node_status(s: CellState, e: m.NodeStatusChanged) -> None:
-    if e.node_id in s.node_index and e.status in ("READY", "CORDONED", "DOWN"):
+    if e.node_id in s.node_index and e.status in ("READY", "CORDONED", "DOWN", DRAINING):
         s.set_node_status(e.node_id, e.status)
+        if e.status == DOWN:
+            for tid in s.moving_off(e.node_id):      # old copies of moves die with their node
+                _free_old_copy(s, s.tasks[tid])
 
 
 def policy_of(e: m.PolicyChanged) -> m.Policy:
@@ -88,7 +111,7 @@ def _task_submitted(s: CellState, e: m.TaskSubmitted) -> None:
         return
     task = m.Task.of(e)
     s.seq += 1
-    s.add_task(TaskRecord(task, s.seq))
+    s.add_task(TaskRecord(task, s.seq, queued_at=s.now))
     r = task.request
     k = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
     s.class_counts[k] = s.class_counts.get(k, 0) + 1
@@ -98,8 +121,14 @@ def _task_status(s: CellState, e: m.TaskStatusChanged) -> None:
     t = s.tasks.get(e.task_id)
     if t is None or t.status in TERMINAL:
         return
+    if t.moving_from is not None and e.node_id == t.moving_from[0]:
+        if e.status in (COMPLETED, FAILED, CANCELLED):
+            _free_old_copy(s, t)                    # the old copy of a move ended on its own
+        return
     if e.status in ("DISPATCHED", "RUNNING") and t.status in HOLDING:
         t.status = e.status
+        if e.status == RUNNING and e.node_id == t.node:
+            _free_old_copy(s, t)                    # reserve-first: the new copy runs, the old one goes
     # COMPLETED / FAILED are applied by the TaskReleased decision that follows them
 
 
@@ -120,17 +149,21 @@ def _link(s: CellState, e: m.LinkMetrics) -> None:
 
 def _health(s: CellState, e: m.NodeHealthChanged) -> None:
     s.set_health(e.node_id, e.status)
+    if e.status == DOWN:
+        for tid in s.moving_off(e.node_id):          # old copies of moves die with their node
+            _free_old_copy(s, s.tasks[tid])
 
 
 def _lost(s: CellState, e: m.TaskLost) -> None:
+    """Freed and queued again at the front of its tier and priority (lost work first)."""
     t = s.tasks[e.task_id]
     if t.status not in HOLDING:
         return
     r = t.task.request
     s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
-    s.seq += 1
-    t.status, t.node, t.devices, t.seq = PENDING, None, (), s.seq - LOST_FIRST
-    s.enqueue(e.task_id)
+    _free_old_copy(s, t)
+    t.status, t.node, t.devices = PENDING, None, ()
+    s.enqueue(e.task_id, _key(s, t, lost=True))
 
 
 def _placed(s: CellState, e: m.TaskPlaced) -> None:
@@ -139,12 +172,45 @@ def _placed(s: CellState, e: m.TaskPlaced) -> None:
         return
     s.allocate(e.task_id, e.node_id, e.gpu_devices, e.gpu_milli, e.cpu_milli, e.memory_mib)
     s.dequeue(e.task_id)
-    t.status, t.node, t.devices = PLACED, e.node_id, tuple(e.gpu_devices)
+    t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.node_id, tuple(e.gpu_devices), None, s.now
 
 
 def _pending(s: CellState, e: m.TaskPending) -> None:
-    s.tasks[e.task_id].status = PENDING
+    t = s.tasks[e.task_id]
+    if t.status == PREEMPTED:                       # its grace ended: back in the queue, lost work first
+        s.grace = [g for g in s.grace if g[1] != e.task_id]
+        t.key = _key(s, t, lost=True)
+    elif t.key is None:
+        t.key = _key(s, t, lost=False)
+    t.status = PENDING
     s.enqueue(e.task_id)
+
+
+def _preempted(s: CellState, e: m.TaskPreempted) -> None:
+    """Evicted: its place is free at once; it waits out its grace, then is queued again."""
+    t = s.tasks[e.task_id]
+    if t.status not in HOLDING:
+        return
+    r = t.task.request
+    s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
+    t.status, t.node, t.devices, t.key = PREEMPTED, None, (), None
+    t.requeue_at = s.now + e.grace_ms
+    bisect.insort(s.grace, [t.requeue_at, e.task_id, e.preempted_by or ""])
+
+
+def _migrated(s: CellState, e: m.TaskMigrated) -> None:
+    """Moved: the new place is taken; the old one is given back now, or — reserve-first —
+    when the new copy reports RUNNING (``moving_from`` holds it until then)."""
+    t = s.tasks[e.task_id]
+    r = t.task.request
+    if t.status in HOLDING and t.node == e.from_node:
+        if e.reserve_first:
+            t.moving_from = (t.node, t.devices)
+        else:
+            s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
+    s.allocate(e.task_id, e.to_node, e.gpu_devices, r.gpu_milli if e.gpu_devices else 0, r.cpu, r.mem)
+    s.dequeue(e.task_id)
+    t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.to_node, tuple(e.gpu_devices), None, s.now
 
 
 def _unschedulable(s: CellState, e: m.TaskUnschedulable) -> None:
@@ -159,6 +225,9 @@ def _released(s: CellState, e: m.TaskReleased) -> None:
     if t.status in HOLDING:
         r = t.task.request
         s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
+    _free_old_copy(s, t)
+    if t.status == PREEMPTED:
+        s.grace = [g for g in s.grace if g[1] != e.task_id]
     s.dequeue(e.task_id)
     t.status = e.cause if e.cause in (COMPLETED, FAILED, CANCELLED) else CANCELLED
 
@@ -179,6 +248,8 @@ _EVOLVE: dict[type, Any] = {
     m.LinkMetrics: _link,
     m.NodeHealthChanged: _health,
     m.TaskLost: _lost,
+    m.TaskPreempted: _preempted,
+    m.TaskMigrated: _migrated,
 }
 
 
@@ -255,9 +326,21 @@ class _Decider:
         evolve(self.s, decision)
         self.outs.append(decision)
 
+    @property
+    def qos(self) -> QosArgs:
+        return self.strategy.args.qos
+
     def choose(self, t: TaskRecord) -> tuple[Strategy, Optional[str], list[str]]:
-        """The strategy for this task: the first label rule that matches (policy config
-        ``rules``), else the cell's strategy."""
+        """The strategy for this task: the urgent tier's bounded one for an urgent task, the
+        batch strategy for a batch task; else the first label rule that matches (policy
+        config ``rules``), else the cell's strategy."""
+        lane = lane_of(t.task.labels)
+        if lane in (URGENT, BATCH):
+            name = self.qos.urgent_strategy if lane == URGENT else self.qos.batch_strategy
+            cfg: dict[str, Any] = {"seed": self.strategy.seed}
+            if lane == BATCH and name == "batch":
+                cfg["window"] = self.qos.batch_chunk
+            return get_strategy(name, cfg), None, [f"{lane} tier -> {name}"]
         rules = self.strategy.args.rules
         if not rules:
             return self.strategy, None, []
@@ -268,6 +351,116 @@ class _Decider:
         desc = matching.describe(i, rule)
         return strategy_for_rule(rule, self.strategy.seed), desc, [f"match: {desc}"]
 
+    def gold_pool(self) -> Optional[np.ndarray]:
+        """Row mask of the gold pool, None when the cell has none."""
+        s, q = self.s, self.qos
+        mask = s.derived(("gold_pool", s.n_nodes, s.node_gen, q.pool_label, q.gold_share),
+                         lambda: gold_pool(s.node_ids, [s.nodes[n].labels for n in s.node_ids], s.model_idx, q))
+        return mask if mask.any() else None
+
+    def pool_passes(self, tier: str) -> list[tuple[Optional[np.ndarray], str, Optional[str]]]:
+        """The cycles a task of ``tier`` runs, in order: (allowed rows, reason for the rest,
+        a note for the path). Gold tries its pool, then the shared pool; silver never enters
+        the gold pool; bronze may go anywhere (it is preemptible)."""
+        pool = self.gold_pool()
+        if pool is None:
+            return [(None, "", None)]
+        if tier == GOLD:
+            return [(pool, "outside the gold pool (QoS)", "qos: gold pool first"),
+                    (None, "", "qos: gold pool full -> shared pool")]
+        if tier == SILVER:
+            return [(~pool, "gold pool (QoS: gold and bronze only)", None)]
+        return [(None, "", None)]
+
+    def eligible(self, t: TaskRecord, exclude: Optional[int]) -> np.ndarray:
+        """Rows a task could use if resources allowed: ready, large enough, its GPU model, its
+        pool (the basic filters; the preemption search runs only on these)."""
+        s, req = self.s, t.task.request
+        ok = s.ready & (s.cpu_cap >= req.cpu) & (s.mem_cap >= req.mem)
+        if req.kind != "cpu":
+            ok &= s.gpu_count >= (1 if req.kind == "shared" else req.gpu_count)
+            if req.models:
+                ids = [i for i, name in enumerate(s.models) if name in req.models]
+                ok &= np.isin(s.model_idx, np.array(ids, dtype=np.int64))
+        pool = self.gold_pool()
+        if pool is not None and t.task.qos_tier == SILVER:
+            ok &= ~pool
+        if exclude is not None:
+            ok[exclude] = False
+        return ok
+
+    def find_place(self, task_id: str, t: TaskRecord, retry: bool, exclude: Optional[int] = None,
+                   window_ids: Optional[list[str]] = None):
+        """Run the task's cycles (pool passes); returns ``(res, ctx, strategy, rule, path)`` of
+        the cycle that placed it, or of the last one tried."""
+        s, req = self.s, t.task.request
+        strategy, rule, mpath = self.choose(t)
+        seed = rng.mix(strategy.seed, self.topic_seed, self.pos[1], self.pos[2], self.n)
+        notes: list[str] = []
+        res = ctx = None
+        for allowed, reason, note in self.pool_passes(t.task.qos_tier):
+            if exclude is not None:
+                allowed = np.ones(s.n_nodes, dtype=bool) if allowed is None else allowed.copy()
+                allowed[exclude] = False
+                reason = reason or "the node it leaves"
+            ctx = CycleContext(s, req, task_id, seed, strategy.config, allowed=allowed, allowed_reason=reason)
+            if window_ids is not None:
+                ctx.scratch["window_ids"] = window_ids
+            try:
+                res = run_cycle(strategy.profile, ctx)
+            except SandboxError as exc:
+                fb = fallback_of(self.strategy)     # the cell policy says what replaces a failed strategy
+                fnote = f"fallback: {strategy.name} failed in the sandbox ({exc.reason}) -> {fb.name}"
+                mpath = mpath + [fnote]
+                rule = f"{rule}; {fnote}" if rule else fnote
+                strategy = fb
+                ctx = CycleContext(s, req, task_id, seed, strategy.config, allowed=allowed, allowed_reason=reason)
+                res = run_cycle(strategy.profile, ctx)
+            if note:
+                notes.append(note)
+            if res.plan is not None:
+                break
+        path = ["retry from queue" if retry else "submitted", *mpath, *notes, *res.path]
+        if ctx.scratch.get("batch_note"):
+            path.insert(len(path) - 1 if res.plan is not None else len(path), ctx.scratch["batch_note"])
+        return res, ctx, strategy, rule, path
+
+    def preempt_for(self, task_id: str, t: TaskRecord, path: list[str], strategy: Strategy, rule: Optional[str],
+                    exclude: Optional[int] = None) -> Optional[preemption.Preemption]:
+        """If lower-tier work blocks ``t``, evict the cheapest victims (``preemption.py``):
+        TaskPreempted for each (its place freed now, queued again after its grace) and a
+        StopCommand to its connector. Returns the plan (the caller takes the place), or None."""
+        s, q, tier = self.s, self.qos, t.task.qos_tier
+        if not q.preempt or not any(outranks(tier, v) for v in q.preemptible):
+            return None
+        plan = preemption.plan(s, t.task.request, tier, self.eligible(t, exclude), q.preemptible,
+                               q.max_victim_search)
+        if plan is None:
+            return None
+        worst = max(v.importance for v in plan.victims)
+        lost_s = sum(v.work_lost_ms for v in plan.victims) / 1000
+        why = (f"{task_id} ({tier} priority {t.task.priority}) did not fit; on {plan.node_id} evicting "
+               f"{len(plan.victims)} task(s) of at most tier rank {worst[0]} priority {worst[1]} "
+               f"({lost_s:g} s of work lost) makes room: lowest tier and priority first, then fewest, "
+               f"then least work lost")
+        victims = plan.victim_ids
+        for v in plan.victims:
+            vt = s.tasks[v.task_id]
+            node = vt.node
+            eid, did = self._ids(m.TaskPreempted.KIND)
+            vpath = [f"preempted by {task_id} ({tier})", why, f"victims: {', '.join(victims)}",
+                     f"grace {q.grace_ms} ms, then queued again"]
+            self.emit(m.TaskPreempted(event_id=eid, decision_id=did, task_id=v.task_id, tenant=vt.task.tenant,
+                                      cell=s.cell, node_id=node, preempted_by=task_id,
+                                      reason=f"preempted by {task_id} ({tier} priority {t.task.priority}) on {node}",
+                                      provenance=self.provenance(None, vpath, strategy, rule), grace_ms=q.grace_ms,
+                                      work_lost_ms=v.work_lost_ms, victims=victims))
+            conn = s.nodes[node].connector or "sim"
+            self.outs.append(m.StopCommand(event_id=f"{did}/stop", task_id=v.task_id, cell=s.cell, node_id=node,
+                                           connector=conn, reason=f"preempted by {task_id}", issued_at=self.at,
+                                           grace_ms=q.grace_ms))
+        path.append(f"preempt: {why}; victims {', '.join(victims)}")
+        return plan
 
     def _placed(self, task_id: str, t: TaskRecord, node_id: str, devices: list[int],
                 prov: m.Provenance) -> None:
@@ -278,29 +471,16 @@ class _Decider:
                                gpu_milli=req.gpu_milli if devices else 0, cpu_milli=req.cpu,
                                memory_mib=req.mem, provenance=prov))
 
-    def schedule(self, task_id: str, retry: bool) -> bool:
-        """Run one cycle for a known task; emit Placed / Pending / Unschedulable."""
+    def schedule(self, task_id: str, retry: bool, window_ids: Optional[list[str]] = None) -> bool:
+        """Run one cycle for a known task; emit Placed / Pending / Unschedulable (or wait for
+        the batch window). A gold or silver task that does not fit may preempt (qos)."""
         s, t = self.s, self.s.tasks[task_id]
         gang = gang_of(t.task)
         if gang is not None:
             return self.schedule_gang(task_id, *gang, retry=retry)
-        req = t.task.request
-        strategy, rule, mpath = self.choose(t)
-        seed = rng.mix(strategy.seed, self.topic_seed, self.pos[1], self.pos[2], self.n)
-        ctx = CycleContext(s, req, task_id, seed, strategy.config)
-        try:
-            res = run_cycle(strategy.profile, ctx)
-        except SandboxError as exc:
-            fb = fallback_of(self.strategy)     # the cell policy says what replaces a failed strategy
-            note = f"fallback: {strategy.name} failed in the sandbox ({exc.reason}) -> {fb.name}"
-            mpath = mpath + [note]
-            rule = f"{rule}; {note}" if rule else note
-            strategy = fb
-            ctx = CycleContext(s, req, task_id, seed, strategy.config)
-            res = run_cycle(strategy.profile, ctx)
-        path = ["retry from queue" if retry else "submitted", *mpath, *res.path]
-        if ctx.scratch.get("batch_note"):
-            path.insert(len(path) - 1 if res.plan is not None else len(path), ctx.scratch["batch_note"])
+        if not retry and lane_of(t.task.labels) == BATCH and self.qos.batch_window_ms:
+            return self.batch_wait(task_id)
+        res, ctx, strategy, rule, path = self.find_place(task_id, t, retry, window_ids=window_ids)
         s.decisions += 1
         if res.plan is not None:
             self._placed(task_id, t, res.plan.node_id, res.plan.devices,
@@ -308,6 +488,13 @@ class _Decider:
             for other, row in ctx.scratch.get("joint") or []:
                 self.place_joint(other, row, task_id, strategy, rule)
             return True
+        if res.status.code == Code.UNSCHEDULABLE:
+            plan = self.preempt_for(task_id, t, path, strategy, rule)
+            if plan is not None:
+                path.append(f"bind {plan.node_id}")
+                self._placed(task_id, t, plan.node_id, plan.devices, self.provenance(res, path, strategy, rule))
+                self.requeue_preempted()         # victims with no grace go back to the queue now
+                return True
         if retry:
             return False          # still pending: no new event (its last TaskPending stands)
         reasons = tuple(m.PendingReason(reason=r, nodes=k) for r, k, _ in res.filtered)
@@ -322,6 +509,97 @@ class _Decider:
             reasons = (m.PendingReason(reason=res.status.reason or "no nodes", nodes=s.n_nodes),)
         self.pend(task_id, reasons, self.provenance(res, path + ["queued"], strategy, rule))
         return False
+
+    # ------------------------------------------------------------------ QoS: moves, grace, batch
+    def migrate(self, task_id: str, cause: str, since: int, reserve_first: bool) -> bool:
+        """Move a task off its node now (TaskMigrated), preempting if it must; False when no
+        place exists (the caller decides what then)."""
+        s, t = self.s, self.s.tasks[task_id]
+        from_node = t.node
+        row = s.node_index[from_node]
+        res, ctx, strategy, rule, path = self.find_place(task_id, t, retry=True, exclude=row)
+        path[0] = f"move off {from_node}: {cause}"
+        if res.plan is not None:
+            node, devices, victims = res.plan.node_id, res.plan.devices, ()
+        else:
+            plan = self.preempt_for(task_id, t, path, strategy, rule, exclude=row) \
+                if res.status.code == Code.UNSCHEDULABLE else None
+            if plan is None:
+                return False
+            node, devices, victims = plan.node_id, plan.devices, plan.victim_ids
+            path.append(f"bind {node}")
+        s.decisions += 1
+        how = "the old copy runs until the new one does (reserve-first)" if reserve_first else "its node is gone"
+        eid, did = self._ids(m.TaskMigrated.KIND)
+        self.emit(m.TaskMigrated(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant, cell=s.cell,
+                                 from_node=from_node, to_node=node, gpu_devices=tuple(devices),
+                                 reason=f"{cause}: {from_node} -> {node}; {how}",
+                                 provenance=self.provenance(res, path + [how], strategy, rule), cause=cause,
+                                 since=since, elapsed_ms=max(0, s.now - since), reserve_first=reserve_first,
+                                 preempted=tuple(victims)))
+        if victims:
+            self.requeue_preempted()
+        return True
+
+    def move_gold_off(self, row: int, cause: str, since: int) -> None:
+        """Reserve-first moves of the gold tasks on a draining or DEGRADED node."""
+        s = self.s
+        if not self.qos.migrate_gold:
+            return
+        for tid in s.holding(s.node_ids[row]):
+            t = s.tasks[tid]
+            if t.task.qos_tier == GOLD and t.moving_from is None and gang_of(t.task) is None:
+                self.migrate(tid, cause, since, reserve_first=True)
+
+    def retry_moves(self) -> None:
+        """Gold tasks still on a draining or DEGRADED node (no place earlier): try again."""
+        s = self.s
+        for row in range(s.n_nodes):
+            if s.node_status[row] == DRAINING:
+                self.move_gold_off(row, "DRAIN", s.evac_since.get(s.node_ids[row], s.now))
+            elif s.condition[row] == "DEGRADED":
+                self.move_gold_off(row, "NODE_DEGRADED", s.evac_since.get(s.node_ids[row], s.now))
+
+    def requeue_preempted(self) -> None:
+        """Victims whose grace has ended on the cell clock go back to the queue (TaskPending)."""
+        s = self.s
+        while s.grace and s.grace[0][0] <= s.now:
+            at, tid, by = s.grace[0]
+            reason = f"preempted by {by}; queued again when its grace ended" if by else "preempted; grace ended"
+            s.decisions += 1
+            self.pend(tid, (m.PendingReason(reason=reason, nodes=0),),
+                      self.provenance(None, [f"cell clock {s.now}", reason, "queued"]))
+            if s.tasks[tid].status == PENDING:
+                self.schedule(tid, retry=True)
+
+    def batch_wait(self, task_id: str) -> bool:
+        """A batch task waits for its window to close (opened by the first one to arrive)."""
+        s, q = self.s, self.qos
+        if not s.batch_close_at:
+            s.batch_close_at = s.now + q.batch_window_ms
+        reason = f"batch window: placed jointly when it closes at {s.batch_close_at}"
+        s.decisions += 1
+        self.pend(task_id, (m.PendingReason(reason=reason, nodes=0),),
+                  self.provenance(None, ["submitted", "batch tier", reason, "queued"]))
+        return False
+
+    def run_batch(self) -> None:
+        """At window close, the queued batch tasks are placed jointly, ``batch_chunk`` per solve and
+        ``batch_solves_per_tick`` solves per tick; a new window opens for those left over."""
+        s, q = self.s, self.qos
+        if s.batch_close_at and s.now >= s.batch_close_at:
+            s.batch_close_at = 0
+            s.batch_due = [item[-1] for item in s.queue if item[0] == LANE_RANK[BATCH]]
+        solves = 0
+        while s.batch_due and solves < q.batch_solves_per_tick:
+            chunk = [tid for tid in s.batch_due[:q.batch_chunk] if s.tasks[tid].status == PENDING]
+            del s.batch_due[:q.batch_chunk]
+            if not chunk:
+                continue
+            solves += 1
+            self.schedule(chunk[0], retry=True, window_ids=chunk[1:])
+            if not s.batch_due and not s.batch_close_at and any(item[0] == LANE_RANK[BATCH] for item in s.queue):
+                s.batch_close_at = s.now + q.batch_window_ms
 
     def pend(self, task_id: str, reasons: tuple[m.PendingReason, ...], provenance: m.Provenance) -> None:
         """Emit TaskPending, with the task's queue position after it is queued."""
@@ -388,8 +666,10 @@ class _Decider:
 
     # ------------------------------------------------------------------ time and health
     def tick(self) -> None:
-        """On the cell clock: judge watched nodes' heartbeats, retry the queue periodically."""
+        """On the cell clock: re-queue victims whose grace ended, judge watched nodes'
+        heartbeats, close the batch window, retry the queue (and stalled moves) periodically."""
         s, a = self.s, self.strategy.args
+        self.requeue_preempted()
         retry = False
         watched = np.flatnonzero(s.last_heartbeat >= 0)
         if watched.size:
@@ -402,9 +682,12 @@ class _Decider:
                 elif gap < a.down_after_ms and s.health[row] == READY:
                     self.health(row, SUSPECT, f"no heartbeat for {gap / 1000:g} s "
                                               f"(suspect after {a.suspect_after_ms / 1000:g} s)")
+        self.run_batch()
         if a.retry_every_ms and s.now >= s.next_retry_at:
             s.next_retry_at = s.now + a.retry_every_ms
             retry = True
+            if s.evac_since:
+                self.retry_moves()
         if retry:
             self.retry_pending()
 
@@ -414,26 +697,42 @@ class _Decider:
         eid, did = self._ids(m.NodeHealthChanged.KIND)
         path = [f"cell clock {s.now}", f"{nid}: {s.health[row]} -> {status}: {reason}"]
         if lost:
-            path.append(f"{len(lost)} tasks lost, queued again first in their priority")
+            path.append(f"{len(lost)} tasks lost: gold ones move now, the others are queued again first "
+                        "in their tier and priority")
         self.emit(m.NodeHealthChanged(event_id=eid, decision_id=did, node_id=nid, cell=s.cell, status=status,
                                       previous=s.health[row], reason=reason,
                                       last_heartbeat_at=max(0, int(s.last_heartbeat[row])), lost_tasks=lost,
                                       provenance=self.provenance(None, path)))
 
     def node_down(self, row: int, gap: int) -> None:
-        """DOWN: the node's tasks are lost (freed, queued again first) and placed again later."""
+        """DOWN: the node's tasks lose their place; gold ones move at once (TaskMigrated),
+        the others are lost (freed, queued again first) and placed again later."""
         s, a = self.s, self.strategy.args
         nid = s.node_ids[row]
         lost = tuple(s.holding(nid))
         reason = f"no heartbeat for {gap / 1000:g} s (down after {a.down_after_ms / 1000:g} s)"
         self.health(row, DOWN, reason, lost)
+        self.evacuate(nid, lost, reason, since=int(s.last_heartbeat[row]))
+
+    def evacuate(self, nid: str, lost: tuple[str, ...], reason: str, since: int) -> None:
+        """The node is gone: gold tasks first, each moved now if a place exists (preempting
+        bronze if needed); every other task, and gold ones with no place, TaskLost."""
+        s = self.s
+        gold = [tid for tid in lost if s.tasks[tid].task.qos_tier == GOLD and gang_of(s.tasks[tid].task) is None]
+        moved = set()
+        if self.qos.migrate_gold:
+            for tid in gold:
+                if self.migrate(tid, "NODE_DOWN", since, reserve_first=False):
+                    moved.add(tid)
         for tid in lost:
+            if tid in moved:
+                continue
             t = s.tasks[tid]
             eid, did = self._ids(m.TaskLost.KIND)
             self.emit(m.TaskLost(event_id=eid, decision_id=did, task_id=tid, tenant=t.task.tenant, cell=s.cell,
                                  node_id=nid, gpu_devices=t.devices, reason=f"node {nid} DOWN: {reason}",
                                  provenance=self.provenance(None, [f"node {nid} DOWN", f"lost {tid}",
-                                                                   "queued again first in its priority"])))
+                                                                   "queued again first in its tier and priority"])))
 
     def stop_stale(self, e: m.TaskStatusChanged, t: TaskRecord) -> None:
         """A node that is not the task's reports it running: tell its connector to stop it."""
@@ -448,17 +747,30 @@ class _Decider:
                                        connector=node.connector or "sim",
                                        reason=f"stale copy: the task is {where}", issued_at=self.at))
 
+    def stop_old_copy(self, task_id: str, node_id: str, reason: str) -> None:
+        """The old copy of a reserve-first move is no longer needed: stop it."""
+        s = self.s
+        self.outs.append(m.StopCommand(event_id=f"{s.cell}/{self.pos[0]}/{self.pos[1]}/{self.pos[2]}/stop-old",
+                                       task_id=task_id, cell=s.cell, node_id=node_id,
+                                       connector=s.nodes[node_id].connector or "sim", reason=reason,
+                                       issued_at=self.at))
+
     def retry_pending(self) -> None:
+        """Retry the head of the queue (``retry_budget`` tasks); batch tasks wait for their window."""
         budget = self.strategy.retry_budget
         for item in list(self.s.queue[:budget]):
-            if self.s.tasks[item[2]].status == PENDING:     # a gang or a joint plan may have placed it meanwhile
-                self.schedule(item[2], retry=True)
+            if item[0] == LANE_RANK[BATCH]:
+                break
+            if self.s.tasks[item[-1]].status == PENDING:     # a gang or a joint plan may have placed it meanwhile
+                self.schedule(item[-1], retry=True)
 
     def release(self, task_id: str, cause: str) -> None:
         s, t = self.s, self.s.tasks[task_id]
         eid, did = self._ids(m.TaskReleased.KIND)
         node = t.node if t.status in HOLDING else ""
         path = [f"{cause.lower()}", f"release {node}" if node else "drop from queue"]
+        if t.moving_from is not None:
+            self.stop_old_copy(task_id, t.moving_from[0], f"the task ended ({cause.lower()}) during its move")
         self.emit(m.TaskReleased(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant,
                                  cell=s.cell, node_id=node, cause=cause,
                                  gpu_devices=tuple(t.devices) if node else (),
@@ -478,8 +790,21 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
     at = event_time(event)
     if at > state.now:
         state.now = at                   # the cell clock: the largest event time the log has shown
-    if isinstance(event, (m.NodeConditionChanged, m.LinkMetrics)):
+    if isinstance(event, m.LinkMetrics):
         evolve(state, event)
+        return state, []
+    if isinstance(event, m.NodeConditionChanged):
+        evolve(state, event)
+        row = state.node_index.get(event.node_id)
+        if row is None:
+            return state, []
+        if event.condition == "DEGRADED":
+            state.evac_since.setdefault(event.node_id, event.at)
+            d = _Decider(state, position, event_time(event))
+            d.move_gold_off(row, "NODE_DEGRADED", state.evac_since[event.node_id])
+            return state, d.outs
+        if state.node_status[row] != DRAINING:
+            state.evac_since.pop(event.node_id, None)
         return state, []
     if isinstance(event, m.PolicyChanged):
         evolve(state, event)
@@ -513,6 +838,10 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
             if event.node_id and event.node_id != t.node and event.status in ("DISPATCHED", "RUNNING"):
                 d.stop_stale(event, t)       # a stale copy of a task that has finished elsewhere
             return state, d.outs
+        moving = t.moving_from
+        if moving is not None and event.node_id == moving[0]:
+            evolve(state, event)             # the old copy of a move: only its end counts (frees it)
+            return state, d.outs
         if event.node_id and (t.node != event.node_id if t.node is not None
                               else event.status in ("DISPATCHED", "RUNNING")):
             # a stale copy (its node was DOWN and the task went elsewhere): never let it
@@ -521,6 +850,9 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
                 d.stop_stale(event, t)
             return state, d.outs
         evolve(state, event)
+        if moving is not None and t.moving_from is None and t.status not in TERMINAL:
+            d.stop_old_copy(event.task_id, moving[0], f"moved to {t.node}, which runs it now (reserve-first)")
+            d.retry_pending()
         if event.status in (COMPLETED, FAILED, CANCELLED) and t.status in HOLDING:
             d.release(event.task_id, event.status)
             d.retry_pending()
@@ -536,7 +868,27 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
             d.retry_pending()
         return state, d.outs
 
+    if isinstance(event, m.NodeStatusChanged):
+        row = state.node_index.get(event.node_id)
+        was = state.node_status[row] if row is not None else None
+        evolve(state, event)
+        if row is None:
+            return state, d.outs
+        if event.status == DOWN and was != DOWN:
+            lost = tuple(state.holding(event.node_id))
+            d.evacuate(event.node_id, lost, f"reported DOWN ({event.reason or 'no reason given'})", since=event.at)
+            d.retry_pending()
+        elif event.status == DRAINING:
+            state.evac_since.setdefault(event.node_id, event.at)
+            d.move_gold_off(row, "DRAIN", state.evac_since[event.node_id])
+        else:
+            if state.condition[row] != "DEGRADED":
+                state.evac_since.pop(event.node_id, None)
+            if event.status == READY:
+                d.retry_pending()
+        return state, d.outs
+
     evolve(state, event)
-    if isinstance(event, m.NodeRegistered) or (isinstance(event, m.NodeStatusChanged) and event.status == READY):
+    if isinstance(event, m.NodeRegistered):
         d.retry_pending()
     return state, d.outs

@@ -85,6 +85,10 @@ class CycleContext:
     seed: int                      # strategy seed mixed with the input position
     config: dict[str, Any]
     scratch: dict[str, Any] = field(default_factory=dict)
+    # the rows the task's QoS tier may use (None = all) and the reason for the others,
+    # applied after every strategy's filters (processors/qos.py: pools)
+    allowed: Optional[np.ndarray] = None
+    allowed_reason: str = ""
 
     @property
     def task(self) -> Optional[TaskRecord]:
@@ -326,6 +330,12 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
         if k:
             filtered.append((reason, k, np.flatnonzero(drop)[:3]))
             alive &= mask
+    if ctx.allowed is not None:
+        drop = alive & ~ctx.allowed
+        k = int(np.count_nonzero(drop))
+        if k:
+            filtered.append((ctx.allowed_reason, k, np.flatnonzero(drop)[:3]))
+            alive &= ctx.allowed
     _avoid_bad_conditions(state, alive, filtered)
     rows = np.flatnonzero(alive)
     nf = int(rows.size)

@@ -28,7 +28,7 @@ from .model import GPU_MILLI, Node, Policy, Task
 from .topology import Topology
 
 READY, CORDONED, DOWN = "READY", "CORDONED", "DOWN"
-NODE_STATUSES = (READY, CORDONED, DOWN)
+NODE_STATUSES = (READY, CORDONED, DOWN, "DRAINING")
 # health from heartbeats (NodeHealthChanged); a node takes new work only when both its
 # status (operator, connector) and its health are READY
 SUSPECT = "SUSPECT"
@@ -37,10 +37,12 @@ NORMAL = "NORMAL"          # telemetry condition (NodeConditionChanged): HOT, CO
 # task lifecycle
 PENDING, PLACED, DISPATCHED, RUNNING = "PENDING", "PLACED", "DISPATCHED", "RUNNING"
 COMPLETED, FAILED, CANCELLED, UNSCHEDULABLE = "COMPLETED", "FAILED", "CANCELLED", "UNSCHEDULABLE"
+PREEMPTED = "PREEMPTED"     # evicted for a higher tier: not holding, not queued until its grace ends
+DRAINING = "DRAINING"       # node status: no new work; gold tasks move off reserve-first
 HOLDING = frozenset({PLACED, DISPATCHED, RUNNING})          # statuses that hold resources
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, UNSCHEDULABLE})
 
-SNAPSHOT_VERSION = 2        # 2: typed tasks, nodes and policy (version 1 snapshots are refused: replay instead)
+SNAPSHOT_VERSION = 3        # 3: QoS (queue keys, preemption grace, moves, batch window); older ones are refused: replay
 
 _I64 = np.int64
 
@@ -52,20 +54,36 @@ def _empty(n: int = 0) -> np.ndarray:
 @dataclass(slots=True)
 class TaskRecord:
     """A task in the cell: what it asked for (immutable), its arrival number, and where it
-    is in its life. ``node`` and ``devices`` are set while it holds resources."""
+    is in its life. ``node`` and ``devices`` are set while it holds resources.
+
+    ``queued_at``: cell clock when it arrived (aging); ``placed_at``: when it last took its
+    place (work lost on preemption); ``key``: its place in the queue while queued
+    (``qos.queue_key``); ``requeue_at``: when a PREEMPTED task's grace ends;
+    ``moving_from``: ``(node, devices)`` of the old copy during a reserve-first move (it
+    holds its resources until the new copy runs)."""
     task: Task
     seq: int
     status: str = "SUBMITTED"
     node: Optional[str] = None
     devices: tuple[int, ...] = ()
+    queued_at: int = 0
+    placed_at: int = 0
+    key: Optional[list] = None
+    requeue_at: int = 0
+    moving_from: Optional[tuple[str, tuple[int, ...]]] = None
 
     def to_json(self) -> dict[str, Any]:
         return {"task": self.task.to_json(), "seq": self.seq, "status": self.status, "node": self.node,
-                "devices": list(self.devices)}
+                "devices": list(self.devices), "queued_at": self.queued_at, "placed_at": self.placed_at,
+                "key": self.key, "requeue_at": self.requeue_at,
+                "moving_from": [self.moving_from[0], list(self.moving_from[1])] if self.moving_from else None}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "TaskRecord":
-        return cls(Task.from_json(d["task"]), int(d["seq"]), d["status"], d["node"], tuple(d["devices"]))
+        mv = d["moving_from"]
+        return cls(Task.from_json(d["task"]), int(d["seq"]), d["status"], d["node"], tuple(d["devices"]),
+                   int(d["queued_at"]), int(d["placed_at"]), d["key"], int(d["requeue_at"]),
+                   (mv[0], tuple(mv[1])) if mv else None)
 
 
 class CellState:
@@ -108,6 +126,11 @@ class CellState:
         self.policy = Policy()
         self.class_counts: dict[str, int] = {}  # running histogram of submitted task shapes
         self.reservations: dict[str, Any] = {}  # room for advance reservations (C4)
+        self.grace: list[list] = []             # sorted [requeue_at, task_id] of PREEMPTED tasks
+        self.batch_close_at = 0                 # cell clock when the open batch window closes; 0 = none open
+        self.batch_due: list[str] = []          # batch tasks of a closed window still to be solved
+        self.evac_since: dict[str, int] = {}    # node -> cell clock when its drain or DEGRADED began
+        self.node_gen = 0                       # bumped when a node re-registers (cache key, not persisted)
         self.decisions = 0
         self.topology = Topology(self)          # the network graph (topology.py): nodes and measured links
         self._derived: dict[Any, Any] = {}
@@ -230,6 +253,10 @@ class CellState:
         return sorted((tid for tid, t in self.tasks.items() if t.status in HOLDING and t.node == node_id),
                       key=lambda tid: self.tasks[tid].seq)
 
+    def moving_off(self, node_id: str) -> list[str]:
+        """Ids of the tasks whose old copy, in a reserve-first move, still holds ``node_id``."""
+        return sorted(tid for tid, t in self.tasks.items() if t.moving_from and t.moving_from[0] == node_id)
+
     def _refresh_gpu_row(self, row: int) -> None:
         g = self.gpu_free[row]
         real = g[g >= 0]
@@ -291,6 +318,7 @@ class CellState:
     def update_node(self, node: Node) -> None:
         """A re-registration: new descriptive fields (resources stay as first registered)."""
         self.nodes[node.node_id] = node
+        self.node_gen += 1
         self._derived.pop("meta", None)
         self.topology.update_node(node)
 
@@ -307,10 +335,14 @@ class CellState:
         if tags is None:
             tags = [{} for _ in range(self.n_nodes)]
             for t in self.tasks.values():
-                if t.status in HOLDING and t.devices:
-                    d = tags[self.node_index[t.node]]
-                    k = self.gpu_tag(len(t.devices), t.task.request.gpu_milli)
-                    d[k] = d.get(k, 0) + 1
+                held = [(t.node, t.devices)] if t.status in HOLDING else []
+                if t.moving_from:                   # a reserve-first move holds both places
+                    held.append(t.moving_from)
+                for node, devices in held:
+                    if devices:
+                        d = tags[self.node_index[node]]
+                        k = self.gpu_tag(len(devices), t.task.request.gpu_milli)
+                        d[k] = d.get(k, 0) + 1
             self._derived["gpu_tags"] = tags
         return tags
 
@@ -327,9 +359,17 @@ class CellState:
             d.pop(k, None)
 
     # ------------------------------------------------------------------ queue
-    def enqueue(self, task_id: str) -> int:
+    def enqueue(self, task_id: str, key: Optional[list] = None) -> int:
+        """Queue a task under ``key`` (``qos.queue_key``; default: its kept key, else by
+        priority then arrival). Queued already: nothing changes."""
         t = self.tasks[task_id]
-        item = [-t.task.priority, t.seq, task_id]
+        if t.key is not None and key is not None and t.key != key:
+            self.dequeue(task_id)
+        if key is not None:
+            t.key = key
+        elif t.key is None:
+            t.key = [1, 1, 1, -t.task.priority, t.seq, task_id]
+        item = t.key
         i = bisect.bisect_left(self.queue, item)
         if i < len(self.queue) and self.queue[i] == item:
             return i
@@ -338,9 +378,9 @@ class CellState:
 
     def dequeue(self, task_id: str) -> bool:
         t = self.tasks.get(task_id)
-        if t is None:
+        if t is None or t.key is None:
             return False
-        item = [-t.task.priority, t.seq, task_id]
+        item = t.key
         i = bisect.bisect_left(self.queue, item)
         if i < len(self.queue) and self.queue[i] == item:
             del self.queue[i]
@@ -349,7 +389,7 @@ class CellState:
 
     def queue_position(self, task_id: str) -> int:
         t = self.tasks[task_id]
-        return bisect.bisect_left(self.queue, [-t.task.priority, t.seq, task_id])
+        return bisect.bisect_left(self.queue, t.key) if t.key is not None else len(self.queue)
 
     # ------------------------------------------------------------- summaries
     def gpu_capacity_milli(self) -> int:
@@ -370,10 +410,13 @@ class CellState:
         used_cpu = np.zeros_like(self.cpu_cap)
         used_gpu = np.zeros_like(self.gpu_free)
         for t in self.tasks.values():
-            if t.status in HOLDING:
-                row = self.node_index[t.node]
+            held = [(t.node, t.devices)] if t.status in HOLDING else []
+            if t.moving_from:
+                held.append(t.moving_from)
+            for node, devices in held:
+                row = self.node_index[node]
                 used_cpu[row] += t.task.request.cpu
-                for d in t.devices:
+                for d in devices:
                     used_gpu[row, d] += t.task.request.gpu_milli
         assert (self.cpu_cap - self.cpu_free == used_cpu).all()
         real = self.gpu_free >= 0
@@ -409,6 +452,10 @@ class CellState:
             "policy": self.policy.to_json(),
             "class_counts": dict(self.class_counts),
             "reservations": json.loads(json.dumps(self.reservations)),
+            "grace": [list(g) for g in self.grace],
+            "batch_close_at": self.batch_close_at,
+            "batch_due": list(self.batch_due),
+            "evac_since": dict(self.evac_since),
             "decisions": self.decisions,
             "topology": self.topology.to_snapshot(),
         }
@@ -441,6 +488,10 @@ class CellState:
         s.policy = Policy.from_json(snap["policy"])
         s.class_counts = dict(snap["class_counts"])
         s.reservations = json.loads(json.dumps(snap["reservations"]))
+        s.grace = [list(g) for g in snap["grace"]]
+        s.batch_close_at = int(snap["batch_close_at"])
+        s.batch_due = list(snap["batch_due"])
+        s.evac_since = {k: int(v) for k, v in snap["evac_since"].items()}
         s.decisions = int(snap["decisions"])
         s.topology.restore(snap.get("topology"))
         s._derived = {}

@@ -152,7 +152,8 @@ def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
     for n in nodes:
         state, _ = decide(state, from_avro(NodeRegistered, n), (TOPIC, 0, off))
         off += 1
-    cfg = {**policy_config(spec["strategy"], seed, typical), **spec["config"]}
+    # the paper's simulator never preempts: its LS (gold) pods must not evict BE (bronze) ones here
+    cfg = {**policy_config(spec["strategy"], seed, typical), "qos": {"preempt": False}, **spec["config"]}
     state, _ = decide(state, PolicyChanged.of("openb", spec["strategy"], cfg), (TOPIC, 0, off))
     off += 1
     t2 = time.perf_counter()

@@ -73,6 +73,7 @@ class RunMetrics:
         self.peak_alloc = 0
         self.peak_demand = 0
         self.unschedulable: dict[str, int] = {}
+        self.evicted: dict[str, int] = {}        # TaskPreempted / TaskLost decisions
         self.pending_reason: dict[str, int] = {}
         self.series: list[tuple[int, int, int]] = []          # (t ms, alloc milli, demand milli)
         self.frag: list[tuple[int, float]] = []               # (t ms, frag milli)
@@ -131,6 +132,13 @@ class RunMetrics:
             if task["outcome"] == "pending":
                 self.demand -= task["gpu"]
             task["outcome"] = "unschedulable"
+        elif kind in ("TaskPreempted", "TaskLost"):
+            # evicted for a higher tier, or its node went down: its place is free, it waits again
+            self.evicted[kind] = self.evicted.get(kind, 0) + 1
+            if task["outcome"] == "placed":
+                self.alloc -= task["held"]
+                task["held"] = 0
+                task["outcome"] = "pending"
         elif kind == "TaskReleased":
             if task["outcome"] in ("placed", "pending"):
                 self.demand -= task["gpu"]
@@ -205,6 +213,7 @@ class RunMetrics:
         return {
             "tasks": total,
             "placement_success_pct": round(100.0 * total["placed"] / total["submitted"], 3) if total["submitted"] else None,
+            "evictions": {"preempted": self.evicted.get("TaskPreempted", 0), "lost": self.evicted.get("TaskLost", 0)},
             "rejections": {"unschedulable": dict(sorted(self.unschedulable.items(), key=lambda kv: -kv[1])),
                            "abandoned": total["abandoned"],
                            "first_pending_reason": dict(sorted(self.pending_reason.items(), key=lambda kv: -kv[1]))},

@@ -29,7 +29,7 @@ from suanli.processors import CellState, decide
 from suanli.processors.model import (NodeRegistered, PolicyChanged, TaskCancelled, TaskStatusChanged,
                                      TaskSubmitted, from_avro)
 from suanli.processors.frag import TypicalTasks
-from suanli.processors.state import HOLDING, PENDING
+from suanli.processors.state import HOLDING, PENDING, PREEMPTED
 
 from .fgd_protocol import policy_config, typical_tasks
 from .metrics import RunMetrics
@@ -143,7 +143,7 @@ def run(w: TimedWorkload, policy: dict[str, Any], *, seed: int = 42, progress: b
             if status in HOLDING:
                 event = TaskStatusChanged(event_id=f"{tid}/end", task_id=tid, cell="openb", node_id=rec.node,
                                           status="COMPLETED", at=at, exit_code=0)
-            elif status == PENDING:
+            elif status in (PENDING, PREEMPTED):     # waiting (or a victim in its grace): it leaves
                 event = TaskCancelled(event_id=f"{tid}/cancel", task_id=tid, cell="openb", tenant=task["tenant"],
                                       reason="deleted before it was placed", at=at)
             else:

@@ -34,7 +34,7 @@ from suanli.streams.intake import dead_letter
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
 
-SNAPSHOT_FORMAT = 2       # 2: cell states with typed tasks (processors/state.py SNAPSHOT_VERSION 2)
+SNAPSHOT_FORMAT = 3       # 3: cell states with QoS (processors/state.py SNAPSHOT_VERSION 3)
 
 
 @dataclass
@@ -98,22 +98,26 @@ class CellRunner:
                                      self.codec.encode(decision.KIND, model.to_avro(decision))))
                 continue
             out.append(OutRecord(self.topics.decisions, key, self.codec.encode(decision.KIND, model.to_avro(decision))))
-            if isinstance(decision, model.TaskPlaced):
+            if isinstance(decision, (model.TaskPlaced, model.TaskMigrated)):
                 out.append(self._dispatch(state, decision))
         return out
 
-    def _dispatch(self, state: CellState, placed: model.TaskPlaced) -> OutRecord:
-        """The dispatcher: a placement becomes a command on the node's connector topic,
-        carrying what the task runs (argv, environment) and its duration estimate."""
+    def _dispatch(self, state: CellState, placed: model.TaskPlaced | model.TaskMigrated) -> OutRecord:
+        """The dispatcher: a placement (or a move: its new node) becomes a command on the
+        node's connector topic, carrying what the task runs (argv, environment) and its
+        duration estimate."""
         task = state.tasks[placed.task_id].task
-        connector = state.nodes[placed.node_id].connector or "sim"
+        node_id = placed.node_id if isinstance(placed, model.TaskPlaced) else placed.to_node
+        req = task.request
+        connector = state.nodes[node_id].connector or "sim"
         command = model.DispatchCommand(
             event_id=f"{placed.decision_id}/dispatch", dispatch_id=placed.decision_id,
-            task_id=placed.task_id, tenant=placed.tenant, cell=placed.cell, node_id=placed.node_id,
-            connector=connector, gpu_devices=placed.gpu_devices, gpu_milli=placed.gpu_milli,
-            cpu_milli=placed.cpu_milli, memory_mib=placed.memory_mib, command=task.command, env=task.env,
+            task_id=placed.task_id, tenant=placed.tenant, cell=placed.cell, node_id=node_id,
+            connector=connector, gpu_devices=placed.gpu_devices,
+            gpu_milli=req.gpu_milli if placed.gpu_devices else 0,
+            cpu_milli=req.cpu, memory_mib=req.mem, command=task.command, env=task.env,
             duration_estimate_ms=task.duration_estimate_ms, issued_at=placed.provenance.decided_at)
-        return OutRecord(self.topics.dispatch(connector), placed.node_id.encode(),
+        return OutRecord(self.topics.dispatch(connector), node_id.encode(),
                          self.codec.encode(command.KIND, model.to_avro(command)))
 
     def catch_up(self, records: Iterable[RawRecord]) -> int:

@@ -72,7 +72,10 @@ class CpSatBatch(Plugin):
 
         s, a = ctx.state, self.args
         window, k_cand = a.window, a.candidates
-        others = [q[2] for q in s.queue if q[2] != ctx.task_id][: max(window - 1, 0)]
+        # the batch tier's chunk when the core gives one (qos.py), else the head of the queue
+        window_ids = ctx.scratch.get("window_ids")
+        pool = window_ids if window_ids is not None else [q[-1] for q in s.queue]
+        others = [tid for tid in pool if tid != ctx.task_id][: max(window - 1, 0)]
         tasks = [(ctx.task_id, ctx.req, rows)] + [
             (tid, task_request(s.tasks[tid]), None) for tid in others]
         cand: list[tuple[str, Request, np.ndarray, np.ndarray]] = []

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from ..args import DEFAULT, arg
 from ..matching import Rule
+from ..qos import QosArgs
 from ..telemetry import TelemetryArgs
 
 # equal scores: a seeded draw, the smallest node id, the lowest row, or the BestFit score
@@ -52,6 +53,8 @@ class StrategyArgs:
                                    "(HOT, CONGESTED, DEGRADED; processors/telemetry.py)")
     retry_every_ms: int = arg(5_000, "on the cell clock, the head of the pending queue is retried this often "
                               "(CellTick); 0 = only when resources are released", ge=0)
+    qos: QosArgs = arg(QosArgs(), "QoS pools, preemption, aging, migration and the urgent and batch "
+                       "scheduling tiers (processors/qos.py)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,16 +59,17 @@ class Feed:
         self.outputs.extend(outs)
         return outs
 
-    def node(self, nid: str, cpu=32000, mem=65536, gpus=0, model="T4"):
+    def node(self, nid: str, cpu=32000, mem=65536, gpus=0, model="T4", labels=None):
         acc = [{"kind": "GPU", "model": model, "count": gpus, "memory_mib": 16384}] if gpus else []
         return self.send("NodeRegistered", {"node_id": nid, "cell": "test", "cpu_milli": cpu, "memory_mib": mem,
-                                             "accelerators": acc, "registered_at": 0})
+                                             "accelerators": acc, "registered_at": 0, "labels": labels or {}})
 
-    def task(self, tid: str, cpu=1000, mem=1024, gpus=0, milli=0, models=(), priority=0, at=1):
+    def task(self, tid: str, cpu=1000, mem=1024, gpus=0, milli=0, models=(), priority=0, at=1, qos="SILVER",
+             labels=None):
         return self.send("TaskSubmitted", {"task_id": tid, "tenant": "t", "cell": "test", "submitted_at": at,
                                            "resources": {"cpu_milli": cpu, "memory_mib": mem, "gpu_count": gpus,
                                                          "gpu_milli": milli, "gpu_models": list(models)},
-                                           "qos_tier": "SILVER", "priority": priority, "labels": {}})
+                                           "qos_tier": qos, "priority": priority, "labels": labels or {}})
 
     def status(self, tid: str, status: str, at=2):
         t = self.state.tasks.get(tid)

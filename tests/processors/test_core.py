@@ -85,7 +85,7 @@ def test_release_frees_and_pending_gets_placed():
     assert kinds[0] == "TaskReleased" and out[0][1]["cause"] == "COMPLETED"
     placed = [p for k, p in out if k == "TaskPlaced"]
     assert [p["task_id"] for p in placed] == ["y"]      # z no longer fits beside y
-    assert f.state.queue[0][2] == "z"
+    assert f.state.queue[0][-1] == "z"
     assert f.state.gpu_free[0, 0] == 400
     f.state.check()
 
@@ -97,7 +97,7 @@ def test_queue_orders_by_priority_then_arrival():
     f.task("lo", cpu=500, priority=0)
     out = f.task("hi", cpu=500, priority=10)
     assert out[0][1]["queue_position"] == 0
-    assert [q[2] for q in f.state.queue] == ["hi", "lo"]
+    assert [q[-1] for q in f.state.queue] == ["hi", "lo"]
 
 
 def test_cancel_pending_and_running():

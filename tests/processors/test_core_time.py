@@ -94,7 +94,7 @@ def test_a_node_heard_again_comes_back_ready_and_takes_queued_work():
     beat(f, "only", 0)
     f.task("t", cpu=1000)
     tick(f, 15_000)                                        # DOWN; t lost, nowhere to go
-    assert f.state.tasks["t"].status == "PENDING" and f.state.queue[0][2] == "t"
+    assert f.state.tasks["t"].status == "PENDING" and f.state.queue[0][-1] == "t"
     out = beat(f, "only", 15_500)
     assert _kinds(out) == ["NodeHealthChanged", "TaskPlaced"] and out[0][1]["status"] == "READY"
 
@@ -113,7 +113,7 @@ def test_lost_tasks_go_first_in_their_priority():
     f.task("waiting", cpu=1000, priority=1)               # queued behind it, never fits
     f.task("urgent", cpu=1000, priority=5)
     tick(f, 15_000)
-    assert [q[2] for q in f.state.queue] == ["urgent", "running", "waiting"]
+    assert [q[-1] for q in f.state.queue] == ["urgent", "running", "waiting"]
 
 
 def test_periodic_retry_runs_on_the_cell_clock():

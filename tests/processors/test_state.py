@@ -58,7 +58,7 @@ def test_queue_orders_by_priority_then_arrival():
     for seq, (tid, prio) in enumerate([("x", 0), ("y", 5), ("z", 0), ("w", 5)], start=1):
         s.tasks[tid] = TaskRecord(Task(task_id=tid, tenant="t", request=Request(1, 1, 0, 0), priority=prio), seq)
         s.enqueue(tid)
-    assert [q[2] for q in s.queue] == ["y", "w", "x", "z"]
+    assert [q[-1] for q in s.queue] == ["y", "w", "x", "z"]
     assert s.queue_position("x") == 2 and s.enqueue("x") == 2        # enqueueing twice keeps one entry
     assert s.dequeue("y") and not s.dequeue("y") and s.queue_position("w") == 0
 

@@ -100,7 +100,8 @@ def _placements(nodes, pods, policy):
         state, outs = decide(state, from_avro(TaskSubmitted, p), ("c", 0, off))
         for d in outs:
             a = to_avro(d)
-            prov = dict(a["provenance"], strategy=None)
+            # commands (a preempted victim's StopCommand) carry no provenance
+            prov = dict(a["provenance"], strategy=None) if "provenance" in a else a
             out.append((d.KIND, a.get("node_id"), a.get("gpu_devices"), json.dumps(prov, sort_keys=True)))
     return out
 

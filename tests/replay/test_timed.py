@@ -76,7 +76,7 @@ def test_queueing_time_is_decision_time_minus_submission(contended):
             event = from_avro(TaskSubmitted, w.tasks[i])
         elif st in ("PLACED", "DISPATCHED", "RUNNING"):
             event = TaskStatusChanged(event_id="", task_id=tid, cell="openb", node_id=rec.node, status="COMPLETED", at=at)
-        elif st == "PENDING":
+        elif st in ("PENDING", "PREEMPTED"):
             event = TaskCancelled(event_id="", task_id=tid, tenant="", cell="openb", at=at)
         else:
             continue
@@ -84,7 +84,7 @@ def test_queueing_time_is_decision_time_minus_submission(contended):
         state, outs = decide(state, event, (topic, 0, off))
         for d in outs:
             if isinstance(d, TaskPlaced):
-                waits[d.task_id] = (d.provenance.decided_at - state.tasks[d.task_id].task.submitted_at) / 1000
+                waits.setdefault(d.task_id, (d.provenance.decided_at - state.tasks[d.task_id].task.submitted_at) / 1000)  # first placement
     assert sorted(waits.values()) == sorted(r["series"]["waited_s_sorted"] + [0.0] * (len(waits) - r["series"]["waited_n"]))
 
 

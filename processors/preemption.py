@@ -1,0 +1,169 @@
+"""Choosing victims, in the Kubernetes manner: who must make room for a task that does not fit.
+
+Pure: reads a :class:`~.state.CellState`, changes nothing; the core turns a
+:class:`Preemption` into ``TaskPreempted`` decisions and a placement.
+
+**Who may be a victim.** A task holding resources whose QoS tier is lower than the
+preemptor's and listed in ``qos.preemptible`` (default: BRONZE only), that is not a gang
+member (a gang runs all or nothing) and is not in the middle of a reserve-first move.
+So a gold or silver task is never a victim of a lower tier.
+
+**Which victims.** Among the nodes where the task would fit once some victims are gone
+(every other filter passed: the caller gives the row mask), the set with the smallest
+:data:`cost`, compared in this order:
+
+1. the most important victim in the set is as unimportant as possible: lowest tier, then
+   lowest priority ("lowest tier and priority first");
+2. the fewest victims;
+3. the least work lost: the sum of how long each victim has held its place (cell clock);
+4. ties: the smaller node id, then the victims' ids.
+
+On one node the search is exact: the smallest importance level whose victims, all evicted,
+make room fixes (1) (evicting more never hurts a fit); then subsets of those candidates are
+tried by increasing size, the least work lost winning within a size. More than
+``max_victim_search`` candidates make that exponential, so then victims are chosen as the
+Kubernetes scheduler does: evict them all, then reprieve (keep) each one, most important
+first, whose return still leaves room.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Optional
+
+import numpy as np
+
+from .model import GPU_MILLI, Request
+from .qos import TIER_RANK, outranks
+from .state import HOLDING, CellState
+
+Importance = tuple[int, int]          # (tier: 0 bronze .. 2 gold, priority); larger = more important
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    task_id: str
+    importance: Importance
+    work_lost_ms: int
+    cpu: int
+    mem: int
+    devices: tuple[int, ...]
+    gpu_milli: int
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Evict ``victims`` from ``node_id`` (row ``row``); the task then takes ``devices`` there."""
+    row: int
+    node_id: str
+    victims: tuple[Victim, ...]
+    devices: list[int]
+    cost: tuple
+
+    @property
+    def victim_ids(self) -> tuple[str, ...]:
+        return tuple(v.task_id for v in self.victims)
+
+
+def importance(tier: str, priority: int) -> Importance:
+    return (2 - TIER_RANK.get(tier, 1), priority)
+
+
+def cost(victims: tuple[Victim, ...]) -> tuple:
+    """The comparison key of a victim set (see the module docstring), smaller is better."""
+    return (max(v.importance for v in victims), len(victims), sum(v.work_lost_ms for v in victims))
+
+
+def candidates(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...]) -> dict[int, list[Victim]]:
+    """Per node row, the tasks a task of ``preemptor_tier`` may evict there."""
+    out: dict[int, list[Victim]] = {}
+    for tid, t in state.tasks.items():
+        if t.status not in HOLDING or t.node is None or t.moving_from is not None:
+            continue
+        task = t.task
+        if task.qos_tier not in preemptible or not outranks(preemptor_tier, task.qos_tier):
+            continue
+        if task.labels.get("gang"):
+            continue
+        r = task.request
+        out.setdefault(state.node_index[t.node], []).append(Victim(
+            tid, importance(task.qos_tier, task.priority), max(0, state.now - t.placed_at),
+            r.cpu, r.mem, tuple(t.devices), r.gpu_milli if t.devices else 0))
+    return out
+
+
+def devices_without(state: CellState, row: int, req: Request, victims: tuple[Victim, ...]) -> Optional[list[int]]:
+    """The devices ``req`` would take on ``row`` once ``victims`` are gone (best fit, as
+    ``framework.default_devices``), ``[]`` for a CPU task that fits, None if it does not fit."""
+    if state.cpu_free[row] + sum(v.cpu for v in victims) < req.cpu:
+        return None
+    if state.mem_free[row] + sum(v.mem for v in victims) < req.mem:
+        return None
+    if req.kind == "cpu":
+        return []
+    g = state.gpu_free[row].copy()
+    for v in victims:
+        for d in v.devices:
+            g[d] = min(g[d] + v.gpu_milli, GPU_MILLI)
+    fit = np.flatnonzero(g >= req.gpu_milli)
+    if req.kind == "shared":
+        return [int(fit[np.argmin(g[fit])])] if fit.size else None
+    return [int(d) for d in fit[: req.gpu_count]] if fit.size >= req.gpu_count else None
+
+
+def best_on_node(state: CellState, row: int, req: Request, cands: list[Victim],
+                 max_search: int) -> Optional[tuple[tuple, tuple[Victim, ...], list[int]]]:
+    """The cheapest victim set on one node: ``(cost, victims, devices)``, or None."""
+    cands = sorted(cands, key=lambda v: (v.importance, v.task_id))
+    levels = sorted({v.importance for v in cands})
+    pool: list[Victim] = []
+    for level in levels:
+        pool = [v for v in cands if v.importance <= level]
+        if devices_without(state, row, req, tuple(pool)) is not None:
+            break
+    else:
+        return None
+    if len(pool) > max_search:
+        keep = list(pool)
+        for v in sorted(pool, key=lambda v: (v.importance, -v.work_lost_ms, v.task_id), reverse=True):
+            trial = tuple(x for x in keep if x is not v)
+            if trial and devices_without(state, row, req, trial) is not None:
+                keep = list(trial)
+        chosen = tuple(sorted(keep, key=lambda v: v.task_id))
+        return cost(chosen), chosen, devices_without(state, row, req, chosen) or []
+    for k in range(1, len(pool) + 1):
+        best: Optional[tuple[tuple, tuple[Victim, ...], list[int]]] = None
+        for combo in combinations(pool, k):
+            devs = devices_without(state, row, req, combo)
+            if devs is None:
+                continue
+            ids = tuple(sorted(v.task_id for v in combo))
+            key = (cost(combo), ids)
+            if best is None or key < (best[0], tuple(v.task_id for v in best[1])):
+                best = (cost(combo), tuple(sorted(combo, key=lambda v: v.task_id)), devs)
+        if best is not None:
+            return best
+    return None
+
+
+def plan(state: CellState, req: Request, preemptor_tier: str, eligible: np.ndarray,
+         preemptible: tuple[str, ...], max_search: int) -> Optional[Preemption]:
+    """The preemption that makes room for ``req`` at the least cost, or None.
+
+    ``eligible``: row mask of the nodes the task may use if resources allowed (ready, its
+    pool, its GPU model, large enough); the caller computes it with the same rules as a
+    normal placement."""
+    by_row = candidates(state, preemptor_tier, preemptible)
+    best: Optional[tuple[tuple, str, Preemption]] = None
+    for row in sorted(by_row):
+        if not eligible[row]:
+            continue
+        found = best_on_node(state, row, req, by_row[row], max_search)
+        if found is None:
+            continue
+        c, victims, devices = found
+        node_id = state.node_ids[row]
+        key = (c, node_id)
+        if best is None or key < best[:2]:
+            best = (c, node_id, Preemption(row, node_id, victims, devices, c))
+    return best[2] if best else None
