@@ -756,13 +756,29 @@ class _Decider:
                                        issued_at=self.at))
 
     def retry_pending(self) -> None:
-        """Retry the head of the queue (``retry_budget`` tasks); batch tasks wait for their window."""
+        """Retry the head of the queue (``retry_budget`` tasks); batch tasks wait for their window.
+
+        A task that asks exactly what a task already retried in this pass asked (same request,
+        tiers and labels) while nothing changed in between (``state.clock``) would fail the
+        same way, so it is not run again: a queue of thousands of alike tasks costs one cycle."""
+        s = self.s
         budget = self.strategy.retry_budget
-        for item in list(self.s.queue[:budget]):
+        failed: set = set()
+        clock = s.clock
+        for item in list(s.queue[:budget]):
             if item[0] == LANE_RANK[BATCH]:
                 break
-            if self.s.tasks[item[-1]].status == PENDING:     # a gang or a joint plan may have placed it meanwhile
-                self.schedule(item[-1], retry=True)
+            t = s.tasks[item[-1]]
+            if t.status != PENDING:          # a gang or a joint plan may have placed it meanwhile
+                continue
+            if s.clock != clock:
+                failed.clear()
+                clock = s.clock
+            alike = (t.task.request, t.task.qos_tier, tuple(sorted(t.task.labels.items())))
+            if alike in failed:
+                continue
+            if not self.schedule(item[-1], retry=True) and s.clock == clock:
+                failed.add(alike)
 
     def release(self, task_id: str, cause: str) -> None:
         s, t = self.s, self.s.tasks[task_id]

@@ -75,7 +75,16 @@ def cost(victims: tuple[Victim, ...]) -> tuple:
 
 
 def candidates(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...]) -> dict[int, list[Victim]]:
-    """Per node row, the tasks a task of ``preemptor_tier`` may evict there."""
+    """Per node row, the tasks a task of ``preemptor_tier`` may evict there. Cached until the
+    next allocation change (``state.clock``) or clock tick: one scan of the tasks serves every
+    retry of an input that places nothing."""
+    return state.derived(("victims", state.clock, state.now, preemptor_tier, preemptible),
+                         lambda: _scan(state, preemptor_tier, preemptible))
+
+
+def _scan(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...]) -> dict[int, list[Victim]]:
+    for key in [k for k in state._derived if isinstance(k, tuple) and k and k[0] == "victims"]:
+        del state._derived[key]                 # only the newest scan is worth keeping
     out: dict[int, list[Victim]] = {}
     for tid, t in state.tasks.items():
         if t.status not in HOLDING or t.node is None or t.moving_from is not None:
