@@ -11,6 +11,7 @@ Example::
       gpu: 0.46                  # < 1: a share of one GPU; >= 1: whole GPUs (integer)
       gpu_models: [V100M16, V100M32]
     qos: gold                    # gold | silver | bronze
+    scheduling: normal           # urgent | normal | batch (the label "scheduling"; C5)
     priority: 10
     labels: {workload: training}
     duration: 2h                 # estimate: ms, s, m, h (or duration_ms)
@@ -79,6 +80,8 @@ class TaskSpec(BaseModel):
     cell: str = Field("openb", min_length=1)
     resources: ResourcesSpec
     qos: str = "silver"
+    scheduling: str | None = Field(None, description="urgent | normal | batch: the scheduling tier "
+                                   "(written as the label 'scheduling')")
     priority: int = 0
     labels: dict[str, str] = {}
     duration: str | int | None = None
@@ -132,6 +135,20 @@ class TaskSpec(BaseModel):
             raise ValueError("qos must be gold, silver or bronze")
         return v.lower()
 
+    @field_validator("scheduling")
+    @classmethod
+    def _scheduling(cls, v: str | None) -> str | None:
+        if v is not None and v.lower() not in ("urgent", "normal", "batch"):
+            raise ValueError("scheduling must be urgent, normal or batch")
+        return v.lower() if v is not None else None
+
+    @model_validator(mode="after")
+    def _one_scheduling(self) -> "TaskSpec":
+        lab = self.labels.get("scheduling")
+        if self.scheduling is not None and lab is not None and lab != self.scheduling:
+            raise ValueError(f"scheduling: {self.scheduling!r} contradicts labels.scheduling: {lab!r}; give one")
+        return self
+
     def to_event(self, now_ms: int) -> dict[str, Any]:
         """The TaskSubmitted payload (Avro field names) for this spec."""
         r = self.resources
@@ -146,7 +163,8 @@ class TaskSpec(BaseModel):
                           "memory_mib": r.memory_mib if r.memory_mib is not None else _memory_mib(r.memory),
                           "gpu_count": gpu_count, "gpu_milli": gpu_milli, "gpu_models": list(r.gpu_models),
                           "gpu_memory_mib": 0, "accelerators": []},
-            "qos_tier": self.qos.upper(), "priority": self.priority, "labels": dict(self.labels),
+            "qos_tier": self.qos.upper(), "priority": self.priority,
+            "labels": {**self.labels, **({"scheduling": self.scheduling} if self.scheduling else {})},
             "deadline": self.deadline_ms, "duration_estimate_ms": duration, "command": self.command,
             "profile": None, "env": dict(self.env),
         }
