@@ -28,6 +28,15 @@ keys of one prefix sort by time):
 
 Every secondary key carries the tenant, and every row fetched for an answer is checked
 against the query's tenant again, so a tenant's query never returns another tenant's rows.
+
+Preemption and migration. A ``TaskPreempted`` is a row about the *victim* (kind
+``preemption``, node = the node it was evicted from); its ``detail`` keeps the preemptor
+(``preempted_by``), the reason, ``grace_ms``, ``work_lost_ms`` and every victim of the same
+decision. A ``TaskMigrated`` (kind ``migration``) is indexed under both nodes, ``to_node`` as
+its node and ``from_node`` too; its detail keeps cause, since, elapsed_ms, reserve_first and
+the tasks preempted to make room. ``AuditQuery(preempted_by=T)`` lists the tasks T preempted
+(a filter over the preemption rows, no index of its own), and :meth:`AuditIndex.why` adds
+them to the answer about T.
 """
 from __future__ import annotations
 
@@ -95,6 +104,7 @@ class AuditQuery:
     since: int | None = None
     until: int | None = None
     limit: int | None = 1000
+    preempted_by: str | None = None     # only preemptions of which this task was the preemptor
 
 
 def normalize_kind(kind: str | None) -> str | None:
@@ -302,6 +312,10 @@ class AuditIndex:
     def query(self, q: AuditQuery) -> list[dict[str, Any]]:
         """Rows matching every filter of ``q``, oldest first (the newest ``q.limit`` of them)."""
         kind = normalize_kind(q.kind)
+        if q.preempted_by is not None:
+            if kind not in (None, "preemption"):
+                raise AuditError(f"--preempted-by lists preemptions; it cannot be combined with kind {kind!r}")
+            kind = "preemption"
         # The most selective index that the query names; its tenant part narrows it further.
         if q.task is not None:
             dim, value = "task", q.task
@@ -347,6 +361,7 @@ class AuditIndex:
             raise AuditError(f"no decisions about task {task_id!r}{who} in the audit index")
         tenants = sorted({r["tenant"] for r in rows})
         last = rows[-1]
+        caused = self.query(AuditQuery(tenant=tenant, preempted_by=task_id, limit=None))
         return {
             "task_id": task_id,
             "tenant": tenants[0] if len(tenants) == 1 else tenants,
@@ -355,6 +370,10 @@ class AuditIndex:
             "node_id": last["node_id"],
             "decisions": rows,
             "cites": [{"decision": r["decision"]["cite"], "input": r["input"]["cite"]} for r in rows],
+            "preempted": [{"task_id": r["task_id"], "tenant": r["tenant"], "node_id": r["node_id"],
+                           "decided_at": r["decided_at"], "decision_id": r["decision_id"],
+                           "reason": (r.get("detail") or {}).get("reason", ""), "cite": r["decision"]["cite"]}
+                          for r in caused],
         }
 
 
@@ -380,6 +399,8 @@ def _matches(row: dict[str, Any], q: AuditQuery, kind: str | None) -> bool:
         return False
     if kind is not None and row["kind"] != kind:
         return False
+    if q.preempted_by is not None and (row.get("detail") or {}).get("preempted_by") != q.preempted_by:
+        return False
     if q.since is not None and row["decided_at"] < q.since:
         return False
     if q.until is not None and row["decided_at"] >= q.until:
@@ -388,10 +409,14 @@ def _matches(row: dict[str, Any], q: AuditQuery, kind: str | None) -> bool:
 
 
 # ------------------------------------------------------------------------------ rendering
-def _when(ms: int) -> str:
+def utc_text(ms: int) -> str:
+    """Epoch milliseconds as ``YYYY-MM-DD HH:MM:SS.mmmZ`` (UTC), as every audit answer shows times."""
     import datetime as dt
 
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+_when = utc_text
 
 
 def render_why(answer: dict[str, Any], *, candidates: int = 5) -> str:
@@ -415,9 +440,14 @@ def render_why(answer: dict[str, Any], *, candidates: int = 5) -> str:
             lines.append("   reasons: " + "; ".join(f"{x['reason']} ({x['nodes']} nodes)" for x in detail["reasons"]))
         if "queue_position" in detail:
             lines.append(f"   queue position: {detail['queue_position']}")
-        for key in ("cause", "reason", "preempted_by", "from_node"):
-            if detail.get(key):
-                lines.append(f"   {key.replace('_', ' ')}: {detail[key]}")
+        if r["kind"] == "preemption":
+            lines += _preemption_lines(r, detail)
+        elif r["kind"] == "migration":
+            lines += _migration_lines(detail)
+        else:
+            for key in ("cause", "reason", "preempted_by", "from_node"):
+                if detail.get(key):
+                    lines.append(f"   {key.replace('_', ' ')}: {detail[key]}")
         if r["candidates"]:
             shown = r["candidates"][:candidates]
             more = len(r["candidates"]) - len(shown)
@@ -426,7 +456,57 @@ def render_why(answer: dict[str, Any], *, candidates: int = 5) -> str:
         for f in r["filtered"]:
             sample = f", e.g. {', '.join(f['sample'][:3])}" if f.get("sample") else ""
             lines.append(f"   rejected {f['nodes']} node(s): {f['reason']}{sample}")
+    if answer.get("preempted"):
+        lines.append("")
+        lines.append(f"it preempted {len(answer['preempted'])} task(s):")
+        for v in answer["preempted"]:
+            lines.append(f"   {v['task_id']} (tenant {v['tenant']}) on {v['node_id']} at {_when(v['decided_at'])}: "
+                         f"{v['reason'] or '-'}  record {v['cite']}")
     return "\n".join(lines)
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:g} s"
+
+
+def _preemption_lines(row: dict[str, Any], detail: dict[str, Any]) -> list[str]:
+    """Who was preempted (this task), by whom, why, and when it is queued again."""
+    by = detail.get("preempted_by") or "(no task named)"
+    grace = int(detail.get("grace_ms") or 0)
+    out = [f"   preempted by {by} on {row['node_id'] or '-'}: {detail.get('reason') or '-'}",
+           f"   grace {_seconds(grace)}: queued again at {_when(row['decided_at'] + grace)}; "
+           f"work lost {_seconds(int(detail.get('work_lost_ms') or 0))}"]
+    others = [v for v in detail.get("victims") or [] if v != row["task_id"]]
+    if others:
+        out.append(f"   preempted with it by the same decision: {', '.join(others)}")
+    return out
+
+
+def _migration_lines(detail: dict[str, Any]) -> list[str]:
+    """From -> to, the cause and the times of a move."""
+    cause = detail.get("cause") or "-"
+    since = int(detail.get("since") or 0)
+    when = f" since {_when(since)}" if since else ""
+    how = "reserve-first: the old copy runs until the new one does" if detail.get("reserve_first") else \
+        "the old place is given up at once"
+    out = [f"   moved {detail.get('from_node', '?')} -> {detail.get('to_node', '?')}: {cause}{when}, "
+           f"decided {_seconds(int(detail.get('elapsed_ms') or 0))} later ({how})"]
+    if detail.get("reason"):
+        out.append(f"   reason: {detail['reason']}")
+    if detail.get("preempted"):
+        out.append(f"   preempted to make room: {', '.join(detail['preempted'])}")
+    return out
+
+
+def _note(row: dict[str, Any]) -> str:
+    """The one-line gist of a preemption or a migration, for ``audit list``."""
+    detail = row.get("detail") or {}
+    if row["kind"] == "preemption":
+        return f"by {detail.get('preempted_by') or '-'}: {detail.get('reason') or '-'}"
+    if row["kind"] == "migration":
+        return (f"{detail.get('from_node', '?')} -> {detail.get('to_node', '?')} {detail.get('cause') or '-'} "
+                f"+{_seconds(int(detail.get('elapsed_ms') or 0))}")
+    return ""
 
 
 def render_rows(rows: list[dict[str, Any]]) -> str:
@@ -436,9 +516,10 @@ def render_rows(rows: list[dict[str, Any]]) -> str:
     header = f"{'decided at':<24} {'kind':<10} {'task':<28} {'tenant':<12} {'node':<20} {'strategy':<14} citation"
     out = [header]
     for r in rows:
+        note = _note(r)
         out.append(f"{_when(r['decided_at']):<24} {r['kind']:<10} {r['task_id'][:28]:<28} {r['tenant'][:12]:<12} "
                    f"{r['node_id'][:20]:<20} {r['strategy']['name'][:14]:<14} "
-                   f"{r['decision']['cite']} <- {r['input']['cite']}")
+                   f"{r['decision']['cite']} <- {r['input']['cite']}" + (f"  {note}" if note else ""))
     out.append(f"{len(rows)} decision(s)")
     return "\n".join(out)
 

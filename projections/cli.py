@@ -75,7 +75,8 @@ def _audit_list(args: argparse.Namespace) -> int:
     now = int(time.time() * 1000)
     query = AuditQuery(tenant=args.tenant, task=args.task, node=args.node, strategy=args.strategy,
                        kind=normalize_kind(args.kind), since=parse_time(args.since, now),
-                       until=parse_time(args.until, now), limit=args.limit or None)
+                       until=parse_time(args.until, now), limit=args.limit or None,
+                       preempted_by=args.preempted_by)
 
     async def run() -> tuple[list, Any]:
         async with opened_index(settings()) as (index, stats):
@@ -175,7 +176,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--node", help="decisions about this node (placements, releases, migrations from/to)")
     ls.add_argument("--tenant", help="only this tenant's decisions")
     ls.add_argument("--strategy", help="strategy name, e.g. fgd")
-    ls.add_argument("--kind", help="placement, pending, preemption, migration, rejection (unschedulable), release")
+    ls.add_argument("--kind", help="placement, pending, preemption, migration, rejection (unschedulable), release, "
+                                   "lost")
+    ls.add_argument("--preempted-by", metavar="TASK", help="the preemptions of which TASK was the preemptor")
     ls.add_argument("--since", help="decided at or after: 1h, 30m, 2d (ago), ISO 8601, or epoch ms")
     ls.add_argument("--until", help="decided before (same forms as --since)")
     ls.add_argument("--limit", type=int, default=200, help="newest N decisions (0 = all; default 200)")

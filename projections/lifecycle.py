@@ -10,20 +10,42 @@ CANCELLED, or UNSCHEDULABLE when no node of the cell could ever hold the task. A
 node went DOWN is LOST (``TaskLost``): the resources it held on that node are returned, it is
 PENDING again, and a later ``TaskPlaced`` puts it elsewhere (``lost`` counts these).
 
-Connector statuses are matched to a placement by node, as the core does: a status from a node
-the task was lost from is a stale copy's and is ignored (``stale_statuses``); a status from a
-node the task is not (yet) on waits for a placement on that node, because the cell log (where
-statuses travel) can be read before the decisions.
+Preemption (``TaskPreempted``, about the victim): what the victim held is returned at once,
+its status becomes PREEMPTED and its node is cleared; ``preempted_by`` names the preemptor
+and ``requeue_at`` (decision time + ``grace_ms``, cell clock) when it is queued again, which
+the ``TaskPending`` that follows makes it (PENDING). ``preemptions`` keeps every one of them.
 
-Nodes carry their health from ``NodeHealthChanged`` (READY, SUSPECT, DOWN).
+Migration (``TaskMigrated``): the task holds its place on ``to_node`` (status PLACED there,
+the amounts its placement had, GPU devices from the decision) and ``migrations`` records
+from -> to, cause and elapsed time. A plain move returns the old place at once. A
+reserve-first move keeps the old copy's place held until that copy is over, as the core
+does: the new copy reports RUNNING, the old one reports an end (COMPLETED, FAILED,
+CANCELLED) from its node, its node goes DOWN, or the task is released or lost.
+
+Connector statuses are matched to a placement by node, as the core does, and, when a status's
+event id follows the kit's ``{dispatch_id}:{status}`` convention with a dispatch id of this
+cell (the placement's decision id), by copy: a status from a node the task was lost from,
+preempted from or moved off is a stale copy's and is ignored (``stale_statuses``), so is one
+of an earlier copy; a status from a node (or of a copy) the task is not (yet) on waits for
+that placement, because the cell log (where statuses travel) can be read before the
+decisions. (Without the dispatch-id convention, statuses of two copies on one node cannot be
+told apart, and an old copy's end read before its move keeps a reserve-first hold until the
+new copy runs.)
+
+Nodes carry their health from ``NodeHealthChanged`` (READY, SUSPECT, DOWN) and their status
+from ``NodeStatusChanged`` (READY, CORDONED, DRAINING, DOWN: what the operator or the
+connector said, e.g. ``suanli nodes drain``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from suanli.errors import NotFoundError, ValidationError
+
 ACTIVE = ("PLACED", "DISPATCHED", "RUNNING")
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "UNSCHEDULABLE")
+ENDED = ("COMPLETED", "FAILED", "CANCELLED")          # a copy's own end, as its connector reports it
 _ORDER = {s: i for i, s in enumerate(("SUBMITTED", "PENDING", "PLACED", "DISPATCHED", "RUNNING"))}
 
 
@@ -54,6 +76,13 @@ class TaskView:
     strategy: str = ""
     lost: int = 0                        # times its node went DOWN under it (TaskLost)
     lost_from: list[str] = field(default_factory=list)   # those nodes, in order
+    preempted: int = 0                   # times it was preempted (TaskPreempted)
+    preempted_by: str = ""               # the latest preemptor's task id
+    requeue_at: int = 0                  # while PREEMPTED: when its grace ends and it is queued again (cell clock)
+    preemptions: list[dict[str, Any]] = field(default_factory=list)   # each: at, node_id, by, reason, grace_ms, ...
+    migrations: list[dict[str, Any]] = field(default_factory=list)    # each: at, from, to, cause, elapsed_ms, ...
+    moving_from: str = ""                # a reserve-first move's old node while its old copy still holds it
+    dispatch_id: str = ""                # the current copy's: the decision id of its TaskPlaced / TaskMigrated
 
 
 @dataclass
@@ -70,6 +99,29 @@ class NodeView:
     gpu_used: list[int] = field(default_factory=list)   # milli used per device
     health: str = "READY"                # READY | SUSPECT | DOWN (NodeHealthChanged)
     last_heartbeat_at: int = 0           # as the latest health decision saw it
+    status: str = "READY"                # READY | CORDONED | DRAINING | DOWN (NodeStatusChanged)
+    status_reason: str = ""
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """What one copy of a task holds on a node."""
+
+    cell: str
+    node_id: str
+    devices: tuple[int, ...]
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+    dispatch_id: str
+
+
+def copy_of(status: dict[str, Any], cell: str) -> str | None:
+    """The dispatch id a connector status belongs to, when its event id follows the kit's
+    ``{dispatch_id}:{status}`` convention with a dispatch id of ``cell`` (decision ids start
+    with ``cell/``); None otherwise (then only its node says which copy it is)."""
+    head, sep, _ = (status.get("event_id") or "").rpartition(":")
+    return head if sep and cell and head.startswith(f"{cell}/") else None
 
 
 class LifecycleView:
@@ -82,12 +134,19 @@ class LifecycleView:
         self.dead_letter_reasons: dict[str, int] = {}
         self.violations: list[str] = []
         self.lost = 0                    # TaskLost decisions
-        self.stale_statuses = 0          # statuses from a node the task had been lost from
+        self.preempted = 0               # TaskPreempted decisions
+        self.migrated = 0                # TaskMigrated decisions
+        self.stale_statuses = 0          # statuses of a copy the task no longer is (lost, preempted, moved)
         self._seen: set[str] = set()
         # Connector statuses travel on another topic than decisions and can be read before
         # the placement they follow; they wait here until it arrives.
         self._early: dict[str, list[dict[str, Any]]] = {}
         self._seq = 0
+        self._requests: dict[str, tuple[int, int, int]] = {}   # task -> (cpu milli, memory MiB, GPU milli per device)
+        self._left: dict[str, set[str]] = {}        # task -> nodes it was taken off (lost, preempted, moved)
+        self._copies: dict[str, set[str]] = {}      # task -> dispatch ids of its placements so far
+        self._ended: set[str] = set()               # dispatch ids whose copy reported its end
+        self._moving: dict[str, _Hold] = {}         # task -> the old copy's hold of a reserve-first move
 
     def apply(self, kind: str, p: dict[str, Any]) -> None:
         event_id = p.get("event_id")
@@ -113,6 +172,8 @@ class LifecycleView:
         view.gpu_request = r.get("gpu_count", 0) * r.get("gpu_milli", 0)
         view.priority = p.get("priority", 0)
         view.qos_tier = p.get("qos_tier", "")
+        self._requests[view.task_id] = (r.get("cpu_milli", 0), r.get("memory_mib", 0),
+                                        r.get("gpu_milli", 0) if r.get("gpu_count", 0) else 0)
         self._seq += 1
         view.seq = self._seq
 
@@ -131,17 +192,31 @@ class LifecycleView:
     def _on_TaskStatusChanged(self, p: dict[str, Any]) -> None:
         view = self._task(p)
         status = p["status"]
+        copy = copy_of(p, p.get("cell") or view.cell)
+        if copy is not None and status in ENDED:
+            self._ended.add(copy)
         if view.status in TERMINAL:
             return
         node = p.get("node_id") or ""
-        if node and node in view.lost_from and not (view.status in ACTIVE and view.node_id == node):
-            self.stale_statuses += 1     # a copy on a node that went DOWN: never this placement's
+        moving = self._moving.get(view.task_id)
+        if moving is not None and node == moving.node_id and copy in (None, moving.dispatch_id):
+            if status in ENDED:          # the old copy of a reserve-first move is over
+                self._end_move(view)
             return
-        if view.status not in ACTIVE or (node and node != view.node_id):
+        if copy is not None and copy != view.dispatch_id and copy in self._copies.get(view.task_id, ()):
+            self.stale_statuses += 1     # an earlier copy's
+            return
+        if node and node in self._left.get(view.task_id, ()) and not (view.status in ACTIVE and view.node_id == node):
+            self.stale_statuses += 1     # a copy on a node it was taken off: never this placement's
+            return
+        if (view.status not in ACTIVE or (node and node != view.node_id)
+                or (copy is not None and view.dispatch_id and copy != view.dispatch_id)):
             self._early.setdefault(view.task_id, []).append(p)   # for a placement not read yet
             return
         if status in ("DISPATCHED", "RUNNING") and _ORDER.get(status, 0) > _ORDER.get(view.status, 0):
             view.status = status
+        if status == "RUNNING" and moving is not None:
+            self._end_move(view)         # reserve-first: the new copy runs, the old place goes
         view.message = p.get("message", "") or view.message
         if p.get("exit_code") is not None:
             view.exit_code = p["exit_code"]
@@ -166,14 +241,39 @@ class LifecycleView:
         view.gpu_devices, view.gpu_milli = list(p["gpu_devices"]), p["gpu_milli"]
         view.cpu_milli, view.memory_mib = p["cpu_milli"], p["memory_mib"]
         view.reasons, view.queue_position, view.placed_once = [], 0, True
+        self._new_copy(view, p["decision_id"])
         self._hold(view, +1, p["decision_id"])
+        self._take_early(view)
+
+    def _new_copy(self, view: TaskView, dispatch_id: str) -> None:
+        view.dispatch_id = dispatch_id
+        self._copies.setdefault(view.task_id, set()).add(dispatch_id)
+
+    def _take_early(self, view: TaskView) -> None:
+        """Apply the statuses that waited for the task's current placement (its node, and its
+        copy when the status names one)."""
         waiting = self._early.pop(view.task_id, [])
-        later = [s for s in waiting if (s.get("node_id") or view.node_id) != view.node_id]
+        mine = [s for s in waiting if (s.get("node_id") or view.node_id) == view.node_id
+                and copy_of(s, s.get("cell") or view.cell) in (None, view.dispatch_id)]
+        later = [s for s in waiting if not any(s is x for x in mine)]
         if later:
             self._early[view.task_id] = later
-        for status in waiting:
-            if (status.get("node_id") or view.node_id) == view.node_id:
-                self._on_TaskStatusChanged(status)
+        for status in mine:
+            self._on_TaskStatusChanged(status)
+
+    def _drop_early(self, view: TaskView, node_id: str, dispatch_id: str) -> None:
+        """Forget waiting statuses of a copy that is gone (by copy when they name one, else by node)."""
+        keep = []
+        for s in self._early.pop(view.task_id, []):
+            copy = copy_of(s, s.get("cell") or view.cell)
+            if copy == dispatch_id or (copy is None and s.get("node_id") == node_id):
+                continue
+            keep.append(s)
+        if keep:
+            self._early[view.task_id] = keep
+
+    def _leave(self, view: TaskView, node_id: str) -> None:
+        self._left.setdefault(view.task_id, set()).add(node_id)
 
     def _on_TaskPending(self, p: dict[str, Any]) -> None:
         view = self._task(p)
@@ -190,6 +290,7 @@ class LifecycleView:
         self._decided(view, p)
         if view.status in ACTIVE:
             self._hold(view, -1, p["decision_id"])
+        self._end_move(view)
         view.status = p["cause"] if p["cause"] in TERMINAL else "CANCELLED"
 
     def _on_TaskLost(self, p: dict[str, Any]) -> None:
@@ -206,35 +307,129 @@ class LifecycleView:
         elif view.status in ACTIVE:
             self.violations.append(f"{view.task_id}: lost from {p['node_id']} ({p['decision_id']}) while placed "
                                    f"on {view.node_id}")
+        self._end_move(view)
+        self._leave(view, p["node_id"])
+        self._drop_early(view, p["node_id"], view.dispatch_id)
         view.status, view.node_id, view.gpu_devices, view.message = "PENDING", "", [], p.get("reason", "")
-        early = [s for s in self._early.get(view.task_id, []) if s.get("node_id") != p["node_id"]]
-        self._early.pop(view.task_id, None)
-        if early:
-            self._early[view.task_id] = early
+
+    def _on_TaskPreempted(self, p: dict[str, Any]) -> None:
+        """Evicted (this is the victim): its place is returned at once; PREEMPTED until the
+        TaskPending that ends its grace (``requeue_at``)."""
+        view = self._task(p)
+        if view.status in TERMINAL:
+            return
+        self._decided(view, p)
+        self.preempted += 1
+        view.preempted += 1
+        at = view.decided_at
+        grace = int(p.get("grace_ms") or 0)
+        view.preempted_by = p.get("preempted_by") or ""
+        view.preemptions.append({
+            "decision_id": p["decision_id"], "at": at, "node_id": p["node_id"], "by": view.preempted_by,
+            "reason": p.get("reason", ""), "grace_ms": grace, "requeue_at": at + grace,
+            "work_lost_ms": int(p.get("work_lost_ms") or 0), "victims": list(p.get("victims") or [])})
+        if view.status not in ACTIVE:
+            return                       # held nothing (the core never preempts such a task): history only
+        if view.node_id == p["node_id"]:
+            self._hold(view, -1, p["decision_id"])
+        else:
+            self.violations.append(f"{view.task_id}: preempted from {p['node_id']} ({p['decision_id']}) while "
+                                   f"placed on {view.node_id}")
+            self._hold(view, -1, p["decision_id"])
+        self._leave(view, p["node_id"])
+        self._drop_early(view, p["node_id"], view.dispatch_id)
+        view.status, view.node_id, view.gpu_devices = "PREEMPTED", "", []
+        view.requeue_at = at + grace
+
+    def _on_TaskMigrated(self, p: dict[str, Any]) -> None:
+        """Moved from ``from_node`` to ``to_node`` (a new copy, dispatched under this decision's id)."""
+        view = self._task(p)
+        if view.status in TERMINAL:
+            return
+        self._decided(view, p)
+        self.migrated += 1
+        src, dst = p["from_node"], p["to_node"]
+        reserve_first = bool(p.get("reserve_first"))
+        view.migrations.append({
+            "decision_id": p["decision_id"], "at": view.decided_at, "from": src, "to": dst,
+            "cause": p.get("cause", ""), "reason": p.get("reason", ""), "since": int(p.get("since") or 0),
+            "elapsed_ms": int(p.get("elapsed_ms") or 0), "reserve_first": reserve_first,
+            "preempted": list(p.get("preempted") or [])})
+        if view.status in ACTIVE:
+            if view.node_id != src:
+                self.violations.append(f"{view.task_id}: moved from {src} ({p['decision_id']}) while placed on "
+                                       f"{view.node_id}")
+            old = _Hold(view.cell, view.node_id, tuple(view.gpu_devices), view.gpu_milli, view.cpu_milli,
+                        view.memory_mib, view.dispatch_id)
+            self._end_move(view)         # a move of a move: the first old copy is given up
+            if reserve_first and view.node_id == src and old.dispatch_id not in self._ended:
+                self._moving[view.task_id] = old          # held until the old copy is over
+                view.moving_from = src
+            else:
+                self._hold(view, -1, p["decision_id"])
+                self._leave(view, view.node_id)
+        cpu, mem, milli = self._requests.get(view.task_id, (view.cpu_milli, view.memory_mib, view.gpu_milli))
+        devices = list(p.get("gpu_devices") or [])
+        view.status, view.node_id, view.gpu_devices = "PLACED", dst, devices
+        view.gpu_milli = (milli or view.gpu_milli) if devices else 0
+        view.cpu_milli, view.memory_mib = cpu or view.cpu_milli, mem or view.memory_mib
+        view.reasons, view.queue_position, view.placed_once = [], 0, True
+        self._new_copy(view, p["decision_id"])
+        self._hold(view, +1, p["decision_id"])
+        self._take_early(view)
+
+    def _end_move(self, view: TaskView) -> None:
+        """The old copy of a reserve-first move is over: give its place back."""
+        old = self._moving.pop(view.task_id, None)
+        if old is None:
+            return
+        self._apply(old, -1, old.dispatch_id)
+        self._leave(view, old.node_id)
+        view.moving_from = ""
 
     def _on_NodeHealthChanged(self, p: dict[str, Any]) -> None:
         node = self.nodes.get((p["cell"], p["node_id"]))
         if node is not None:
             node.health = p["status"]
             node.last_heartbeat_at = p.get("last_heartbeat_at", 0)
+        if p["status"] == "DOWN":
+            self._node_gone(p["cell"], p["node_id"])
+
+    def _on_NodeStatusChanged(self, p: dict[str, Any]) -> None:
+        node = self.nodes.get((p["cell"], p["node_id"]))
+        if node is not None:
+            node.status, node.status_reason = p["status"], p.get("reason", "")
+        if p["status"] == "DOWN":
+            self._node_gone(p["cell"], p["node_id"])
+
+    def _node_gone(self, cell: str, node_id: str) -> None:
+        """Old copies of moves die with their node (the core frees their places)."""
+        for task_id, old in list(self._moving.items()):
+            if old.cell == cell and old.node_id == node_id:
+                self._end_move(self.tasks[task_id])
 
     def _hold(self, view: TaskView, sign: int, decision_id: str) -> None:
-        """Add (+1) or return (-1) a placement's resources; audit capacity on every add.
+        """Add (+1) or return (-1) the current placement's resources (see :meth:`_apply`)."""
+        self._apply(_Hold(view.cell, view.node_id, tuple(view.gpu_devices), view.gpu_milli, view.cpu_milli,
+                          view.memory_mib, view.dispatch_id), sign, decision_id)
+
+    def _apply(self, hold: _Hold, sign: int, decision_id: str) -> None:
+        """Add (+1) or return (-1) one copy's resources; audit capacity on every add.
 
         This is the capacity audit: it uses only node registrations and the decisions, never
         the scheduler's own state, so a scheduler bug cannot hide an over-commitment.
         """
-        node = self.nodes.get((view.cell, view.node_id))
+        node = self.nodes.get((hold.cell, hold.node_id))
         if node is None:
-            self.violations.append(f"{decision_id}: placed on unregistered node {view.node_id}")
+            self.violations.append(f"{decision_id}: placed on unregistered node {hold.node_id}")
             return
-        node.cpu_used += sign * view.cpu_milli
-        node.memory_used += sign * view.memory_mib
-        for d in view.gpu_devices:
+        node.cpu_used += sign * hold.cpu_milli
+        node.memory_used += sign * hold.memory_mib
+        for d in hold.devices:
             if not 0 <= d < len(node.gpu_used):
                 self.violations.append(f"{decision_id}: GPU {d} does not exist on {node.node_id} ({node.gpus} GPUs)")
                 continue
-            node.gpu_used[d] += sign * view.gpu_milli
+            node.gpu_used[d] += sign * hold.gpu_milli
             if sign > 0 and node.gpu_used[d] > 1000:
                 self.violations.append(f"{decision_id}: {node.node_id} GPU {d} at {node.gpu_used[d]} milli")
         if sign > 0 and node.cpu_used > node.cpu_milli:
@@ -261,8 +456,12 @@ class LifecycleView:
             "dead_lettered": self.dead_letters,
             "capacity_violations": len(self.violations),
             "lost": self.lost,
+            "preempted": self.preempted,
+            "migrated": self.migrated,
+            "in_grace": statuses.count("PREEMPTED"),
             "nodes_suspect": sum(1 for n in self.nodes.values() if n.health == "SUSPECT"),
             "nodes_down": sum(1 for n in self.nodes.values() if n.health == "DOWN"),
+            "nodes_draining": sum(1 for n in self.nodes.values() if n.status == "DRAINING"),
         }
 
     def health_counts(self, cell: str | None = None) -> dict[str, int]:
@@ -291,6 +490,32 @@ class LifecycleView:
             position[t.cell] = position.get(t.cell, 0) + 1
             t.queue_position = position[t.cell]
         return waiting
+
+    def find_node(self, node_id: str, cell: str | None = None) -> NodeView:
+        """The registered node ``node_id`` (of ``cell``, when given).
+
+        :class:`NotFoundError` for an unknown cell or a node not registered (in that cell);
+        :class:`ValidationError` when no cell is given and the id is registered in several.
+        """
+        if cell is not None:
+            node = self.nodes.get((cell, node_id))
+            if node is not None:
+                return node
+            if not any(c == cell for c, _n in self.nodes):
+                raise NotFoundError(f"no cell {cell!r}: no node has registered in it")
+            raise NotFoundError(f"no node {node_id!r} in cell {cell!r}")
+        found = [n for (c, nid), n in sorted(self.nodes.items()) if nid == node_id]
+        if not found:
+            raise NotFoundError(f"no node {node_id!r} has registered")
+        if len(found) > 1:
+            raise ValidationError(f"node {node_id!r} is registered in cells {', '.join(n.cell for n in found)}: "
+                                  "name its cell")
+        return found[0]
+
+    def preempted_waiting(self, cell: str | None = None) -> list[TaskView]:
+        """Preempted tasks still in their grace (PREEMPTED), the soonest queued again first."""
+        return sorted((t for t in self.tasks.values() if t.status == "PREEMPTED" and cell in (None, t.cell)),
+                      key=lambda t: (t.cell, t.requeue_at, t.task_id))
 
     def gpu_allocation_pct(self) -> float:
         total = sum(n.gpus for n in self.nodes.values()) * 1000

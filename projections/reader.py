@@ -9,13 +9,21 @@ from suanli.streams.kafka_io import EventConsumer
 from suanli.streams.topics import TopicNames
 
 
+SOURCES = ("cell_log", "decisions", "dead_letters")
+
+
 async def load_lifecycle(settings: Settings, *, cell: str | None = None, since_ms: int | None = None,
-                         codec: Codec | None = None) -> LifecycleView:
+                         codec: Codec | None = None, sources: tuple[str, ...] = SOURCES) -> LifecycleView:
     """Fold the cell log, then the decisions, then the dead letters of the namespace.
 
     Reading the cell log first means every node is known before a placement on it is
     audited. ``cell`` keeps one cell; ``since_ms`` counts only dead letters from then on.
+    ``sources`` (TopicNames attributes, folded in the order of :data:`SOURCES`) reads fewer
+    topics: ``("cell_log",)`` is enough to know the nodes, their cells and their statuses.
     """
+    unknown = set(sources) - set(SOURCES)
+    if unknown:
+        raise ValueError(f"unknown lifecycle sources {sorted(unknown)}; known: {', '.join(SOURCES)}")
     names = TopicNames(settings.namespace)
     view = LifecycleView()
     registry = None
@@ -23,7 +31,7 @@ async def load_lifecycle(settings: Settings, *, cell: str | None = None, since_m
         registry = RegistryClient(settings.registry_url)
         codec = Codec(registry)
     try:
-        for topic in (names.cell_log, names.decisions, names.dead_letters):
+        for topic in (getattr(names, source) for source in SOURCES if source in sources):
             async with EventConsumer(settings.bootstrap_servers, codec, [topic]) as consumer:
                 for r in await consumer.read_until_end(idle_ms=1000):
                     if r.kind is None:
