@@ -42,9 +42,10 @@ out when the window closed. Gaps are the stretches of asked time not running.
 
 **Prices** (the openb nodes carry none): :data:`GPU_PRICE` per GPU-hour by model, plus
 :data:`CPU_CORE_PRICE` per core-hour and :data:`MEM_GIB_PRICE` per GiB-hour, on demand
-(the simulated connector's table, ``connectors/simulated.py``); the idle price of every
-node is ``idle_factor`` (default 0.3, the simulator's SPOT factor) times its price. Bronze
-pays the idle price, so the bronze-vs-silver saving on the same intervals is
+(the simulated connector's table, ``connectors/simulated.py``, copied: importing it would
+import a Kafka client); the idle price of every node is ``idle_factor`` times its price
+(default 0.4, the simulator's ``IDLE_PRICE_SHARE``). Bronze pays the idle price, so the
+bronze-vs-silver saving on the same intervals is
 ``1 - idle_factor`` by construction; the *effective* saving (``projections/cost.py``)
 charges bronze for the work preemptions threw away and is the figure that says something.
 """
@@ -78,7 +79,7 @@ TIERS = ("GOLD", "SILVER", "BRONZE")
 GPU_PRICE = {"A10": 1.2, "A100": 3.0, "G2": 1.5, "G3": 2.0, "P100": 1.0, "T4": 0.6, "V100M16": 2.0, "V100M32": 2.5}
 CPU_CORE_PRICE = 0.04      # per core-hour
 MEM_GIB_PRICE = 0.005      # per GiB-hour
-IDLE_FACTOR = 0.3          # idle price / price (the simulator's SPOT factor)
+IDLE_FACTOR = 0.4          # idle price / price (connectors/simulated.py IDLE_PRICE_SHARE)
 
 # event ranks at one millisecond: resources free first, then node news, then the clock, then arrivals
 _DEPART, _DOWN, _READY, _TICK, _ARRIVE = range(5)

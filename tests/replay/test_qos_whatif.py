@@ -40,9 +40,9 @@ def test_tiers_are_drawn_per_task_by_seed():
 
 
 def test_prices_follow_the_simulated_clusters_table_and_the_idle_factor():
-    from suanli.connectors.simulated import GPU_PRICE
+    from suanli.connectors.simulated import GPU_PRICE, IDLE_PRICE_SHARE
 
-    assert q.GPU_PRICE == GPU_PRICE
+    assert q.GPU_PRICE == GPU_PRICE and q.IDLE_FACTOR == IDLE_PRICE_SHARE
     node = {"node_id": "x", "cpu_milli": 96000, "memory_mib": 786432,
             "accelerators": [{"kind": "GPU", "model": "A100", "count": 8, "memory_mib": 0}]}
     (priced,) = q.price_nodes([node], idle_factor=0.3)
@@ -157,14 +157,14 @@ def test_bronze_preemption_and_cost_of_the_tiny_trace_by_hand(tiny_run):
     assert (b["tasks_run"], b["tasks_preempted"], b["preemptions"]) == (1, 1, 1)
     assert r["victims_by_tier"] == {"BRONZE": 1}
     # B ran 1-35 s on n1 (all of it lost to the preemption), then 100-200 s (window end) on n1 again,
-    # its share of n1 1.0 (its one GPU; 7.5 of 8 cores); at the idle price, 0.3 x n1's price
+    # its share of n1 1.0 (its one GPU; 7.5 of 8 cores); at the idle price, IDLE_FACTOR (0.4) x n1's price
     assert b["work_lost_hours"] * 3600 == pytest.approx(34)
     p1 = q.node_price(nodes[1])
-    bronze_cost = 0.3 * p1 * (34 + 100) / 3600
+    bronze_cost = q.IDLE_FACTOR * p1 * (34 + 100) / 3600
     c = r["cost"]
     assert c["bronze_cost"] == pytest.approx(bronze_cost, rel=1e-5)
-    assert c["as_silver_cost"] == pytest.approx(bronze_cost / 0.3, rel=1e-5)
-    assert c["saving_pct"] == pytest.approx(70.0)
+    assert c["as_silver_cost"] == pytest.approx(bronze_cost / q.IDLE_FACTOR, rel=1e-5)
+    assert c["saving_pct"] == pytest.approx(60.0)
     useful = p1 * 100 / 3600                 # the first stay was thrown away
     assert c["useful_as_silver_cost"] == pytest.approx(useful, rel=1e-5)
     assert c["effective_saving_pct"] == pytest.approx(100 * (1 - bronze_cost / useful), rel=1e-5)

@@ -1,10 +1,7 @@
 """`suanli cost` against a real plane: tasks of each tier run on the simulated cluster, then
-the command reads the log and prices them.
-
-The simulator registers its nodes with a price but no idle price (``connectors/simulated.py``),
-so the workload first re-registers the same nodes with an idle price of 30 % of their price,
-on the raw nodes topic, as an operator's inventory would; a re-registration refreshes a
-node's description in the core and in the cost fold (the latest registration prices the node).
+the command reads the log and prices them. The simulator registers each node with a price
+and an idle price, ``IDLE_PRICE_SHARE`` (40 %) of it (``connectors/simulated.py``), so
+bronze must come out 60 % below the same intervals at the silver rate.
 """
 from __future__ import annotations
 
@@ -19,15 +16,13 @@ import uuid
 import pytest
 
 from suanli.config import load_settings, to_env
-from suanli.connectors.simulated import describe_node
+from suanli.connectors.simulated import IDLE_PRICE_SHARE
 from suanli.deploy.plane import Plane, PlaneOptions
 from suanli.projections.reader import load_lifecycle
-from suanli.replay.openb import read_nodes
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(400)]
 
 TENANT, OTHER = "costtest", "someone-else"
-IDLE_FACTOR = 0.3
 PER_TIER = 4
 RUN_MS = 3000          # each task runs 3 s (time scale 1)
 
@@ -41,11 +36,6 @@ def priced_plane(stack, tmp_path_factory):
     tiers = ["GOLD", "SILVER", "BRONZE"] * PER_TIER + ["SILVER", "BRONZE"]
 
     async def workload(publish, _send_raw, tasks, _names):
-        for node in read_nodes(nodes_csv, cell=plane.cell):
-            desc = describe_node(node)
-            desc.update(event_id=f"{TENANT}/{desc['node_id']}/prices", registered_at=int(time.time() * 1000),
-                        idle_price_per_hour=round(IDLE_FACTOR * desc["price_per_hour"], 6))
-            await publish("NodeRegistered", desc)
         for task, tier in zip(tasks, tiers):
             task.update(qos_tier=tier, tenant=OTHER if task is tasks[-1] or task is tasks[-2] else TENANT,
                         duration_estimate_ms=RUN_MS, submitted_at=int(time.time() * 1000),
@@ -93,8 +83,10 @@ def test_cost_by_tier_prices_every_tier_and_bronze_at_the_idle_rate(priced_plane
     assert not doc["unpriced_nodes"]
     b = doc["bronze_vs_silver"]
     assert b["intervals"] == PER_TIER
-    # every node's idle price is 30 % of its price: bronze paid 70 % less than silver would have
-    assert b["saving_pct"] == pytest.approx(100 * (1 - IDLE_FACTOR), abs=0.01)
+    # every node's idle price is 40 % of its price (rounded to 4 digits): bronze paid 60 % less than
+    # silver would have for the same intervals
+    assert b["saving_pct"] == pytest.approx(100 * (1 - IDLE_PRICE_SHARE), abs=0.05)
+    assert doc["bronze_without_idle_price"] == 0
     assert b["bronze_cost"] == pytest.approx(rows["BRONZE"]["cost"], rel=1e-4)
 
 
@@ -107,7 +99,7 @@ def test_cost_by_tenant_and_pricing_and_the_table(priced_plane):
     assert pricing and pricing <= {"ON_DEMAND", "RESERVED", "SPOT"}
     assert by_pricing["rows"][-1]["cost"] == pytest.approx(by_tenant["rows"][-1]["cost"], rel=1e-6)
     table = _cost(priced_plane, "--tenant", TENANT, "--cell", priced_plane.cell)
-    assert table.returncode == 0 and "BRONZE" in table.stdout and "70.0 % less" in table.stdout
+    assert table.returncode == 0 and "BRONZE" in table.stdout and "60.0 % less" in table.stdout
 
 
 def test_cost_says_clearly_when_kafka_is_not_there(priced_plane):
