@@ -63,10 +63,13 @@ class _KindOf:
 
 
 async def scan_to_end(bootstrap: str, topic: str, codec: Any, kinds: Iterable[str], *, key: Optional[bytes] = None,
-                      stats: Optional[ReadStats] = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+                      stats: Optional[ReadStats] = None, timeout: float = 600.0) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """``(kind, payload)`` of every record of ``kinds`` (and key ``key``, if given) in
     ``topic``, partition by partition, from the beginning up to the end offsets read when the
-    scan starts. :class:`SuanliError` when the topic does not exist."""
+    scan starts. :class:`SuanliError` when the topic does not exist; :class:`UnavailableError`
+    when the scan has not reached those offsets after ``timeout`` seconds."""
+    import time
+
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     wanted = frozenset(kinds)
@@ -85,11 +88,15 @@ async def scan_to_end(bootstrap: str, topic: str, codec: Any, kinds: Iterable[st
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         ends = await consumer.end_offsets(tps)
         stats.ends[topic] = {tp.partition: ends[tp] for tp in tps}
+        deadline = time.monotonic() + timeout
         for tp in tps:
             end = ends[tp]
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)
             while await consumer.position(tp) < end:
+                if time.monotonic() > deadline:
+                    raise UnavailableError(f"reading {topic}[{tp.partition}] up to offset {end} did not finish "
+                                           f"in {timeout:.0f} s (broker too slow or gone?)")
                 fetched = await consumer.getmany(tp, timeout_ms=1000, max_records=5000)
                 for r in fetched.get(tp, []):
                     if r.offset >= end:
