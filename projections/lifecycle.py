@@ -72,6 +72,7 @@ class TaskView:
     priority: int = 0
     seq: int = 0                         # submission order within the view
     qos_tier: str = ""
+    scheduling: str = ""                 # the label ``scheduling`` (urgent | normal | batch), if any
     path: list[str] = field(default_factory=list)   # decision path of the latest decision
     strategy: str = ""
     lost: int = 0                        # times its node went DOWN under it (TaskLost)
@@ -172,6 +173,7 @@ class LifecycleView:
         view.gpu_request = r.get("gpu_count", 0) * r.get("gpu_milli", 0)
         view.priority = p.get("priority", 0)
         view.qos_tier = p.get("qos_tier", "")
+        view.scheduling = (p.get("labels") or {}).get("scheduling", "")
         self._requests[view.task_id] = (r.get("cpu_milli", 0), r.get("memory_mib", 0),
                                         r.get("gpu_milli", 0) if r.get("gpu_count", 0) else 0)
         self._seq += 1
@@ -477,14 +479,27 @@ class LifecycleView:
         pool = self.tasks if task_ids is None else {t: self.tasks.get(t) for t in task_ids}
         return sorted(t for t, v in pool.items() if v is None or v.status == "SUBMITTED")
 
-    def pending(self, cell: str | None = None) -> list[TaskView]:
+    def pending(self, cell: str | None = None, aging_ms: int | None = None) -> list[TaskView]:
         """Pending tasks in the scheduler's queue order, with their current positions.
 
-        The core queues by priority (highest first), then arrival; ``queue_position`` is
-        recomputed here per cell, so it reflects tasks placed since the pending decision.
+        The order is the core's (``processors/qos.queue_key``): scheduling tier (urgent
+        first), QoS tier (gold first), priority aged by ``aging_ms`` (default: the QoS
+        policy's default), work that was lost or preempted first, then arrival. Two things
+        are approximated: the submission time stands for the time the cell queued the task,
+        and the cell's own ``aging_ms`` (its policy) is not read. ``queue_position`` is
+        recomputed here per cell, so it reflects tasks placed since the pending decision (the
+        TaskPending's own position was the core's at that decision).
         """
+        from suanli.processors.qos import QosArgs, queue_key
+
+        aging = QosArgs().aging_ms if aging_ms is None else aging_ms
+
+        def key(t: TaskView) -> tuple:
+            return (t.cell, *queue_key(t.scheduling or "normal", t.qos_tier or "SILVER", t.priority, t.submitted_at,
+                                       t.seq, t.task_id, aging, bool(t.lost or t.preempted)))
+
         waiting = sorted((t for t in self.tasks.values() if t.status == "PENDING" and cell in (None, t.cell)),
-                         key=lambda t: (t.cell, -t.priority, t.seq, t.task_id))
+                         key=key)
         position: dict[str, int] = {}
         for t in waiting:
             position[t.cell] = position.get(t.cell, 0) + 1

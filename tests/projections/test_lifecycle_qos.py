@@ -232,3 +232,33 @@ def test_a_status_names_its_copy_only_with_a_dispatch_id_of_its_cell():
     assert copy_of({"event_id": f"{did(7)}:running-resync2"}, CELL) == did(7)
     assert copy_of({"event_id": "a-n1-RUNNING-0"}, CELL) is None          # another connector's ids: by node
     assert copy_of({"event_id": "other/x/0/1/0:running"}, CELL) is None
+
+
+# ------------------------------------------------------------------ queue order
+def _queued(n: int, tid: str, tier: str, *, priority: int = 0, at: int = 0, labels: dict | None = None) -> list[Event]:
+    sub = m.TaskSubmitted(event_id=f"sub/{tid}", task_id=tid, tenant="acme", cell=CELL, submitted_at=at,
+                          resources=m.TaskResources(cpu_milli=1000, memory_mib=1024), qos_tier=tier,
+                          priority=priority, labels=labels or {})
+    return [_ev(sub), pending(tid, 1_000_000 + at, n=n)]
+
+
+def test_pending_is_in_the_cores_queue_order_tiers_first_then_aged_priority():
+    minute = 60_000
+    events = [node("n1"), submit("lost-1", "SILVER"), placed("lost-1", "n1", 5),
+              _ev(m.TaskLost(event_id="lost/lost-1", decision_id=did(6), task_id="lost-1", tenant="acme", cell=CELL,
+                             node_id="n1", reason="n1 DOWN", provenance=prov(6))),
+              pending("lost-1", 7)]
+    events += _queued(1, "bronze-hi", "BRONZE", priority=9, at=0)
+    events += _queued(2, "silver-old", "SILVER", priority=0, at=0)
+    events += _queued(3, "silver-new-hi", "SILVER", priority=2, at=3 * minute)    # 2 points = 2 min of waiting
+    events += _queued(4, "silver-late", "SILVER", priority=1, at=10 * minute)
+    events += _queued(5, "gold", "GOLD", at=20 * minute)
+    events += _queued(6, "urgent-bronze", "BRONZE", at=30 * minute, labels={"scheduling": "urgent"})
+    view = fold(events)
+    order = [t.task_id for t in view.pending(CELL)]
+    # urgent lane first; then gold; silver by aged rank = submitted - priority x 1 min: silver-old 0,
+    # lost-1 1 ms (submitted at 1), silver-new-hi 3 min - 2 min = 1 min, silver-late 10 - 1 = 9 min; bronze last.
+    assert order == ["urgent-bronze", "gold", "silver-old", "lost-1", "silver-new-hi", "silver-late", "bronze-hi"]
+    assert [t.queue_position for t in view.pending(CELL)] == list(range(1, 8))
+    no_aging = [t.task_id for t in view.pending(CELL, aging_ms=0)]
+    assert no_aging[2:5] == ["silver-new-hi", "silver-late", "lost-1"]      # priority, then lost first, arrival
