@@ -186,15 +186,18 @@ def _node_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def pending_rows(view: Any, cell: str | None) -> list[dict[str, Any]]:
-    """``suanli pending --json``: the queue in order (status PENDING, positions 1..n), then the
-    preempted tasks still in their grace (status PREEMPTED, no position, ``requeue_at``)."""
+def pending_rows(view: Any, cell: str | None, include_grace: bool = False) -> list[dict[str, Any]]:
+    """``suanli pending --json``: the queue in order (status PENDING, positions 1..n); with
+    ``include_grace`` (``--grace``) then the preempted tasks still in their grace (status
+    PREEMPTED, ``queue_position`` null, ``requeue_at``: when they are queued again)."""
     rows = [{"task_id": t.task_id, "cell": t.cell, "status": t.status, "queue_position": t.queue_position,
              "priority": t.priority, "qos_tier": t.qos_tier, "reasons": t.reasons,
              "preempted_by": t.preempted_by or None} for t in view.pending(cell)]
-    rows += [{"task_id": t.task_id, "cell": t.cell, "status": t.status, "queue_position": None,
-              "priority": t.priority, "qos_tier": t.qos_tier, "reasons": [],
-              "preempted_by": t.preempted_by or None, "requeue_at": t.requeue_at} for t in view.preempted_waiting(cell)]
+    if include_grace:
+        rows += [{"task_id": t.task_id, "cell": t.cell, "status": t.status, "queue_position": None,
+                  "priority": t.priority, "qos_tier": t.qos_tier, "reasons": [],
+                  "preempted_by": t.preempted_by or None, "requeue_at": t.requeue_at}
+                 for t in view.preempted_waiting(cell)]
     return rows
 
 
@@ -227,7 +230,7 @@ def pending_lines(view: Any, cell: str | None, limit: int) -> list[str]:
 def _pending(args: argparse.Namespace) -> int:
     view = _view(args.cell)
     if args.json:
-        print(json.dumps(pending_rows(view, args.cell), indent=2))
+        print(json.dumps(pending_rows(view, args.cell, include_grace=args.grace), indent=2))
         return 0
     print("\n".join(pending_lines(view, args.cell, args.limit)))
     return 0
@@ -260,8 +263,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         a.add_argument("--reason", help="why (kept in the event)")
         a.add_argument("--json", action="store_true", dest="json", help="print the event written as JSON")
         a.set_defaults(func=_nodes)
-    p = sub.add_parser("pending", help="why tasks are pending, with their queue positions")
+    p = sub.add_parser("pending", help="why tasks are pending, with their queue positions (and the preempted "
+                                       "ones waiting out their grace)")
     p.add_argument("--cell")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--grace", action="store_true",
+                   help="with --json: add the preempted tasks still in their grace after the queue (the text "
+                        "always shows them)")
     p.set_defaults(func=_pending)

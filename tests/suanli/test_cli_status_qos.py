@@ -99,7 +99,8 @@ def test_status_of_a_moved_task_shows_from_to_cause_and_elapsed():
 
 def test_pending_lists_the_queue_then_the_preempted_in_their_grace():
     view = history()
-    rows = pending_rows(view, CELL)
+    assert pending_rows(view, CELL) == []                 # the queue alone: positions 1..n
+    rows = pending_rows(view, CELL, include_grace=True)
     assert rows == [{"task_id": "bronze-1", "cell": CELL, "status": "PREEMPTED", "queue_position": None,
                      "priority": 0, "qos_tier": "BRONZE", "reasons": [], "preempted_by": "gold-1",
                      "requeue_at": T0 + 40_000}]
@@ -109,7 +110,7 @@ def test_pending_lists_the_queue_then_the_preempted_in_their_grace():
     view.apply(*_ev(m.TaskPending(event_id="p", decision_id=did(T0 + 40_000), task_id="bronze-1", tenant="acme",
                                   cell=CELL, reasons=(m.PendingReason(reason="preempted by gold-1", nodes=3),),
                                   queue_position=0, provenance=prov(T0 + 40_000))))
-    [row] = pending_rows(view, CELL)
+    [row] = pending_rows(view, CELL, include_grace=True)
     assert (row["status"], row["queue_position"], row["preempted_by"]) == ("PENDING", 1, "gold-1")
     assert pending_lines(view, CELL, 50)[1].endswith("preempted by gold-1 (3 nodes)")
 
