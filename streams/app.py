@@ -17,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -39,6 +41,7 @@ BATCH = 1000
 BATCH_WITHIN = 0.02          # seconds a micro-batch waits to fill
 SNAPSHOT_EVERY = 5000        # inputs per partition between snapshots
 SNAPSHOT_SECONDS = 5.0
+LATENCY_SECONDS = 2.0        # how often the scheduler writes its latency figures (DecisionLatency)
 
 
 def _broker_url(bootstrap: str) -> str:
@@ -168,11 +171,95 @@ class SnapshotStore:
             _current_event.reset(token)
 
 
+def latency_path(settings: Settings) -> Path:
+    return settings.home / "workers" / settings.namespace / "scheduler" / "latency.json"
+
+
+class DecisionLatency:
+    """How long the scheduler takes to answer, measured inside the worker (for the benches,
+    ``bench/urgent_latency.py``); cumulative figures of one process.
+
+    For every cell-log input that yields at least one decision, by input kind (from the
+    record's schema id), the wall time from the record's log timestamp (its CreateTime:
+    intake's clock when it forwarded the record; same machine) to
+
+    - ``start_ms``: the start of the micro-batch holding it (broker, fetch, Faust's take buffer
+      of up to ``BATCH_WITHIN``, and the batch before it still being processed),
+    - ``decided_ms``: the core returned its decisions (the batch's earlier inputs included),
+    - ``acked_ms``: the broker acknowledged the batch's outputs (the decisions are durable),
+
+    as histograms in 1 ms buckets ({lower bound: count}; the log timestamp has 1 ms resolution),
+    and ``in_batch_100us``: from the start of its micro-batch to its decisions, in 0.1 ms buckets
+    (the part the core and the inputs before it in the batch account for); also the core's time
+    per input kind (``apply``: count, total and max in microseconds, every input), the micro-batches' sizes
+    and the time spent writing snapshots. Written every ``LATENCY_SECONDS`` to
+    :func:`latency_path` (``<home>/workers/<namespace>/scheduler/latency.json``).
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.started_ms = int(time.time() * 1000)
+        self.hist: dict[str, dict[str, dict[int, int]]] = {}     # kind -> stage -> {bucket ms: count}
+        self.apply: dict[str, list[float]] = {}                  # kind -> [count, total us, max us]
+        self.batches = self.batch_events = self.batch_max = 0
+        self.snapshots, self.snapshot_ms_total, self.snapshot_ms_max = 0, 0.0, 0.0
+        self.written = 0.0
+
+    def applied(self, kind: str, us: float) -> None:
+        a = self.apply.setdefault(kind, [0, 0.0, 0.0])
+        a[0] += 1
+        a[1] += us
+        a[2] = max(a[2], us)
+
+    def decided(self, kind: str, log_ms: int, start_ms: float, decided_ms: float, acked_ms: float) -> None:
+        stages = self.hist.setdefault(kind, {"start_ms": {}, "decided_ms": {}, "acked_ms": {},
+                                             "in_batch_100us": {}})
+        for stage, bucket in (("start_ms", int(start_ms - log_ms)), ("decided_ms", int(decided_ms - log_ms)),
+                              ("acked_ms", int(acked_ms - log_ms)),
+                              ("in_batch_100us", int((decided_ms - start_ms) * 10))):
+            h = stages[stage]
+            h[max(0, bucket)] = h.get(max(0, bucket), 0) + 1
+
+    def batch(self, events: int) -> None:
+        self.batches += 1
+        self.batch_events += events
+        self.batch_max = max(self.batch_max, events)
+
+    def snapshot(self, ms: float) -> None:
+        self.snapshots += 1
+        self.snapshot_ms_total += ms
+        self.snapshot_ms_max = max(self.snapshot_ms_max, ms)
+
+    def maybe_write(self) -> None:
+        if time.monotonic() - self.written >= LATENCY_SECONDS:
+            self.write()
+
+    def write(self) -> None:
+        self.written = time.monotonic()
+        body = {"pid": os.getpid(), "started_ms": self.started_ms, "updated_ms": int(time.time() * 1000),
+                "bucket_ms": 1,
+                "kinds": {k: {stage: {str(b): n for b, n in sorted(h.items())} for stage, h in v.items()}
+                          for k, v in sorted(self.hist.items())},
+                "apply": {k: {"count": int(c), "total_us": round(t), "max_us": round(mx)}
+                          for k, (c, t, mx) in sorted(self.apply.items())},
+                "batches": self.batches, "batch_events": self.batch_events, "batch_max": self.batch_max,
+                "snapshots": self.snapshots, "snapshot_ms_total": round(self.snapshot_ms_total, 1),
+                "snapshot_ms_max": round(self.snapshot_ms_max, 1)}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(body))
+        tmp.replace(self.path)
+
+
 def build_scheduler(settings: Settings) -> faust.App:
+    from suanli.streams.telemetry_app import KindOf     # (that module imports this one)
+
     app = make_app("scheduler", settings)
     codec = Codec(RegistryClient(settings.registry_url))
     topics = TopicNames(settings.namespace)
     runner = CellRunner(codec, topics)
+    latency = DecisionLatency(latency_path(settings))
+    kind_of = KindOf(codec)
     cell_log = app.topic(topics.cell_log, key_type=bytes, value_type=bytes, partitions=settings.partitions)
     table = app.Table("cell-snapshots", key_type=str, value_type=bytes, partitions=settings.partitions)
     snapshots = SnapshotStore(table)
@@ -192,24 +279,45 @@ def build_scheduler(settings: Settings) -> faust.App:
     @app.agent(cell_log, name="scheduler")
     async def schedule(stream: faust.StreamT) -> None:
         async for events in stream.take_events(BATCH, within=BATCH_WITHIN):
+            batch_start = time.time() * 1000
             outputs: list[OutRecord] = []
             last_event: dict[int, Any] = {}
+            answered: list[tuple[str, int, float]] = []      # (kind, log ms, decided ms) of inputs with decisions
             for event in events:
                 message = event.message
                 if message.partition not in started:
                     await recover(event, message.partition, message.offset)
                     started.add(message.partition)
                     last_snapshot[message.partition] = time.monotonic()
-                outputs.extend(runner.apply(_raw(message)))
+                raw = _raw(message)
+                t0 = time.perf_counter()
+                out = runner.apply(raw)
+                t1 = time.perf_counter()
+                kind = kind_of(raw.value) or "?"
+                latency.applied(kind, (t1 - t0) * 1e6)
+                if any(r.topic == topics.decisions for r in out):
+                    answered.append((kind, raw.timestamp, time.time() * 1000))
+                outputs.extend(out)
                 last_event[message.partition] = event
                 since_snapshot[message.partition] = since_snapshot.get(message.partition, 0) + 1
             await _produce_all(app, outputs)
+            acked = time.time() * 1000
+            for kind, log_ms, decided in answered:
+                latency.decided(kind, log_ms, batch_start, decided, acked)
+            latency.batch(len(events))
             now = time.monotonic()
             for partition, event in last_event.items():
                 if since_snapshot[partition] >= SNAPSHOT_EVERY or now - last_snapshot[partition] >= SNAPSHOT_SECONDS:
+                    t0 = time.perf_counter()
                     snapshots.save(event, partition, runner.snapshot(partition), runner.partition(partition).as_of)
+                    latency.snapshot((time.perf_counter() - t0) * 1000)
                     since_snapshot[partition] = 0
                     last_snapshot[partition] = now
+            latency.maybe_write()
+
+    @app.timer(interval=LATENCY_SECONDS)
+    async def write_latency() -> None:
+        latency.maybe_write()
 
     return app
 

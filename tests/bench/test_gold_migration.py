@@ -1,0 +1,65 @@
+"""Gold migration with the failure injected, on the real stack (issue 14): ``bench/gold_migration.py``
+run small, asserting correctness only (the timing figures belong to the benchmark).
+
+A plane of its own (intake, scheduler and telemetry workers and the simulated cluster: every
+tenth node of the openb GPU node list, 121 nodes) with the policy ``qos.gold_share = 0.1``;
+40 gold tasks (trace GPU shapes) run, then bronze load until its GPU demand exceeds what the
+gold tasks leave, so the cluster is full. The 2 nodes holding the most gold tasks (read from the
+decisions) are silenced with the simulator's node-kill fault. Then, read back from Kafka:
+
+- both silenced nodes go DOWN, and each gold task they held has a TaskMigrated (cause NODE_DOWN)
+  to a node that was not silenced, and the connector reports it RUNNING there (the RUNNING of
+  the dispatch named by the decision id); none of them is TaskLost;
+- every gold task of the run ends placed and RUNNING, none on a silenced node, none lost;
+- whatever was preempted is bronze, and each victim a migration names got its TaskPreempted
+  (preempted_by that gold task);
+  the full cluster forces at least one migration to preempt;
+- the cell's log, exported up to the last input decided, replays IDENTICAL
+  (``suanli replay DIR --verify``).
+"""
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from suanli.bench.gold_migration import Options, dist, report, run
+from suanli.config import load_settings
+
+def test_dist_is_nearest_rank():
+    d = dist(list(range(1, 101)))
+    assert (d["count"], d["min"], d["p50"], d["p90"], d["p99"], d["max"]) == (100, 1, 50, 90, 99, 100)
+    assert dist([7])["p99"] == 7 and dist([])["count"] == 0
+    assert dist([3, 1, 2])["p50"] == 2
+
+
+@pytest.mark.stack
+@pytest.mark.timeout(600)
+def test_gold_tasks_of_silenced_nodes_migrate_and_run_elsewhere_and_none_is_lost(stack, tmp_path):
+    openb = load_settings().openb_dir
+    nodes = tmp_path / "nodes.csv"
+    with open(openb / "openb_node_list_gpu_node.csv", newline="") as src, open(nodes, "w", newline="") as dst:
+        rows = list(csv.reader(src))
+        csv.writer(dst).writerows([rows[0], *rows[1::10]])
+    o = Options(nodes_csv=nodes, pods_csv=openb / "openb_pod_list_default.csv", gold=40, silence=2, fill=1.05,
+                timeout=180, verify=True)
+    f = run(o, say=print, prefix="tgm")
+    print(report(f))
+
+    silenced = set(f["silenced_nodes"])
+    assert len(silenced) == 2 and all(n > 0 for n in f["gold_per_silenced_node"].values()), f["gold_per_silenced_node"]
+    assert f["gold_affected"] == sum(f["gold_per_silenced_node"].values()) == len(f["migrations"])
+    # each affected gold task: one TaskMigrated off its node, NODE_DOWN, to a live node, RUNNING there
+    assert f["problems"] == []
+    for m in f["migrations"]:
+        assert m["from"] in silenced and m["to"] not in silenced, m
+    # no gold task lost, every one RUNNING where it is placed, none left on a silenced node
+    assert f["gold_lost"] == [] and f["gold_not_running_at_end"] == [] and f["gold_on_silenced_nodes_at_end"] == []
+    assert f["health_transitions"].get("DOWN", 0) >= 2
+    # only bronze is ever preempted; the cluster was full, so moving gold took bronze's place
+    assert set(f["preempted_tiers"]) <= {"BRONZE"}, f["preempted_tiers"]
+    assert f["migrations_with_victims"] >= 1 and f["bronze_preempted_by_migrations"] >= 1
+    named = {v for m in f["migrations"] for v in m["preempted"]}     # each has its TaskPreempted ("problems")
+    assert named and f["bronze_preempted_by_migrations"] >= len(named)
+    # the whole run replays byte for byte
+    assert f["replay"]["identical"] is True and f["replay"]["exit_code"] == 0, f["replay"]
