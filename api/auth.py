@@ -3,13 +3,19 @@
 The file is TOML (``*.toml``) or JSON (anything else), either a flat mapping or a
 ``tokens`` table/object, token -> tenant::
 
+    operators = ["ops"]          # optional, before the tables: who may drain nodes
     [tokens]
     "s3cr3t-vision" = "vision"
     "s3cr3t-speech" = "speech"
+    "s3cr3t-ops" = "ops"
 
 Contract: :meth:`TokenStore.tenant` returns the tenant of a token or raises
 :class:`~suanli.errors.AuthError` (missing, malformed or unknown token); it never says
 which of those it was beyond a short reason, and compares tokens in constant time.
+
+Operators: nodes are shared by every tenant, so changing one (``POST /v1/nodes/{id}/drain``,
+``/uncordon``) is open only to the tenants listed in ``operators`` (a list next to
+``tokens``, only with the ``tokens`` form; each must own a token). None by default.
 """
 from __future__ import annotations
 
@@ -29,13 +35,17 @@ _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 class TokenStore:
     """An immutable token -> tenant mapping."""
 
-    def __init__(self, tokens: dict[str, str]):
+    def __init__(self, tokens: dict[str, str], operators: frozenset[str] | set[str] = frozenset()):
         for token, tenant in tokens.items():
             if not isinstance(token, str) or len(token) < 8:
                 raise ConfigError("API tokens must be strings of at least 8 characters")
             if not isinstance(tenant, str) or not _TENANT.match(tenant):
                 raise ConfigError(f"API token for tenant {tenant!r}: tenant must match {_TENANT.pattern}")
         self._tokens = dict(tokens)
+        unknown = sorted(set(operators) - set(self._tokens.values()))
+        if unknown:
+            raise ConfigError(f"API operators {unknown} own no token: list tenants of the tokens table")
+        self.operators = frozenset(operators)
 
     @property
     def tenants(self) -> set[str]:
@@ -71,11 +81,15 @@ class TokenStore:
             data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot read API tokens from {path}: {exc}") from exc
+        operators: list = []
         if isinstance(data, dict) and isinstance(data.get("tokens"), dict):
+            operators = data.get("operators", [])
+            if not isinstance(operators, list) or not all(isinstance(o, str) for o in operators):
+                raise ConfigError(f"{path}: operators must be a list of tenant names")
             data = data["tokens"]
         if not isinstance(data, dict) or not data:
             raise ConfigError(f"{path}: expected a non-empty mapping of token -> tenant")
-        return cls(data)
+        return cls(data, frozenset(operators))
 
     @classmethod
     def from_env(cls, path: str | Path | None = None) -> TokenStore:

@@ -20,14 +20,15 @@ from pydantic import ValidationError as PydanticValidationError
 from suanli.api import suanli_pb2 as pb
 from suanli.api import suanli_pb2_grpc as pb_grpc
 from suanli.api.auth import TokenStore
-from suanli.api.models import BidSpec, CancelRequest, TaskSpec
+from suanli.api.models import BidSpec, CancelRequest, NodeStatusRequest, TaskSpec
 from suanli.api.service import MAX_LIMIT, ApiService
-from suanli.errors import (AuthError, ConflictError, NotFoundError, SuanliError, UnavailableError,
+from suanli.errors import (AuthError, ConflictError, ForbiddenError, NotFoundError, SuanliError, UnavailableError,
                            ValidationError)
 from suanli.schemas.models import format_errors
 
 CODES: dict[type[SuanliError], grpc.StatusCode] = {
     ValidationError: grpc.StatusCode.INVALID_ARGUMENT, AuthError: grpc.StatusCode.UNAUTHENTICATED,
+    ForbiddenError: grpc.StatusCode.PERMISSION_DENIED,
     NotFoundError: grpc.StatusCode.NOT_FOUND, ConflictError: grpc.StatusCode.FAILED_PRECONDITION,
     UnavailableError: grpc.StatusCode.UNAVAILABLE,
 }
@@ -165,6 +166,18 @@ class SuanliServicer(pb_grpc.SuanliServicer):
     async def ListNodes(self, request: pb.ListNodesRequest, tenant: str) -> Message:
         result = await self.service.list_nodes(tenant, cell=_optional(request, "cell"), limit=_limit(request, 1000))
         return to_message(result, pb.ListNodesResponse)
+
+    @_rpc
+    async def DrainNode(self, request: pb.DrainNodeRequest, tenant: str) -> Message:
+        body = _validate(NodeStatusRequest, {"cell": _optional(request, "cell"), "reason": request.reason},
+                         "drain request")
+        return to_message(await self.service.drain_node(tenant, request.node_id, body), pb.NodeStatusResponse)
+
+    @_rpc
+    async def UncordonNode(self, request: pb.UncordonNodeRequest, tenant: str) -> Message:
+        body = _validate(NodeStatusRequest, {"cell": _optional(request, "cell"), "reason": request.reason},
+                         "uncordon request")
+        return to_message(await self.service.uncordon_node(tenant, request.node_id, body), pb.NodeStatusResponse)
 
 
 def build_server(service: ApiService, tokens: TokenStore, address: str) -> tuple[grpc.aio.Server, int]:

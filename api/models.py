@@ -22,6 +22,7 @@ __all__ = [
     "WhyPendingResponse", "AcceleratorRequest", "TaskResources", "BidView", "ListBidsResponse",
     "NodeView", "ListNodesResponse", "StrategyRef", "Candidate", "FilterOutcome", "Provenance",
     "AuditDecision", "AuditTrail", "Health", "FieldError", "ErrorResponse", "MAX_EPOCH_MS",
+    "NodeStatusRequest", "NodeStatusResponse",
 ]
 
 MAX_EPOCH_MS = 253_402_300_799_999      # 9999-12-31T23:59:59.999Z: keeps times inside Avro long and sane
@@ -53,6 +54,15 @@ class CancelRequest(BaseModel):
     """Why a task is cancelled (optional)."""
 
     model_config = ConfigDict(extra="forbid")
+    reason: str = Field("", max_length=1000)
+
+
+class NodeStatusRequest(BaseModel):
+    """A node operation's options: the node's cell (needed only when its id is registered in
+    several cells) and why (kept in the event)."""
+
+    model_config = ConfigDict(extra="forbid")
+    cell: str | None = Field(None, min_length=1, max_length=256)
     reason: str = Field("", max_length=1000)
 
 
@@ -241,10 +251,24 @@ class NodeView(_Out):
     cpu_used: int
     memory_used: int
     gpu_used: list[int]
+    status: str = "READY"            # READY, CORDONED, DRAINING, DOWN (NodeStatusChanged)
+    health: str = "READY"            # READY, SUSPECT, DOWN (NodeHealthChanged)
 
 
 class ListNodesResponse(_Out):
     nodes: list[NodeView]
+
+
+class NodeStatusResponse(_Out):
+    """The NodeStatusChanged a node operation wrote and where it is stored (the raw nodes
+    topic; intake forwards it to the node's cell log)."""
+
+    node_id: str
+    cell: str
+    status: str
+    previous: str
+    event_id: str
+    position: LogPosition
 
 
 class AuditDecision(_Out):

@@ -21,21 +21,24 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from suanli.api.auth import TokenStore
 from suanli.api.models import (AuditTrail, BidSpec, CancelRequest, CancelTaskResponse, ErrorResponse, Health,
-                               ListBidsResponse, ListNodesResponse, ListTasksResponse, SubmitBidResponse,
-                               SubmitTaskResponse, TaskSpec, TaskStatus, WhyPendingResponse)
+                               ListBidsResponse, ListNodesResponse, ListTasksResponse, NodeStatusRequest,
+                               NodeStatusResponse, SubmitBidResponse, SubmitTaskResponse, TaskSpec, TaskStatus,
+                               WhyPendingResponse)
 from suanli.api.service import MAX_LIMIT, ApiService
-from suanli.errors import (AuthError, ConflictError, NotFoundError, SuanliError, UnavailableError,
+from suanli.errors import (AuthError, ConflictError, ForbiddenError, NotFoundError, SuanliError, UnavailableError,
                            ValidationError)
 
 STATUS: dict[type[SuanliError], int] = {
-    ValidationError: 422, AuthError: 401, NotFoundError: 404, ConflictError: 409, UnavailableError: 503,
+    ValidationError: 422, AuthError: 401, ForbiddenError: 403, NotFoundError: 404, ConflictError: 409,
+    UnavailableError: 503,
 }
 
 _bearer = HTTPBearer(auto_error=False, description="The API token of your tenant (see SUANLI_API_TOKENS).")
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    text = {401: "Missing or unknown API token", 404: "No such task for this tenant",
+    text = {401: "Missing or unknown API token", 403: "Only operators may change nodes",
+            404: "No such task for this tenant (nodes: no such node or cell)",
             409: "Refused by the current state", 422: "Invalid request: the message names the field",
             503: "The read model is catching up or Kafka is unavailable"}
     return {c: {"model": ErrorResponse, "description": text[c]} for c in codes}
@@ -64,6 +67,7 @@ def _tenant(request: Request, _creds: Annotated[Any, Depends(_bearer)]) -> str:
 
 Tenant = Annotated[str, Depends(_tenant)]
 TaskId = Annotated[str, Path(min_length=1, max_length=200, description="Task id.")]
+NodeId = Annotated[str, Path(min_length=1, max_length=200, description="Node id.")]
 Cell = Annotated[str | None, Query(min_length=1, max_length=256, description="Only this cell.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="At most this many rows.")]
 Status = Annotated[str | None, Query(min_length=1, max_length=32, description="Only tasks in this status.")]
@@ -167,5 +171,22 @@ def create_app(service: ApiService, tokens: TokenStore) -> FastAPI:
     async def list_nodes(caller: Tenant, cell: Cell = None, limit: Limit = 1000) -> ListNodesResponse:
         """Nodes with their capacity and what is allocated (shared by all tenants)."""
         return await service.list_nodes(caller, cell=cell, limit=limit)
+
+    @app.post("/v1/nodes/{node_id}/drain", operation_id="DrainNode", status_code=202,
+              response_model=NodeStatusResponse, responses=_errors(401, 403, 404, 422, 503), tags=["nodes"])
+    async def drain_node(caller: Tenant, node_id: NodeId,
+                         request: Annotated[NodeStatusRequest | None, Body()] = None) -> NodeStatusResponse:
+        """Operators: drain a node (a NodeStatusChanged DRAINING on the raw nodes topic). Nothing new is
+        placed on it; its gold tasks move elsewhere reserve-first (the new place is held before the old
+        copy stops); other tasks finish where they are. ``cell`` is needed only when the node id is
+        registered in several cells."""
+        return await service.drain_node(caller, node_id, request or NodeStatusRequest())
+
+    @app.post("/v1/nodes/{node_id}/uncordon", operation_id="UncordonNode", status_code=202,
+              response_model=NodeStatusResponse, responses=_errors(401, 403, 404, 422, 503), tags=["nodes"])
+    async def uncordon_node(caller: Tenant, node_id: NodeId,
+                            request: Annotated[NodeStatusRequest | None, Body()] = None) -> NodeStatusResponse:
+        """Operators: make a drained (or cordoned) node take new work again (NodeStatusChanged READY)."""
+        return await service.uncordon_node(caller, node_id, request or NodeStatusRequest())
 
     return app

@@ -55,7 +55,7 @@ async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -
                                      namespace=settings.namespace) as producer:
                 service = ApiService(follower.model, KafkaSink(producer, settings.namespace),
                                      FollowerAuditSource(follower.model), namespace=settings.namespace,
-                                     follower=follower)
+                                     follower=follower, operators=tokens.operators)
                 grpc_server, grpc_port = build_server(service, tokens, f"{options.host}:{options.grpc_port}")
                 await grpc_server.start()
                 try:

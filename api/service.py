@@ -7,6 +7,7 @@ pydantic models, and returns a response model from :mod:`suanli.api.models`. Err
 ========================  ====  ===================
 ValidationError           422   INVALID_ARGUMENT
 AuthError                 401   UNAUTHENTICATED
+ForbiddenError            403   PERMISSION_DENIED
 NotFoundError             404   NOT_FOUND
 ConflictError             409   FAILED_PRECONDITION
 UnavailableError          503   UNAVAILABLE
@@ -19,6 +20,13 @@ key, see ``streams/topics.raw_route``), with ``tenant`` set to the caller's.
 
 Tenant isolation: a task, bid or decision whose tenant is not the caller's is reported as
 not found (404), exactly like one that does not exist.
+
+Nodes are shared: every tenant lists them, and only an *operator* (a tenant named in the
+token file's ``operators``, see ``auth.py``) may change one. ``drain_node`` writes the
+``NodeStatusChanged`` DRAINING that ``suanli nodes drain`` writes (the scheduler then places
+nothing new there and moves its gold tasks elsewhere reserve-first; other tasks finish where
+they are), ``uncordon_node`` the READY that undoes it. The node must be registered: an
+unknown node or cell is a 404, an id registered in several cells without ``cell`` a 422.
 """
 from __future__ import annotations
 
@@ -36,10 +44,11 @@ from pydantic import ValidationError as PydanticValidationError
 from suanli.api.audit import AuditSource
 from suanli.api.models import (AuditDecision, AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse,
                                Health, ListBidsResponse, ListNodesResponse, ListTasksResponse, LogPosition,
-                               NodeView, PendingReason, Provenance, SubmitBidResponse, SubmitTaskResponse,
-                               TaskResources, TaskSpec, TaskStatus, WhyPendingResponse)
+                               NodeStatusRequest, NodeStatusResponse, NodeView, PendingReason, Provenance,
+                               SubmitBidResponse, SubmitTaskResponse, TaskResources, TaskSpec, TaskStatus,
+                               WhyPendingResponse)
 from suanli.api.readmodel import LogFollower, ReadModel, Submission
-from suanli.errors import ConflictError, NotFoundError, ValidationError
+from suanli.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
 from suanli.projections.lifecycle import TERMINAL, TaskView
 from suanli.schemas.catalog import catalog
 from suanli.schemas.codec import parse_plain
@@ -92,8 +101,9 @@ class ApiService:
 
     def __init__(self, model: ReadModel, sink: EventSink, audit: AuditSource, *, namespace: str,
                  follower: LogFollower | None = None, clock: Callable[[], float] = time.time,
-                 ready_timeout: float = 10.0, sync_timeout: float = 2.0):
+                 ready_timeout: float = 10.0, sync_timeout: float = 2.0, operators: frozenset[str] = frozenset()):
         self.model = model
+        self.operators = frozenset(operators)
         self.sink = sink
         self.audit = audit
         self.namespace = namespace
@@ -284,7 +294,39 @@ class ApiService:
         return ListNodesResponse(nodes=[
             NodeView(node_id=n.node_id, cell=n.cell, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, gpus=n.gpus,
                      gpu_model=n.gpu_model, connector=n.connector, cpu_used=n.cpu_used, memory_used=n.memory_used,
-                     gpu_used=list(n.gpu_used)) for n in rows[:limit]])
+                     gpu_used=list(n.gpu_used), status=n.status, health=n.health) for n in rows[:limit]])
+
+    async def drain_node(self, tenant: str, node_id: str, request: NodeStatusRequest) -> NodeStatusResponse:
+        """Operators: store a NodeStatusChanged DRAINING for a registered node."""
+        return await self._node_status(tenant, node_id, "DRAINING", request, "drain")
+
+    async def uncordon_node(self, tenant: str, node_id: str, request: NodeStatusRequest) -> NodeStatusResponse:
+        """Operators: store a NodeStatusChanged READY (undoes a drain or a cordon)."""
+        return await self._node_status(tenant, node_id, "READY", request, "uncordon")
+
+    async def _node_status(self, tenant: str, node_id: str, status: str, request: NodeStatusRequest,
+                           action: str) -> NodeStatusResponse:
+        if tenant not in self.operators:
+            raise ForbiddenError(f"tenant {tenant!r} may not {action} nodes: nodes are shared, so only the "
+                                 "operators named in the API token file may change them")
+        if not 1 <= len(node_id) <= 200:
+            raise ValidationError("node_id: give the node id (1 to 200 characters)")
+        await self._ready()
+        try:
+            node = self.model.lifecycle.find_node(node_id, request.cell)
+        except NotFoundError:
+            await self._sync()           # read your writes: it may have registered a moment ago
+            node = self.model.lifecycle.find_node(node_id, request.cell)
+        event = {"event_id": f"{status.lower()}/{node.cell}/{node.node_id}/{uuid.uuid4().hex[:8]}",
+                 "node_id": node.node_id, "cell": node.cell, "status": status,
+                 "reason": request.reason or f"{action} by {tenant} (API)", "at": self._now_ms()}
+        problem = validate_event("NodeStatusChanged", event)
+        if problem:
+            raise ValidationError(problem)
+        check_avro("NodeStatusChanged", event)
+        position = await self.sink.publish("NodeStatusChanged", event)
+        return NodeStatusResponse(node_id=node.node_id, cell=node.cell, status=status, previous=node.status,
+                                  event_id=event["event_id"], position=position)
 
     # ------------------------------------------------------------------ audit
     async def get_audit(self, tenant: str, task_id: str) -> AuditTrail:

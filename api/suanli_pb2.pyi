@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TaskSpec(_message.Message):
-    __slots__ = ("id", "tenant", "cell", "resources", "qos", "priority", "labels", "duration", "duration_ms", "deadline_ms", "command", "env")
+    __slots__ = ("id", "tenant", "cell", "resources", "qos", "priority", "labels", "duration", "duration_ms", "deadline_ms", "command", "env", "scheduling")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,7 @@ class TaskSpec(_message.Message):
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULING_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant: str
     cell: str
@@ -46,7 +47,8 @@ class TaskSpec(_message.Message):
     deadline_ms: int
     command: _containers.RepeatedScalarFieldContainer[str]
     env: _containers.ScalarMap[str, str]
-    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., resources: _Optional[_Union[ResourcesSpec, _Mapping]] = ..., qos: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., duration: _Optional[str] = ..., duration_ms: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    scheduling: str
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., resources: _Optional[_Union[ResourcesSpec, _Mapping]] = ..., qos: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., duration: _Optional[str] = ..., duration_ms: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., scheduling: _Optional[str] = ...) -> None: ...
 
 class ResourcesSpec(_message.Message):
     __slots__ = ("cpu", "cpu_milli", "memory", "memory_mib", "gpu", "gpu_models")
@@ -157,6 +159,34 @@ class ListNodesRequest(_message.Message):
     cell: str
     limit: int
     def __init__(self, cell: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class NodeStatusRequest(_message.Message):
+    __slots__ = ("cell", "reason")
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    cell: str
+    reason: str
+    def __init__(self, cell: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class DrainNodeRequest(_message.Message):
+    __slots__ = ("node_id", "cell", "reason")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    cell: str
+    reason: str
+    def __init__(self, node_id: _Optional[str] = ..., cell: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class UncordonNodeRequest(_message.Message):
+    __slots__ = ("node_id", "cell", "reason")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    cell: str
+    reason: str
+    def __init__(self, node_id: _Optional[str] = ..., cell: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class LogPosition(_message.Message):
     __slots__ = ("topic", "partition", "offset")
@@ -409,7 +439,7 @@ class ListBidsResponse(_message.Message):
     def __init__(self, bids: _Optional[_Iterable[_Union[BidView, _Mapping]]] = ...) -> None: ...
 
 class NodeView(_message.Message):
-    __slots__ = ("node_id", "cell", "cpu_milli", "memory_mib", "gpus", "gpu_model", "connector", "cpu_used", "memory_used", "gpu_used")
+    __slots__ = ("node_id", "cell", "cpu_milli", "memory_mib", "gpus", "gpu_model", "connector", "cpu_used", "memory_used", "gpu_used", "status", "health")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     CELL_FIELD_NUMBER: _ClassVar[int]
     CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
@@ -420,6 +450,8 @@ class NodeView(_message.Message):
     CPU_USED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_USED_FIELD_NUMBER: _ClassVar[int]
     GPU_USED_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     cell: str
     cpu_milli: int
@@ -430,7 +462,9 @@ class NodeView(_message.Message):
     cpu_used: int
     memory_used: int
     gpu_used: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, node_id: _Optional[str] = ..., cell: _Optional[str] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., connector: _Optional[str] = ..., cpu_used: _Optional[int] = ..., memory_used: _Optional[int] = ..., gpu_used: _Optional[_Iterable[int]] = ...) -> None: ...
+    status: str
+    health: str
+    def __init__(self, node_id: _Optional[str] = ..., cell: _Optional[str] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., connector: _Optional[str] = ..., cpu_used: _Optional[int] = ..., memory_used: _Optional[int] = ..., gpu_used: _Optional[_Iterable[int]] = ..., status: _Optional[str] = ..., health: _Optional[str] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes",)
@@ -503,3 +537,19 @@ class ErrorResponse(_message.Message):
     detail: str
     errors: _containers.RepeatedCompositeFieldContainer[FieldError]
     def __init__(self, detail: _Optional[str] = ..., errors: _Optional[_Iterable[_Union[FieldError, _Mapping]]] = ...) -> None: ...
+
+class NodeStatusResponse(_message.Message):
+    __slots__ = ("node_id", "cell", "status", "previous", "event_id", "position")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    cell: str
+    status: str
+    previous: str
+    event_id: str
+    position: LogPosition
+    def __init__(self, node_id: _Optional[str] = ..., cell: _Optional[str] = ..., status: _Optional[str] = ..., previous: _Optional[str] = ..., event_id: _Optional[str] = ..., position: _Optional[_Union[LogPosition, _Mapping]] = ...) -> None: ...

@@ -84,6 +84,16 @@ class SuanliStub:
                 request_serializer=suanli__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=suanli__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
+        self.DrainNode = channel.unary_unary(
+                '/suanli.v1.Suanli/DrainNode',
+                request_serializer=suanli__pb2.DrainNodeRequest.SerializeToString,
+                response_deserializer=suanli__pb2.NodeStatusResponse.FromString,
+                _registered_method=True)
+        self.UncordonNode = channel.unary_unary(
+                '/suanli.v1.Suanli/UncordonNode',
+                request_serializer=suanli__pb2.UncordonNodeRequest.SerializeToString,
+                response_deserializer=suanli__pb2.NodeStatusResponse.FromString,
+                _registered_method=True)
 
 
 class SuanliServicer:
@@ -149,6 +159,20 @@ class SuanliServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DrainNode(self, request, context):
+        """Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
+        elsewhere reserve-first, the others finish) or READY (new work again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UncordonNode(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SuanliServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +225,16 @@ def add_SuanliServicer_to_server(servicer, server):
                     servicer.ListNodes,
                     request_deserializer=suanli__pb2.ListNodesRequest.FromString,
                     response_serializer=suanli__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'DrainNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainNode,
+                    request_deserializer=suanli__pb2.DrainNodeRequest.FromString,
+                    response_serializer=suanli__pb2.NodeStatusResponse.SerializeToString,
+            ),
+            'UncordonNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.UncordonNode,
+                    request_deserializer=suanli__pb2.UncordonNodeRequest.FromString,
+                    response_serializer=suanli__pb2.NodeStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -473,6 +507,60 @@ class Suanli:
             '/suanli.v1.Suanli/ListNodes',
             suanli__pb2.ListNodesRequest.SerializeToString,
             suanli__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.v1.Suanli/DrainNode',
+            suanli__pb2.DrainNodeRequest.SerializeToString,
+            suanli__pb2.NodeStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UncordonNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.v1.Suanli/UncordonNode',
+            suanli__pb2.UncordonNodeRequest.SerializeToString,
+            suanli__pb2.NodeStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -74,6 +74,11 @@ class AuthError(SuanliError):
     """A request carried no API token, or one no tenant owns (HTTP 401, gRPC UNAUTHENTICATED)."""
 
 
+class ForbiddenError(SuanliError):
+    """The caller is known but may not do this, e.g. a tenant that is not an operator
+    draining a node (HTTP 403, gRPC PERMISSION_DENIED)."""
+
+
 class NotFoundError(SuanliError):
     """The thing asked for does not exist *for this caller* (HTTP 404, gRPC NOT_FOUND).
 
@@ -115,3 +120,9 @@ class StrategyConfigError(StrategyError):
     """A strategy's or plugin's configuration has an unknown key or a bad value
     (``processors/args.py``). ``str(err)`` names the strategy or plugin, the key, the value
     and what is allowed."""
+
+
+class StackNotRunningError(UnavailableError):
+    """Kafka or the schema registry a command needs does not answer: the embedded stack is
+    not running (or the external services named by ``SUANLI_KAFKA``/``SUANLI_REGISTRY`` are
+    down). ``str(err)`` says which service and how to start it; the CLI exits 2 with it."""

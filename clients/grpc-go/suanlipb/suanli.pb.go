@@ -2,8 +2,9 @@
 //
 // Every call needs the metadata `authorization: Bearer <token>` (the tenant's API token).
 // Errors are gRPC status codes with a message for people: INVALID_ARGUMENT (the message
-// names the bad field), UNAUTHENTICATED, NOT_FOUND (also for another tenant's task),
-// FAILED_PRECONDITION (e.g. cancelling a finished task), UNAVAILABLE (retry later).
+// names the bad field), UNAUTHENTICATED, PERMISSION_DENIED (a node operation by a tenant
+// that is not an operator), NOT_FOUND (also for another tenant's task), FAILED_PRECONDITION
+// (e.g. cancelling a finished task), UNAVAILABLE (retry later).
 //
 // Messages mirror the pydantic models of api/models.py (same names, same fields); records
 // shown as they are on Kafka (PendingReason, LogPosition, StrategyRef, Candidate,
@@ -50,6 +51,7 @@ type TaskSpec struct {
 	DeadlineMs    *int64                 `protobuf:"varint,10,opt,name=deadline_ms,json=deadlineMs,proto3,oneof" json:"deadline_ms,omitempty"`
 	Command       []string               `protobuf:"bytes,11,rep,name=command,proto3" json:"command,omitempty"`
 	Env           map[string]string      `protobuf:"bytes,12,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added to the command's environment
+	Scheduling    *string                `protobuf:"bytes,13,opt,name=scheduling,proto3,oneof" json:"scheduling,omitempty"`                                                       // urgent | normal | batch (the label 'scheduling')
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +168,13 @@ func (x *TaskSpec) GetEnv() map[string]string {
 		return x.Env
 	}
 	return nil
+}
+
+func (x *TaskSpec) GetScheduling() string {
+	if x != nil && x.Scheduling != nil {
+		return *x.Scheduling
+	}
+	return ""
 }
 
 type ResourcesSpec struct {
@@ -868,6 +877,179 @@ func (x *ListNodesRequest) GetLimit() int32 {
 	return 0
 }
 
+// The node's cell may be left out when its id is registered in one cell only.
+type NodeStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cell          *string                `protobuf:"bytes,1,opt,name=cell,proto3,oneof" json:"cell,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatusRequest) Reset() {
+	*x = NodeStatusRequest{}
+	mi := &file_suanli_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusRequest) ProtoMessage() {}
+
+func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
+func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *NodeStatusRequest) GetCell() string {
+	if x != nil && x.Cell != nil {
+		return *x.Cell
+	}
+	return ""
+}
+
+func (x *NodeStatusRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type DrainNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Cell          *string                `protobuf:"bytes,2,opt,name=cell,proto3,oneof" json:"cell,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_suanli_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *DrainNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *DrainNodeRequest) GetCell() string {
+	if x != nil && x.Cell != nil {
+		return *x.Cell
+	}
+	return ""
+}
+
+func (x *DrainNodeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type UncordonNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Cell          *string                `protobuf:"bytes,2,opt,name=cell,proto3,oneof" json:"cell,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UncordonNodeRequest) Reset() {
+	*x = UncordonNodeRequest{}
+	mi := &file_suanli_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UncordonNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UncordonNodeRequest) ProtoMessage() {}
+
+func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UncordonNodeRequest.ProtoReflect.Descriptor instead.
+func (*UncordonNodeRequest) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *UncordonNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *UncordonNodeRequest) GetCell() string {
+	if x != nil && x.Cell != nil {
+		return *x.Cell
+	}
+	return ""
+}
+
+func (x *UncordonNodeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type LogPosition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -879,7 +1061,7 @@ type LogPosition struct {
 
 func (x *LogPosition) Reset() {
 	*x = LogPosition{}
-	mi := &file_suanli_proto_msgTypes[14]
+	mi := &file_suanli_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1073,7 @@ func (x *LogPosition) String() string {
 func (*LogPosition) ProtoMessage() {}
 
 func (x *LogPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[14]
+	mi := &file_suanli_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1086,7 @@ func (x *LogPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogPosition.ProtoReflect.Descriptor instead.
 func (*LogPosition) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{14}
+	return file_suanli_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LogPosition) GetTopic() string {
@@ -938,7 +1120,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_suanli_proto_msgTypes[15]
+	mi := &file_suanli_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1132,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[15]
+	mi := &file_suanli_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1145,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{15}
+	return file_suanli_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PendingReason) GetReason() string {
@@ -991,7 +1173,7 @@ type AcceleratorRequest struct {
 
 func (x *AcceleratorRequest) Reset() {
 	*x = AcceleratorRequest{}
-	mi := &file_suanli_proto_msgTypes[16]
+	mi := &file_suanli_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1185,7 @@ func (x *AcceleratorRequest) String() string {
 func (*AcceleratorRequest) ProtoMessage() {}
 
 func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[16]
+	mi := &file_suanli_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1198,7 @@ func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceleratorRequest.ProtoReflect.Descriptor instead.
 func (*AcceleratorRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{16}
+	return file_suanli_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AcceleratorRequest) GetKind() string {
@@ -1055,7 +1237,7 @@ type TaskResources struct {
 
 func (x *TaskResources) Reset() {
 	*x = TaskResources{}
-	mi := &file_suanli_proto_msgTypes[17]
+	mi := &file_suanli_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1249,7 @@ func (x *TaskResources) String() string {
 func (*TaskResources) ProtoMessage() {}
 
 func (x *TaskResources) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[17]
+	mi := &file_suanli_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1262,7 @@ func (x *TaskResources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResources.ProtoReflect.Descriptor instead.
 func (*TaskResources) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{17}
+	return file_suanli_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskResources) GetCpuMilli() int32 {
@@ -1143,7 +1325,7 @@ type StrategyRef struct {
 
 func (x *StrategyRef) Reset() {
 	*x = StrategyRef{}
-	mi := &file_suanli_proto_msgTypes[18]
+	mi := &file_suanli_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1337,7 @@ func (x *StrategyRef) String() string {
 func (*StrategyRef) ProtoMessage() {}
 
 func (x *StrategyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[18]
+	mi := &file_suanli_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1350,7 @@ func (x *StrategyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StrategyRef.ProtoReflect.Descriptor instead.
 func (*StrategyRef) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{18}
+	return file_suanli_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StrategyRef) GetName() string {
@@ -1203,7 +1385,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1397,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1410,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{19}
+	return file_suanli_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Candidate) GetNodeId() string {
@@ -1263,7 +1445,7 @@ type FilterOutcome struct {
 
 func (x *FilterOutcome) Reset() {
 	*x = FilterOutcome{}
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1457,7 @@ func (x *FilterOutcome) String() string {
 func (*FilterOutcome) ProtoMessage() {}
 
 func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1470,7 @@ func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterOutcome.ProtoReflect.Descriptor instead.
 func (*FilterOutcome) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{20}
+	return file_suanli_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FilterOutcome) GetReason() string {
@@ -1327,7 +1509,7 @@ type Provenance struct {
 
 func (x *Provenance) Reset() {
 	*x = Provenance{}
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1521,7 @@ func (x *Provenance) String() string {
 func (*Provenance) ProtoMessage() {}
 
 func (x *Provenance) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1534,7 @@ func (x *Provenance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provenance.ProtoReflect.Descriptor instead.
 func (*Provenance) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{21}
+	return file_suanli_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Provenance) GetInput() *LogPosition {
@@ -1414,7 +1596,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1608,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1621,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{22}
+	return file_suanli_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Health) GetReady() bool {
@@ -1470,7 +1652,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1664,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1677,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{23}
+	return file_suanli_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SubmitTaskResponse) GetTaskId() string {
@@ -1551,7 +1733,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1745,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1758,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{24}
+	return file_suanli_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelTaskResponse) GetTaskId() string {
@@ -1613,7 +1795,7 @@ type SubmitBidResponse struct {
 
 func (x *SubmitBidResponse) Reset() {
 	*x = SubmitBidResponse{}
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1807,7 @@ func (x *SubmitBidResponse) String() string {
 func (*SubmitBidResponse) ProtoMessage() {}
 
 func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1820,7 @@ func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBidResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{25}
+	return file_suanli_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubmitBidResponse) GetBidId() string {
@@ -1704,7 +1886,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1898,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1911,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{26}
+	return file_suanli_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TaskStatus) GetTaskId() string {
@@ -1881,7 +2063,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +2075,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2088,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{27}
+	return file_suanli_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskStatus {
@@ -1935,7 +2117,7 @@ type WhyPendingResponse struct {
 
 func (x *WhyPendingResponse) Reset() {
 	*x = WhyPendingResponse{}
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2129,7 @@ func (x *WhyPendingResponse) String() string {
 func (*WhyPendingResponse) ProtoMessage() {}
 
 func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2142,7 @@ func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingResponse.ProtoReflect.Descriptor instead.
 func (*WhyPendingResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{28}
+	return file_suanli_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WhyPendingResponse) GetTaskId() string {
@@ -2059,7 +2241,7 @@ type BidView struct {
 
 func (x *BidView) Reset() {
 	*x = BidView{}
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2253,7 @@ func (x *BidView) String() string {
 func (*BidView) ProtoMessage() {}
 
 func (x *BidView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2266,7 @@ func (x *BidView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidView.ProtoReflect.Descriptor instead.
 func (*BidView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{29}
+	return file_suanli_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BidView) GetBidId() string {
@@ -2173,7 +2355,7 @@ type ListBidsResponse struct {
 
 func (x *ListBidsResponse) Reset() {
 	*x = ListBidsResponse{}
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2367,7 @@ func (x *ListBidsResponse) String() string {
 func (*ListBidsResponse) ProtoMessage() {}
 
 func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2380,7 @@ func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsResponse.ProtoReflect.Descriptor instead.
 func (*ListBidsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{30}
+	return file_suanli_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListBidsResponse) GetBids() []*BidView {
@@ -2220,13 +2402,15 @@ type NodeView struct {
 	CpuUsed       int64                  `protobuf:"varint,8,opt,name=cpu_used,json=cpuUsed,proto3" json:"cpu_used,omitempty"`
 	MemoryUsed    int64                  `protobuf:"varint,9,opt,name=memory_used,json=memoryUsed,proto3" json:"memory_used,omitempty"`
 	GpuUsed       []int32                `protobuf:"varint,10,rep,packed,name=gpu_used,json=gpuUsed,proto3" json:"gpu_used,omitempty"`
+	Status        string                 `protobuf:"bytes,11,opt,name=status,proto3" json:"status,omitempty"` // READY, CORDONED, DRAINING, DOWN (NodeStatusChanged)
+	Health        string                 `protobuf:"bytes,12,opt,name=health,proto3" json:"health,omitempty"` // READY, SUSPECT, DOWN (NodeHealthChanged)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +2422,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +2435,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{31}
+	return file_suanli_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeView) GetNodeId() string {
@@ -2324,6 +2508,20 @@ func (x *NodeView) GetGpuUsed() []int32 {
 	return nil
 }
 
+func (x *NodeView) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *NodeView) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
 type ListNodesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nodes         []*NodeView            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -2333,7 +2531,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2543,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2556,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{32}
+	return file_suanli_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeView {
@@ -2394,7 +2592,7 @@ type AuditDecision struct {
 
 func (x *AuditDecision) Reset() {
 	*x = AuditDecision{}
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2604,7 @@ func (x *AuditDecision) String() string {
 func (*AuditDecision) ProtoMessage() {}
 
 func (x *AuditDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2617,7 @@ func (x *AuditDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditDecision.ProtoReflect.Descriptor instead.
 func (*AuditDecision) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{33}
+	return file_suanli_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AuditDecision) GetKind() string {
@@ -2547,7 +2745,7 @@ type AuditTrail struct {
 
 func (x *AuditTrail) Reset() {
 	*x = AuditTrail{}
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2757,7 @@ func (x *AuditTrail) String() string {
 func (*AuditTrail) ProtoMessage() {}
 
 func (x *AuditTrail) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2770,7 @@ func (x *AuditTrail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditTrail.ProtoReflect.Descriptor instead.
 func (*AuditTrail) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{34}
+	return file_suanli_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AuditTrail) GetTaskId() string {
@@ -2620,7 +2818,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2830,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2843,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{35}
+	return file_suanli_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FieldError) GetField() string {
@@ -2673,7 +2871,7 @@ type ErrorResponse struct {
 
 func (x *ErrorResponse) Reset() {
 	*x = ErrorResponse{}
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2883,7 @@ func (x *ErrorResponse) String() string {
 func (*ErrorResponse) ProtoMessage() {}
 
 func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2896,7 @@ func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorResponse.ProtoReflect.Descriptor instead.
 func (*ErrorResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{36}
+	return file_suanli_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ErrorResponse) GetDetail() string {
@@ -2715,11 +2913,97 @@ func (x *ErrorResponse) GetErrors() []*FieldError {
 	return nil
 }
 
+// The NodeStatusChanged a node operation wrote (to the raw nodes topic, where intake takes
+// it to the node's cell log).
+type NodeStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Cell          string                 `protobuf:"bytes,2,opt,name=cell,proto3" json:"cell,omitempty"`
+	Status        string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`     // DRAINING or READY
+	Previous      string                 `protobuf:"bytes,4,opt,name=previous,proto3" json:"previous,omitempty"` // the node's status as the API last saw it
+	EventId       string                 `protobuf:"bytes,5,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Position      *LogPosition           `protobuf:"bytes,6,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatusResponse) Reset() {
+	*x = NodeStatusResponse{}
+	mi := &file_suanli_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusResponse) ProtoMessage() {}
+
+func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
+func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *NodeStatusResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetCell() string {
+	if x != nil {
+		return x.Cell
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetPrevious() string {
+	if x != nil {
+		return x.Previous
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *NodeStatusResponse) GetPosition() *LogPosition {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
 var File_suanli_proto protoreflect.FileDescriptor
 
 const file_suanli_proto_rawDesc = "" +
 	"\n" +
-	"\fsuanli.proto\x12\tsuanli.v1\"\x85\x05\n" +
+	"\fsuanli.proto\x12\tsuanli.v1\"\xb9\x05\n" +
 	"\bTaskSpec\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x1b\n" +
 	"\x06tenant\x18\x02 \x01(\tH\x01R\x06tenant\x88\x01\x01\x12\x17\n" +
@@ -2735,7 +3019,10 @@ const file_suanli_proto_rawDesc = "" +
 	" \x01(\x03H\aR\n" +
 	"deadlineMs\x88\x01\x01\x12\x18\n" +
 	"\acommand\x18\v \x03(\tR\acommand\x12.\n" +
-	"\x03env\x18\f \x03(\v2\x1c.suanli.v1.TaskSpec.EnvEntryR\x03env\x1a9\n" +
+	"\x03env\x18\f \x03(\v2\x1c.suanli.v1.TaskSpec.EnvEntryR\x03env\x12#\n" +
+	"\n" +
+	"scheduling\x18\r \x01(\tH\bR\n" +
+	"scheduling\x88\x01\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
@@ -2749,7 +3036,8 @@ const file_suanli_proto_rawDesc = "" +
 	"\t_priorityB\v\n" +
 	"\t_durationB\x0e\n" +
 	"\f_duration_msB\x0e\n" +
-	"\f_deadline_ms\"\xf7\x01\n" +
+	"\f_deadline_msB\r\n" +
+	"\v_scheduling\"\xf7\x01\n" +
 	"\rResourcesSpec\x12\x15\n" +
 	"\x03cpu\x18\x01 \x01(\x01H\x00R\x03cpu\x88\x01\x01\x12 \n" +
 	"\tcpu_milli\x18\x02 \x01(\x05H\x01R\bcpuMilli\x88\x01\x01\x12\x1b\n" +
@@ -2814,7 +3102,21 @@ const file_suanli_proto_rawDesc = "" +
 	"\x04cell\x18\x01 \x01(\tH\x00R\x04cell\x88\x01\x01\x12\x19\n" +
 	"\x05limit\x18\x02 \x01(\x05H\x01R\x05limit\x88\x01\x01B\a\n" +
 	"\x05_cellB\b\n" +
-	"\x06_limit\"Y\n" +
+	"\x06_limit\"M\n" +
+	"\x11NodeStatusRequest\x12\x17\n" +
+	"\x04cell\x18\x01 \x01(\tH\x00R\x04cell\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reasonB\a\n" +
+	"\x05_cell\"e\n" +
+	"\x10DrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x17\n" +
+	"\x04cell\x18\x02 \x01(\tH\x00R\x04cell\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reasonB\a\n" +
+	"\x05_cell\"h\n" +
+	"\x13UncordonNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x17\n" +
+	"\x04cell\x18\x02 \x01(\tH\x00R\x04cell\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reasonB\a\n" +
+	"\x05_cell\"Y\n" +
 	"\vLogPosition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2940,7 +3242,7 @@ const file_suanli_proto_rawDesc = "" +
 	" \x01(\tR\rreservationId\x12\x17\n" +
 	"\anode_id\x18\v \x01(\tR\x06nodeId\":\n" +
 	"\x10ListBidsResponse\x12&\n" +
-	"\x04bids\x18\x01 \x03(\v2\x12.suanli.v1.BidViewR\x04bids\"\x99\x02\n" +
+	"\x04bids\x18\x01 \x03(\v2\x12.suanli.v1.BidViewR\x04bids\"\xc9\x02\n" +
 	"\bNodeView\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04cell\x18\x02 \x01(\tR\x04cell\x12\x1b\n" +
@@ -2954,7 +3256,9 @@ const file_suanli_proto_rawDesc = "" +
 	"\vmemory_used\x18\t \x01(\x03R\n" +
 	"memoryUsed\x12\x19\n" +
 	"\bgpu_used\x18\n" +
-	" \x03(\x05R\agpuUsed\">\n" +
+	" \x03(\x05R\agpuUsed\x12\x16\n" +
+	"\x06status\x18\v \x01(\tR\x06status\x12\x16\n" +
+	"\x06health\x18\f \x01(\tR\x06health\">\n" +
 	"\x11ListNodesResponse\x12)\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x13.suanli.v1.NodeViewR\x05nodes\"\x93\x04\n" +
 	"\rAuditDecision\x12\x12\n" +
@@ -2993,7 +3297,14 @@ const file_suanli_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"V\n" +
 	"\rErrorResponse\x12\x16\n" +
 	"\x06detail\x18\x01 \x01(\tR\x06detail\x12-\n" +
-	"\x06errors\x18\x02 \x03(\v2\x15.suanli.v1.FieldErrorR\x06errors2\xbc\x05\n" +
+	"\x06errors\x18\x02 \x03(\v2\x15.suanli.v1.FieldErrorR\x06errors\"\xc4\x01\n" +
+	"\x12NodeStatusResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04cell\x18\x02 \x01(\tR\x04cell\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x1a\n" +
+	"\bprevious\x18\x04 \x01(\tR\bprevious\x12\x19\n" +
+	"\bevent_id\x18\x05 \x01(\tR\aeventId\x122\n" +
+	"\bposition\x18\x06 \x01(\v2\x16.suanli.v1.LogPositionR\bposition2\xd4\x06\n" +
 	"\x06Suanli\x128\n" +
 	"\tGetHealth\x12\x18.suanli.v1.HealthRequest\x1a\x11.suanli.v1.Health\x12I\n" +
 	"\n" +
@@ -3007,7 +3318,9 @@ const file_suanli_proto_rawDesc = "" +
 	"\bGetAudit\x12\x1a.suanli.v1.GetAuditRequest\x1a\x15.suanli.v1.AuditTrail\x12F\n" +
 	"\tSubmitBid\x12\x1b.suanli.v1.SubmitBidRequest\x1a\x1c.suanli.v1.SubmitBidResponse\x12C\n" +
 	"\bListBids\x12\x1a.suanli.v1.ListBidsRequest\x1a\x1b.suanli.v1.ListBidsResponse\x12F\n" +
-	"\tListNodes\x12\x1b.suanli.v1.ListNodesRequest\x1a\x1c.suanli.v1.ListNodesResponseb\x06proto3"
+	"\tListNodes\x12\x1b.suanli.v1.ListNodesRequest\x1a\x1c.suanli.v1.ListNodesResponse\x12G\n" +
+	"\tDrainNode\x12\x1b.suanli.v1.DrainNodeRequest\x1a\x1d.suanli.v1.NodeStatusResponse\x12M\n" +
+	"\fUncordonNode\x12\x1e.suanli.v1.UncordonNodeRequest\x1a\x1d.suanli.v1.NodeStatusResponseb\x06proto3"
 
 var (
 	file_suanli_proto_rawDescOnce sync.Once
@@ -3021,99 +3334,108 @@ func file_suanli_proto_rawDescGZIP() []byte {
 	return file_suanli_proto_rawDescData
 }
 
-var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_suanli_proto_goTypes = []any{
-	(*TaskSpec)(nil),           // 0: suanli.v1.TaskSpec
-	(*ResourcesSpec)(nil),      // 1: suanli.v1.ResourcesSpec
-	(*BidSpec)(nil),            // 2: suanli.v1.BidSpec
-	(*CancelRequest)(nil),      // 3: suanli.v1.CancelRequest
-	(*HealthRequest)(nil),      // 4: suanli.v1.HealthRequest
-	(*SubmitTaskRequest)(nil),  // 5: suanli.v1.SubmitTaskRequest
-	(*ListTasksRequest)(nil),   // 6: suanli.v1.ListTasksRequest
-	(*GetTaskRequest)(nil),     // 7: suanli.v1.GetTaskRequest
-	(*CancelTaskRequest)(nil),  // 8: suanli.v1.CancelTaskRequest
-	(*WhyPendingRequest)(nil),  // 9: suanli.v1.WhyPendingRequest
-	(*GetAuditRequest)(nil),    // 10: suanli.v1.GetAuditRequest
-	(*SubmitBidRequest)(nil),   // 11: suanli.v1.SubmitBidRequest
-	(*ListBidsRequest)(nil),    // 12: suanli.v1.ListBidsRequest
-	(*ListNodesRequest)(nil),   // 13: suanli.v1.ListNodesRequest
-	(*LogPosition)(nil),        // 14: suanli.v1.LogPosition
-	(*PendingReason)(nil),      // 15: suanli.v1.PendingReason
-	(*AcceleratorRequest)(nil), // 16: suanli.v1.AcceleratorRequest
-	(*TaskResources)(nil),      // 17: suanli.v1.TaskResources
-	(*StrategyRef)(nil),        // 18: suanli.v1.StrategyRef
-	(*Candidate)(nil),          // 19: suanli.v1.Candidate
-	(*FilterOutcome)(nil),      // 20: suanli.v1.FilterOutcome
-	(*Provenance)(nil),         // 21: suanli.v1.Provenance
-	(*Health)(nil),             // 22: suanli.v1.Health
-	(*SubmitTaskResponse)(nil), // 23: suanli.v1.SubmitTaskResponse
-	(*CancelTaskResponse)(nil), // 24: suanli.v1.CancelTaskResponse
-	(*SubmitBidResponse)(nil),  // 25: suanli.v1.SubmitBidResponse
-	(*TaskStatus)(nil),         // 26: suanli.v1.TaskStatus
-	(*ListTasksResponse)(nil),  // 27: suanli.v1.ListTasksResponse
-	(*WhyPendingResponse)(nil), // 28: suanli.v1.WhyPendingResponse
-	(*BidView)(nil),            // 29: suanli.v1.BidView
-	(*ListBidsResponse)(nil),   // 30: suanli.v1.ListBidsResponse
-	(*NodeView)(nil),           // 31: suanli.v1.NodeView
-	(*ListNodesResponse)(nil),  // 32: suanli.v1.ListNodesResponse
-	(*AuditDecision)(nil),      // 33: suanli.v1.AuditDecision
-	(*AuditTrail)(nil),         // 34: suanli.v1.AuditTrail
-	(*FieldError)(nil),         // 35: suanli.v1.FieldError
-	(*ErrorResponse)(nil),      // 36: suanli.v1.ErrorResponse
-	nil,                        // 37: suanli.v1.TaskSpec.LabelsEntry
-	nil,                        // 38: suanli.v1.TaskSpec.EnvEntry
+	(*TaskSpec)(nil),            // 0: suanli.v1.TaskSpec
+	(*ResourcesSpec)(nil),       // 1: suanli.v1.ResourcesSpec
+	(*BidSpec)(nil),             // 2: suanli.v1.BidSpec
+	(*CancelRequest)(nil),       // 3: suanli.v1.CancelRequest
+	(*HealthRequest)(nil),       // 4: suanli.v1.HealthRequest
+	(*SubmitTaskRequest)(nil),   // 5: suanli.v1.SubmitTaskRequest
+	(*ListTasksRequest)(nil),    // 6: suanli.v1.ListTasksRequest
+	(*GetTaskRequest)(nil),      // 7: suanli.v1.GetTaskRequest
+	(*CancelTaskRequest)(nil),   // 8: suanli.v1.CancelTaskRequest
+	(*WhyPendingRequest)(nil),   // 9: suanli.v1.WhyPendingRequest
+	(*GetAuditRequest)(nil),     // 10: suanli.v1.GetAuditRequest
+	(*SubmitBidRequest)(nil),    // 11: suanli.v1.SubmitBidRequest
+	(*ListBidsRequest)(nil),     // 12: suanli.v1.ListBidsRequest
+	(*ListNodesRequest)(nil),    // 13: suanli.v1.ListNodesRequest
+	(*NodeStatusRequest)(nil),   // 14: suanli.v1.NodeStatusRequest
+	(*DrainNodeRequest)(nil),    // 15: suanli.v1.DrainNodeRequest
+	(*UncordonNodeRequest)(nil), // 16: suanli.v1.UncordonNodeRequest
+	(*LogPosition)(nil),         // 17: suanli.v1.LogPosition
+	(*PendingReason)(nil),       // 18: suanli.v1.PendingReason
+	(*AcceleratorRequest)(nil),  // 19: suanli.v1.AcceleratorRequest
+	(*TaskResources)(nil),       // 20: suanli.v1.TaskResources
+	(*StrategyRef)(nil),         // 21: suanli.v1.StrategyRef
+	(*Candidate)(nil),           // 22: suanli.v1.Candidate
+	(*FilterOutcome)(nil),       // 23: suanli.v1.FilterOutcome
+	(*Provenance)(nil),          // 24: suanli.v1.Provenance
+	(*Health)(nil),              // 25: suanli.v1.Health
+	(*SubmitTaskResponse)(nil),  // 26: suanli.v1.SubmitTaskResponse
+	(*CancelTaskResponse)(nil),  // 27: suanli.v1.CancelTaskResponse
+	(*SubmitBidResponse)(nil),   // 28: suanli.v1.SubmitBidResponse
+	(*TaskStatus)(nil),          // 29: suanli.v1.TaskStatus
+	(*ListTasksResponse)(nil),   // 30: suanli.v1.ListTasksResponse
+	(*WhyPendingResponse)(nil),  // 31: suanli.v1.WhyPendingResponse
+	(*BidView)(nil),             // 32: suanli.v1.BidView
+	(*ListBidsResponse)(nil),    // 33: suanli.v1.ListBidsResponse
+	(*NodeView)(nil),            // 34: suanli.v1.NodeView
+	(*ListNodesResponse)(nil),   // 35: suanli.v1.ListNodesResponse
+	(*AuditDecision)(nil),       // 36: suanli.v1.AuditDecision
+	(*AuditTrail)(nil),          // 37: suanli.v1.AuditTrail
+	(*FieldError)(nil),          // 38: suanli.v1.FieldError
+	(*ErrorResponse)(nil),       // 39: suanli.v1.ErrorResponse
+	(*NodeStatusResponse)(nil),  // 40: suanli.v1.NodeStatusResponse
+	nil,                         // 41: suanli.v1.TaskSpec.LabelsEntry
+	nil,                         // 42: suanli.v1.TaskSpec.EnvEntry
 }
 var file_suanli_proto_depIdxs = []int32{
 	1,  // 0: suanli.v1.TaskSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	37, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
-	38, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
+	41, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
+	42, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
 	1,  // 3: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
 	0,  // 4: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
 	2,  // 5: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
-	16, // 6: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
-	14, // 7: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
-	18, // 8: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
-	19, // 9: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
-	20, // 10: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
-	14, // 11: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
-	14, // 12: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
-	14, // 13: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
-	15, // 14: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
-	26, // 15: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
-	15, // 16: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
-	17, // 17: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
-	29, // 18: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
-	31, // 19: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
-	15, // 20: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
-	21, // 21: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
-	14, // 22: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
-	33, // 23: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
-	35, // 24: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
-	4,  // 25: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
-	5,  // 26: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
-	6,  // 27: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
-	7,  // 28: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
-	8,  // 29: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
-	9,  // 30: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
-	10, // 31: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
-	11, // 32: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
-	12, // 33: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
-	13, // 34: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
-	22, // 35: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
-	23, // 36: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
-	27, // 37: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
-	26, // 38: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
-	24, // 39: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
-	28, // 40: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
-	34, // 41: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
-	25, // 42: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
-	30, // 43: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
-	32, // 44: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
-	35, // [35:45] is the sub-list for method output_type
-	25, // [25:35] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	19, // 6: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
+	17, // 7: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
+	21, // 8: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
+	22, // 9: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
+	23, // 10: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
+	17, // 11: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
+	17, // 12: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
+	17, // 13: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
+	18, // 14: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
+	29, // 15: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
+	18, // 16: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
+	20, // 17: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
+	32, // 18: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
+	34, // 19: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
+	18, // 20: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
+	24, // 21: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
+	17, // 22: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
+	36, // 23: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
+	38, // 24: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
+	17, // 25: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
+	4,  // 26: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
+	5,  // 27: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
+	6,  // 28: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
+	7,  // 29: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
+	8,  // 30: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
+	9,  // 31: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
+	10, // 32: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
+	11, // 33: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
+	12, // 34: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
+	13, // 35: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
+	15, // 36: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
+	16, // 37: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
+	25, // 38: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
+	26, // 39: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
+	30, // 40: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
+	29, // 41: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
+	27, // 42: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
+	31, // 43: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
+	37, // 44: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
+	28, // 45: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
+	33, // 46: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
+	35, // 47: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
+	40, // 48: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
+	40, // 49: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
+	38, // [38:50] is the sub-list for method output_type
+	26, // [26:38] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_suanli_proto_init() }
@@ -3127,14 +3449,17 @@ func file_suanli_proto_init() {
 	file_suanli_proto_msgTypes[6].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[12].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[13].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[21].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[14].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[15].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[16].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_suanli_proto_rawDesc), len(file_suanli_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2,8 +2,9 @@
 //
 // Every call needs the metadata `authorization: Bearer <token>` (the tenant's API token).
 // Errors are gRPC status codes with a message for people: INVALID_ARGUMENT (the message
-// names the bad field), UNAUTHENTICATED, NOT_FOUND (also for another tenant's task),
-// FAILED_PRECONDITION (e.g. cancelling a finished task), UNAVAILABLE (retry later).
+// names the bad field), UNAUTHENTICATED, PERMISSION_DENIED (a node operation by a tenant
+// that is not an operator), NOT_FOUND (also for another tenant's task), FAILED_PRECONDITION
+// (e.g. cancelling a finished task), UNAVAILABLE (retry later).
 //
 // Messages mirror the pydantic models of api/models.py (same names, same fields); records
 // shown as they are on Kafka (PendingReason, LogPosition, StrategyRef, Candidate,
@@ -32,16 +33,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Suanli_GetHealth_FullMethodName  = "/suanli.v1.Suanli/GetHealth"
-	Suanli_SubmitTask_FullMethodName = "/suanli.v1.Suanli/SubmitTask"
-	Suanli_ListTasks_FullMethodName  = "/suanli.v1.Suanli/ListTasks"
-	Suanli_GetTask_FullMethodName    = "/suanli.v1.Suanli/GetTask"
-	Suanli_CancelTask_FullMethodName = "/suanli.v1.Suanli/CancelTask"
-	Suanli_WhyPending_FullMethodName = "/suanli.v1.Suanli/WhyPending"
-	Suanli_GetAudit_FullMethodName   = "/suanli.v1.Suanli/GetAudit"
-	Suanli_SubmitBid_FullMethodName  = "/suanli.v1.Suanli/SubmitBid"
-	Suanli_ListBids_FullMethodName   = "/suanli.v1.Suanli/ListBids"
-	Suanli_ListNodes_FullMethodName  = "/suanli.v1.Suanli/ListNodes"
+	Suanli_GetHealth_FullMethodName    = "/suanli.v1.Suanli/GetHealth"
+	Suanli_SubmitTask_FullMethodName   = "/suanli.v1.Suanli/SubmitTask"
+	Suanli_ListTasks_FullMethodName    = "/suanli.v1.Suanli/ListTasks"
+	Suanli_GetTask_FullMethodName      = "/suanli.v1.Suanli/GetTask"
+	Suanli_CancelTask_FullMethodName   = "/suanli.v1.Suanli/CancelTask"
+	Suanli_WhyPending_FullMethodName   = "/suanli.v1.Suanli/WhyPending"
+	Suanli_GetAudit_FullMethodName     = "/suanli.v1.Suanli/GetAudit"
+	Suanli_SubmitBid_FullMethodName    = "/suanli.v1.Suanli/SubmitBid"
+	Suanli_ListBids_FullMethodName     = "/suanli.v1.Suanli/ListBids"
+	Suanli_ListNodes_FullMethodName    = "/suanli.v1.Suanli/ListNodes"
+	Suanli_DrainNode_FullMethodName    = "/suanli.v1.Suanli/DrainNode"
+	Suanli_UncordonNode_FullMethodName = "/suanli.v1.Suanli/UncordonNode"
 )
 
 // SuanliClient is the client API for Suanli service.
@@ -58,6 +61,10 @@ type SuanliClient interface {
 	SubmitBid(ctx context.Context, in *SubmitBidRequest, opts ...grpc.CallOption) (*SubmitBidResponse, error)
 	ListBids(ctx context.Context, in *ListBidsRequest, opts ...grpc.CallOption) (*ListBidsResponse, error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
+	// elsewhere reserve-first, the others finish) or READY (new work again).
+	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error)
+	UncordonNode(ctx context.Context, in *UncordonNodeRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error)
 }
 
 type suanliClient struct {
@@ -168,6 +175,26 @@ func (c *suanliClient) ListNodes(ctx context.Context, in *ListNodesRequest, opts
 	return out, nil
 }
 
+func (c *suanliClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeStatusResponse)
+	err := c.cc.Invoke(ctx, Suanli_DrainNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *suanliClient) UncordonNode(ctx context.Context, in *UncordonNodeRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeStatusResponse)
+	err := c.cc.Invoke(ctx, Suanli_UncordonNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SuanliServer is the server API for Suanli service.
 // All implementations must embed UnimplementedSuanliServer
 // for forward compatibility.
@@ -182,6 +209,10 @@ type SuanliServer interface {
 	SubmitBid(context.Context, *SubmitBidRequest) (*SubmitBidResponse, error)
 	ListBids(context.Context, *ListBidsRequest) (*ListBidsResponse, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
+	// elsewhere reserve-first, the others finish) or READY (new work again).
+	DrainNode(context.Context, *DrainNodeRequest) (*NodeStatusResponse, error)
+	UncordonNode(context.Context, *UncordonNodeRequest) (*NodeStatusResponse, error)
 	mustEmbedUnimplementedSuanliServer()
 }
 
@@ -221,6 +252,12 @@ func (UnimplementedSuanliServer) ListBids(context.Context, *ListBidsRequest) (*L
 }
 func (UnimplementedSuanliServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedSuanliServer) DrainNode(context.Context, *DrainNodeRequest) (*NodeStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
+}
+func (UnimplementedSuanliServer) UncordonNode(context.Context, *UncordonNodeRequest) (*NodeStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UncordonNode not implemented")
 }
 func (UnimplementedSuanliServer) mustEmbedUnimplementedSuanliServer() {}
 func (UnimplementedSuanliServer) testEmbeddedByValue()                {}
@@ -423,6 +460,42 @@ func _Suanli_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Suanli_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SuanliServer).DrainNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Suanli_DrainNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SuanliServer).DrainNode(ctx, req.(*DrainNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Suanli_UncordonNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UncordonNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SuanliServer).UncordonNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Suanli_UncordonNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SuanliServer).UncordonNode(ctx, req.(*UncordonNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Suanli_ServiceDesc is the grpc.ServiceDesc for Suanli service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -469,6 +542,14 @@ var Suanli_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _Suanli_ListNodes_Handler,
+		},
+		{
+			MethodName: "DrainNode",
+			Handler:    _Suanli_DrainNode_Handler,
+		},
+		{
+			MethodName: "UncordonNode",
+			Handler:    _Suanli_UncordonNode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
