@@ -179,7 +179,7 @@ def _pending(s: CellState, e: m.TaskPending) -> None:
     t = s.tasks[e.task_id]
     if t.status == PREEMPTED:                       # its grace ended: back in the queue, lost work first
         s.grace = [g for g in s.grace if g[1] != e.task_id]
-        t.key = _key(s, t, lost=True)
+        t.key, t.node = _key(s, t, lost=True), None
     elif t.key is None:
         t.key = _key(s, t, lost=False)
     t.status = PENDING
@@ -193,7 +193,8 @@ def _preempted(s: CellState, e: m.TaskPreempted) -> None:
         return
     r = t.task.request
     s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
-    t.status, t.node, t.devices, t.key = PREEMPTED, None, (), None
+    # ``node`` stays: the old copy may still finish there during its grace (see decide)
+    t.status, t.devices, t.key = PREEMPTED, (), None
     t.requeue_at = s.now + e.grace_ms
     bisect.insort(s.grace, [t.requeue_at, e.task_id, e.preempted_by or ""])
 
@@ -784,7 +785,9 @@ class _Decider:
         s, t = self.s, self.s.tasks[task_id]
         eid, did = self._ids(m.TaskReleased.KIND)
         node = t.node if t.status in HOLDING else ""
-        path = [f"{cause.lower()}", f"release {node}" if node else "drop from queue"]
+        path = [f"{cause.lower()}", f"release {node}" if node else
+                f"the preempted copy finished on {t.node} during its grace" if t.status == PREEMPTED else
+                "drop from queue"]
         if t.moving_from is not None:
             self.stop_old_copy(task_id, t.moving_from[0], f"the task ended ({cause.lower()}) during its move")
         self.emit(m.TaskReleased(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant,
@@ -853,6 +856,14 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
         if t.status in TERMINAL:
             if event.node_id and event.node_id != t.node and event.status in ("DISPATCHED", "RUNNING"):
                 d.stop_stale(event, t)       # a stale copy of a task that has finished elsewhere
+            return state, d.outs
+        if t.status == PREEMPTED:
+            # the evicted copy, in its grace: finishing there counts (the work is done); its
+            # stop (FAILED) or anything else from it changes nothing
+            if event.status == COMPLETED and event.node_id == t.node:
+                d.release(event.task_id, COMPLETED)
+            elif event.node_id and event.node_id != t.node and event.status in ("DISPATCHED", "RUNNING"):
+                d.stop_stale(event, t)
             return state, d.outs
         moving = t.moving_from
         if moving is not None and event.node_id == moving[0]:

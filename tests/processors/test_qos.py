@@ -76,6 +76,27 @@ def test_silver_preempts_bronze_and_the_decision_cites_preemptor_and_victims():
     f.state.check()
 
 
+def test_a_victim_that_finishes_during_its_grace_is_done_and_its_stop_report_changes_nothing():
+    f = pooled({"qos": {"grace_ms": 5_000}})
+    for n in ("g1", "s1", "s2"):
+        f.task(f"b-{n}", cpu=4000, qos="BRONZE")
+    out = f.task("silver-1", cpu=4000, at=100)
+    v1 = of(out, "TaskPreempted")[0]
+    # this victim's process was stopped (FAILED) on its old node: nothing changes, it waits its grace
+    assert f.send("TaskStatusChanged", {"task_id": v1["task_id"], "node_id": v1["node_id"], "status": "FAILED",
+                                        "at": 200}) == []
+    assert f.state.tasks[v1["task_id"]].status == "PREEMPTED"
+    v2 = of(f.task("silver-2", cpu=4000, at=300), "TaskPreempted")[0]
+    # this one finished on its own before the stop took effect: the work is done
+    out = f.send("TaskStatusChanged", {"task_id": v2["task_id"], "node_id": v2["node_id"], "status": "COMPLETED",
+                                       "at": 400})
+    assert of(out, "TaskReleased")[0]["cause"] == "COMPLETED"
+    assert f.state.tasks[v2["task_id"]].status == "COMPLETED"
+    back = of(f.send("CellTick", {"at": 6_000}), "TaskPending")
+    assert [p["task_id"] for p in back] == [v1["task_id"]]          # only the unfinished one comes back
+    f.state.check()
+
+
 def test_gold_preempts_in_its_pool_the_fewest_lowest_victims():
     f = pooled({"qos": {"grace_ms": 0}})
     f.task("b-lo", cpu=2000, qos="BRONZE", priority=0)

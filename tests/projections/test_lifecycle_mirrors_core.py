@@ -109,7 +109,10 @@ def agree(cell: Cell, view: LifecycleView) -> None:
     s = cell.state
     for tid, t in s.tasks.items():
         v = view.tasks[tid]
-        assert (v.status, v.node_id or None) == (t.status, t.node), tid
+        # a PREEMPTED task holds no place; the core keeps its old node only to know the evicted
+        # copy's reports during the grace, the view shows none
+        node = None if t.status == "PREEMPTED" else t.node
+        assert (v.status, v.node_id or None) == (t.status, node), tid
         assert (v.moving_from or None) == (t.moving_from[0] if t.moving_from else None), tid
     for nid, row in s.node_index.items():
         used = int(s.cpu_cap[row] - s.cpu_free[row])
