@@ -5,6 +5,12 @@ workers (intake with the ticker, scheduler, telemetry), the simulated cluster co
 list, and a workload driver that replays openb tasks. While it runs it prints a live
 summary from the log; headless (``--exit-when-drained``) it stops once every submitted
 task has a decision and writes the figures as JSON.
+
+Each worker serves its Prometheus metrics (``streams/metrics.py``) on 127.0.0.1: intake on
+``PlaneOptions.metrics_port`` (default 19200), the scheduler on the next port, telemetry on the
+one after (a port already taken is replaced by a free one; 0: free ports; None: no metrics). The
+plane announces them in ``<home>/prometheus/targets/plane-<namespace>.json`` for Prometheus
+(``deploy/prometheus.py``) and removes the file when it stops.
 """
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import secrets
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -23,6 +30,8 @@ from suanli.deploy import stack
 from suanli.deploy.processes import ServiceProcess
 from suanli.errors import StackError
 
+DEFAULT_METRICS_PORT = 19200
+METRICS_HOST = "127.0.0.1"
 DECIDED = frozenset({"RUNNING", "COMPLETED", "FAILED", "CANCELLED", "PENDING", "UNSCHEDULABLE"})
 
 
@@ -41,15 +50,26 @@ class PlaneOptions:
     # Replaces the default workload (publish every task at ``rate``): called with the
     # producer's ``publish`` and ``send_raw`` and the tasks; must publish every task.
     workload: Callable[..., Any] | None = None
+    # First port of the workers' /metrics (intake, scheduler, telemetry: this one and the next
+    # two); 0: any free ports; None: no metrics servers.
+    metrics_port: int | None = DEFAULT_METRICS_PORT
 
 
-def worker_processes(settings: Settings) -> dict[str, tuple[ServiceProcess, list[str]]]:
-    """The plane's processes: name -> (service handle, argv)."""
+WORKER_ROLES = ("intake", "scheduler", "telemetry")
+
+
+def worker_processes(settings: Settings, metrics_ports: dict[str, int] | None = None
+                     ) -> dict[str, tuple[ServiceProcess, list[str]]]:
+    """The plane's processes: name -> (service handle, argv). ``metrics_ports``: role -> the port
+    of its /metrics (none for a role not in it)."""
     run, logs, ns = settings.home / "run", settings.home / "logs", settings.namespace
     py = sys.executable
+    ports = metrics_ports or {}
 
     def svc(name: str, argv: list[str]) -> tuple[ServiceProcess, list[str]]:
         marker = _marker(ns)
+        if name in ports:
+            argv = [*argv, "--metrics-port", str(ports[name]), "--metrics-host", METRICS_HOST]
         return (ServiceProcess(name, run / f"{ns}-{name}.pid", logs / f"{ns}-{name}.log", marker),
                 [py, "-X", marker, *argv])
 
@@ -59,6 +79,41 @@ def worker_processes(settings: Settings) -> dict[str, tuple[ServiceProcess, list
         # NodeMetrics -> NodeConditionChanged (changes only), back through intake
         "telemetry": svc("telemetry", ["-m", "suanli.streams.worker", "telemetry"]),
     }
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((METRICS_HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((METRICS_HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def metrics_ports(base: int | None, roles: tuple[str, ...] = WORKER_ROLES) -> dict[str, int]:
+    """The /metrics port of each role: ``base``, ``base + 1``, ... where free, else a free port
+    (``base`` 0: free ports; None: no metrics, an empty dict)."""
+    if base is None:
+        return {}
+    ports: dict[str, int] = {}
+    for i, role in enumerate(roles):
+        wanted = base + i if base else 0
+        port = wanted if wanted and _port_free(wanted) else _free_port()
+        while port in ports.values():
+            port = _free_port()
+        ports[role] = port
+    return ports
+
+
+def targets_name(settings: Settings) -> str:
+    """The name of the plane's Prometheus target file (``<home>/prometheus/targets/<name>.json``)."""
+    return f"plane-{settings.namespace}"
 
 
 def _marker(namespace: str) -> str:
@@ -93,6 +148,7 @@ class Plane:
         self.services: list[tuple[ServiceProcess, list[str]]] = []
         self.restarts: dict[str, int] = {}
         self._env: dict[str, str] = {}
+        self.metrics_ports: dict[str, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -107,18 +163,31 @@ class Plane:
         self.started_stack = not was_up
         asyncio.run(ensure_topics(self.s.bootstrap_servers, core_topics(self.s.partitions, self.s.namespace)))
         self._env = to_env(self.s)
-        for service, argv in [*worker_processes(self.s).values(),
+        self.metrics_ports = metrics_ports(self.o.metrics_port)
+        for service, argv in [*worker_processes(self.s, self.metrics_ports).values(),
                               connector_process(self.s, self.cell, self.nodes_csv, self.o.time_scale)]:
             if service.pid() is None:
                 service.start(argv, env=self._env)
             self.services.append((service, argv))
+        metrics = ""
+        if self.metrics_ports:
+            from suanli.deploy.prometheus import write_targets
+
+            write_targets(self.s, targets_name(self.s),
+                          {role: f"{METRICS_HOST}:{port}" for role, port in self.metrics_ports.items()})
+            metrics = "; metrics on " + ", ".join(f"{role} {METRICS_HOST}:{port}"
+                                                   for role, port in self.metrics_ports.items())
         self.out(f"suanli: run {self.run_id}: workers and simulated cluster starting in cell {self.cell}; "
-                 f"logs in {self.s.home / 'logs'}")
+                 f"logs in {self.s.home / 'logs'}{metrics}")
 
     def stop(self) -> None:
         for service, _argv in reversed(self.services):
             service.stop()
         self.services.clear()
+        if self.metrics_ports:
+            from suanli.deploy.prometheus import remove_targets
+
+            remove_targets(self.s, targets_name(self.s))
         if self.started_stack:
             stack.down(self.s, log=lambda _m: None)
 

@@ -32,6 +32,7 @@ from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner, chunk
 from suanli.streams.intake import ticks, triage
 from suanli.streams.kafka_io import read_range
+from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
 
@@ -94,6 +95,7 @@ def build_intake(settings: Settings) -> faust.App:
     codec = Codec(RegistryClient(settings.registry_url))
     topics = TopicNames(settings.namespace)
     raw = app.topic(*topics.raw, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+    metrics = WorkerMetrics("intake", settings.namespace, codec, topics.raw).attach(app)
 
     cells: set[str] = set()          # cells this worker has forwarded inputs to: the ones it ticks
     # A tick stamps the wall clock, so it must not overtake inputs still queued in the raw
@@ -109,6 +111,7 @@ def build_intake(settings: Settings) -> faust.App:
                 outputs.extend(triage(codec, _raw(event.message), topics))
             cells.update(r.key.decode() for r in outputs if r.topic == topics.cell_log and r.key)
             await _produce_all(app, outputs)
+            metrics.batch_done(events, outputs)
             caught_up["now"] = len(events) < BATCH
 
     @app.timer(interval=settings.tick_ms / 1000.0)
@@ -116,7 +119,9 @@ def build_intake(settings: Settings) -> faust.App:
         """The cell clock's heartbeat: a CellTick into every cell log seen (the one wall
         clock of the plane lives here, at the edge; the scheduler only reads ticks)."""
         if cells and caught_up["now"]:
-            await _produce_all(app, ticks(codec, cells, int(time.time() * 1000), settings.tick_ms, topics))
+            records = ticks(codec, cells, int(time.time() * 1000), settings.tick_ms, topics)
+            await _produce_all(app, records)
+            metrics.batch_done((), records)
 
     return app
 
@@ -258,6 +263,7 @@ def build_scheduler(settings: Settings) -> faust.App:
     codec = Codec(RegistryClient(settings.registry_url))
     topics = TopicNames(settings.namespace)
     runner = CellRunner(codec, topics)
+    metrics = SchedulerMetrics(settings.namespace, codec, [topics.cell_log]).bind(runner).attach(app)
     latency = DecisionLatency(latency_path(settings))
     kind_of = KindOf(codec)
     cell_log = app.topic(topics.cell_log, key_type=bytes, value_type=bytes, partitions=settings.partitions)
@@ -271,6 +277,7 @@ def build_scheduler(settings: Settings) -> faust.App:
         """Restore the partition's snapshot and silently re-apply the log up to ``first_offset``."""
         blob = snapshots.load(event, partition)
         as_of = runner.restore(partition, blob) if blob else -1
+        metrics.snapshot_saved(partition)
         missing = await read_range(settings.bootstrap_servers, topics.cell_log, partition, as_of + 1, first_offset)
         runner.catch_up(_raw(r) for r in missing)
         log.warning("scheduler: partition %s recovered: snapshot as of %s, re-applied %s records, resuming at %s",
@@ -302,6 +309,7 @@ def build_scheduler(settings: Settings) -> faust.App:
                 since_snapshot[message.partition] = since_snapshot.get(message.partition, 0) + 1
             await _produce_all(app, outputs)
             acked = time.time() * 1000
+            metrics.batch_done(events, outputs, acked_ms=acked)
             for kind, log_ms, decided in answered:
                 latency.decided(kind, log_ms, batch_start, decided, acked)
             latency.batch(len(events))
@@ -311,6 +319,7 @@ def build_scheduler(settings: Settings) -> faust.App:
                     t0 = time.perf_counter()
                     snapshots.save(event, partition, runner.snapshot(partition), runner.partition(partition).as_of)
                     latency.snapshot((time.perf_counter() - t0) * 1000)
+                    metrics.snapshot_saved(partition, time.perf_counter() - t0)
                     since_snapshot[partition] = 0
                     last_snapshot[partition] = now
             latency.maybe_write()

@@ -22,7 +22,7 @@ import hashlib
 import json
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from suanli.errors import DecodeError, ModelError, RejectedInput
 from suanli.processors import model
@@ -52,6 +52,9 @@ class CellRunner:
         self.codec = codec
         self.topics = topics
         self.partitions: dict[int, PartitionState] = {}
+        # Called as observer(record, cell, state, decisions) with the core's typed outputs of each
+        # input whose outputs are emitted (the worker's metrics, streams/metrics.py); None: nothing.
+        self.observer: Callable[[RawRecord, str, CellState, list[Any]], None] | None = None
 
     # ----------------------------------------------------------------- processing
     def partition(self, partition: int) -> PartitionState:
@@ -90,6 +93,8 @@ class CellRunner:
             return [dead_letter(self.codec, record, self.topics, "INVALID", str(exc))] if emit else []
         if not emit:
             return []
+        if self.observer is not None:
+            self.observer(record, cell, state, outputs)
         out: list[OutRecord] = []
         key = cell.encode()
         for decision in outputs:

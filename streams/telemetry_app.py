@@ -66,6 +66,7 @@ from suanli.schemas.codec import Codec, split_frame
 from suanli.schemas.models import validate_event
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.app import BATCH_WITHIN, _produce_all, _raw, make_app
+from suanli.streams.metrics import TelemetryMetrics
 from suanli.streams.records import OutRecord
 from suanli.streams.topics import TopicNames
 
@@ -216,6 +217,7 @@ def build_telemetry(settings: Settings) -> faust.App:
     policies = PolicyThresholds(settings, codec, topics)
     stats = TelemetryStats(stats_path(settings))
     kind_of = KindOf(codec)
+    metrics = TelemetryMetrics(settings.namespace, codec, [topics.raw_nodes]).attach(app)
     codec.schema_id("NodeConditionChanged")        # registered before the first change, not in the hot path
 
     def evaluate(event: Any, sample: m.NodeMetrics, value: bytes) -> m.NodeConditionChanged | None:
@@ -260,6 +262,10 @@ def build_telemetry(settings: Settings) -> faust.App:
                                              codec.encode("NodeConditionChanged", m.to_avro(change))))
                 done.append((sample.at, TYPED_SCALARS + 2 * len(sample.gpu_util) + len(sample.extended)))
             await _produce_all(app, outputs)
+            metrics.samples.inc(len(done))
+            for record in outputs:
+                metrics.changes.labels(codec.decode(record.value)[1]["condition"]).inc()   # rare: changes only
+            metrics.batch_done(events, outputs)
             stats.record(int(time.time() * 1000), done, len(outputs))
             stats.maybe_write()
 

@@ -1,4 +1,10 @@
-"""``python -m suanli.streams.worker ROLE``: run one Faust worker (intake, scheduler or telemetry)."""
+"""``python -m suanli.streams.worker ROLE``: run one Faust worker (intake, scheduler or telemetry).
+
+``--metrics-port PORT`` serves the worker's Prometheus metrics at ``http://HOST:PORT/metrics``
+(``streams/metrics.py``; ``--metrics-host``, default 127.0.0.1; port 0: any free port, printed in
+the log). A port that cannot be bound is logged and the worker runs on without metrics: a
+missing target shows as down in Prometheus, and scheduling never stops for a metric.
+"""
 from __future__ import annotations
 
 import argparse
@@ -17,8 +23,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="suanli-worker")
     parser.add_argument("role", choices=sorted(BUILDERS))
     parser.add_argument("--loglevel", default="warning")
+    parser.add_argument("--metrics-port", type=int, default=None,
+                        help="serve Prometheus metrics on this port (0: any free port; default: none)")
+    parser.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics server (127.0.0.1)")
     args = parser.parse_args(argv)
     app = BUILDERS[args.role](settings())
+    if args.metrics_port is not None:
+        from suanli.streams.metrics import serve
+
+        try:
+            port = serve(args.metrics_port, args.metrics_host)
+            print(f"suanli-worker {args.role}: metrics at http://{args.metrics_host}:{port}/metrics", flush=True)
+        except OSError as exc:
+            print(f"suanli-worker {args.role}: cannot serve metrics on {args.metrics_host}:{args.metrics_port} "
+                  f"({exc}); running without them", file=sys.stderr, flush=True)
     worker = faust.Worker(app, loglevel=args.loglevel, quiet=True, override_logging=True)
     worker.execute_from_commandline()
     return 0
