@@ -27,6 +27,7 @@ from suanli.api.models import (AuditTrail, BidSpec, CancelRequest, CancelTaskRes
 from suanli.api.service import MAX_LIMIT, ApiService
 from suanli.errors import (AuthError, ConflictError, ForbiddenError, NotFoundError, SuanliError, UnavailableError,
                            ValidationError)
+from suanli.streams.metrics import instrument_api
 
 STATUS: dict[type[SuanliError], int] = {
     ValidationError: 422, AuthError: 401, ForbiddenError: 403, NotFoundError: 404, ConflictError: 409,
@@ -189,4 +190,5 @@ def create_app(service: ApiService, tokens: TokenStore) -> FastAPI:
         """Operators: make a drained (or cordoned) node take new work again (NodeStatusChanged READY)."""
         return await service.uncordon_node(caller, node_id, request or NodeStatusRequest())
 
+    instrument_api(app, service.namespace)      # GET /metrics; every request counted and timed
     return app

@@ -93,13 +93,14 @@ class _Live(Collector):
             yield from member.registry.collect()
 
 
-def exposition_registry() -> CollectorRegistry:
-    """A registry with the process and Python collectors and every metrics object of this process."""
+def exposition_registry(own: CollectorRegistry | None = None) -> CollectorRegistry:
+    """A registry with the process and Python collectors and ``own`` (default: every metrics
+    object of this process)."""
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
-    registry.register(_Live())
+    registry.register(_Live() if own is None else own)
     return registry
 
 
@@ -399,19 +400,18 @@ class ApiMetrics:
                                 ["method", "route", "status"], registry=self.registry)
         self.duration = Histogram("suanli_api_request_duration_seconds", "Time to answer a REST request.",
                                   ["method", "route"], registry=self.registry)
-        _register(self)
 
 
 def instrument_api(app: Any, namespace: str) -> ApiMetrics:
     """Count and time every REST request of a FastAPI ``app`` and serve ``GET /metrics`` on it
-    (this process's metrics, the process collectors included; no token: it says nothing about
-    any tenant's tasks)."""
+    (the app's request metrics and the process collectors; no token: it says nothing about any
+    tenant's tasks)."""
     from starlette.responses import Response
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     disable_created_metrics()
     metrics = ApiMetrics(namespace)
-    registry = exposition_registry()
+    registry = exposition_registry(metrics.registry)
 
     class _Timing:
         def __init__(self, inner: Any):
@@ -437,9 +437,10 @@ def instrument_api(app: Any, namespace: str) -> ApiMetrics:
                 metrics.requests.labels(method, route, str(status["code"])).inc()
                 metrics.duration.labels(method, route).observe(time.perf_counter() - began)
 
-    @app.get("/metrics", include_in_schema=False)
-    async def prometheus_metrics() -> Response:
+    async def prometheus_metrics(_request: Any) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
+    # a plain Starlette route: not an API operation (no OpenAPI entry, no gRPC twin)
+    app.router.add_route("/metrics", prometheus_metrics, methods=["GET"], include_in_schema=False)
     app.add_middleware(_Timing)
     return metrics
