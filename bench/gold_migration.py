@@ -390,7 +390,7 @@ class Options:
     silence: int = 5
     fill: float = 1.05                  # bronze GPU demand / GPUs the gold tasks leave
     policy: dict[str, Any] = field(default_factory=lambda: json.loads(json.dumps(DEFAULT_POLICY)))
-    rate: float = 500.0                 # submissions per second
+    rate: float = 150.0                 # submissions per second (the scheduler keeps up, intake too)
     time_scale: float = 0.001
     timeout: float = 180.0              # per wait
     verify: bool = False
@@ -628,7 +628,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fill", type=float, default=1.05,
                     help="bronze GPU demand as a multiple of the GPUs the gold tasks leave (default 1.05)")
     ap.add_argument("--policy", default=json.dumps(DEFAULT_POLICY), help="the cell's policy config (JSON)")
-    ap.add_argument("--rate", type=float, default=500.0, help="submissions per second (default 500)")
+    ap.add_argument("--rate", type=float, default=150.0,
+                    help="submissions per second (default 150: the scheduler keeps up on a shared 2-CPU machine)")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per wait")
     ap.add_argument("--phase", choices=("now", "after-heartbeat"), default="now",
                     help="kill as soon as the load runs (now), or just after the nodes' next heartbeat reaches "

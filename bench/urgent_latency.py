@@ -32,7 +32,7 @@ time per input kind, the micro-batch sizes and the snapshot writes, which say wh
 answer waited; and the CPU each plane process and the whole machine used meanwhile.
 
 A run is void when a node turns SUSPECT (heartbeats late in the cell log: a starved machine);
-the bench then stops with ``MachineTooBusy``. The setup submits at ``--submit-rate`` (250/s) so
+the bench then stops with ``MachineTooBusy``. The setup submits at ``--submit-rate`` (150/s) so
 the scheduler keeps up. The stack must be up (``suanli stack up``); this never starts or stops
 it. The workers and the simulator it starts are stopped at the end.
 """
@@ -69,7 +69,7 @@ class Options:
     urgent: int = 500
     rate: float = 20.0
     urgent_run_s: float = 5.0
-    submit_rate: float = 250.0          # fill, queue and batch submissions per second
+    submit_rate: float = 150.0          # fill, queue and batch submissions per second
     time_scale: float = 0.001
     timeout: float = 300.0
     policy: dict[str, Any] = field(default_factory=dict)    # merged over {"qos": {"batch_window_ms": ...}}
@@ -350,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--urgent", type=int, default=500, help="urgent tasks (default 500)")
     ap.add_argument("--rate", type=float, default=20.0, help="urgent tasks per second (default 20)")
     ap.add_argument("--urgent-run-s", type=float, default=5.0, help="wall seconds each urgent task runs")
-    ap.add_argument("--submit-rate", type=float, default=250.0,
-                    help="fill, queue and batch submissions per second (default 250: the scheduler keeps up)")
+    ap.add_argument("--submit-rate", type=float, default=150.0,
+                    help="fill, queue and batch submissions per second (default 150: the scheduler keeps up)")
     ap.add_argument("--policy", default="{}", help="more policy config (JSON), merged under the batch window")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per wait")
     ap.add_argument("--json", metavar="FILE", help="write every figure here")
