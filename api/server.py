@@ -39,6 +39,7 @@ async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -
     from suanli.api.rest import create_app
     from suanli.api.service import ApiService
     from suanli.api.sink import KafkaSink
+    from suanli.deploy.prometheus import announce_api
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
     from suanli.streams.kafka_io import EventProducer, ensure_topics
@@ -66,10 +67,13 @@ async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -
                     for sig in (signal.SIGINT, signal.SIGTERM):
                         loop.add_signal_handler(sig, server.request_exit)
                     announce = asyncio.create_task(_announce(server, options, grpc_port))
+                    # the REST port's /metrics, announced to Prometheus (deploy/prometheus.py) while it serves
+                    scrape = asyncio.create_task(announce_api(settings, server, options.host))
                     try:
                         await server.serve()
                     finally:
                         announce.cancel()
+                        scrape.cancel()
                 finally:
                     await grpc_server.stop(grace=2)
         finally:

@@ -94,8 +94,9 @@ def _audit_list(args: argparse.Namespace) -> int:
 
 def _audit_rebuild(args: argparse.Namespace) -> int:
     from suanli.projections.audit_follower import index_dir, rebuild
+    from suanli.replay.progress import wanted
 
-    stats = asyncio.run(rebuild(settings()))
+    stats = asyncio.run(rebuild(settings(), progress=wanted(quiet=args.quiet, json=args.json)))
     if args.json:
         print(json.dumps(stats.as_dict(), indent=2))
     else:
@@ -161,6 +162,8 @@ def _connect_status(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register this module's subcommands on the top-level parser."""
+    from suanli.cli_services import NOTHING, STACK
+
     audit = sub.add_parser("audit", help="query the decision history: why a task went where it did, who decided what")
     asub = audit.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
 
@@ -169,7 +172,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     why.add_argument("--tenant", help="only this tenant's task (another tenant's task is 'not found')")
     why.add_argument("--candidates", type=int, default=5, help="candidates shown per decision (text output)")
     why.add_argument("--json", action="store_true", help="print JSON")
-    why.set_defaults(func=_audit_why)
+    why.set_defaults(func=_audit_why, needs=STACK)
 
     ls = asub.add_parser("list", help="decisions filtered by task, node, tenant, strategy, kind and time")
     ls.add_argument("--task")
@@ -183,15 +186,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--until", help="decided before (same forms as --since)")
     ls.add_argument("--limit", type=int, default=200, help="newest N decisions (0 = all; default 200)")
     ls.add_argument("--json", action="store_true", help="print JSON")
-    ls.set_defaults(func=_audit_list)
+    ls.set_defaults(func=_audit_list, needs=STACK)
 
     rb = asub.add_parser("rebuild", help="delete the local audit index and re-read the decisions topic")
     rb.add_argument("--json", action="store_true", help="print JSON")
-    rb.set_defaults(func=_audit_rebuild)
+    rb.add_argument("--quiet", action="store_true", help="no progress bar (there is none with --json or off a terminal)")
+    rb.set_defaults(func=_audit_rebuild, needs=STACK)
 
     fo = asub.add_parser("follow", help="keep the audit index current by tailing the decisions topic")
     fo.add_argument("--quiet", action="store_true", help="no line per batch")
-    fo.set_defaults(func=_audit_follow)
+    fo.set_defaults(func=_audit_follow, needs=STACK)
 
     connect = sub.add_parser("connect", help="Kafka Connect + PostgreSQL: decisions sink, nodes inventory source")
     csub = connect.add_subparsers(dest="connect_command", required=True, metavar="ACTION")
@@ -199,8 +203,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--no-sink", action="store_true", help="do not register the decisions JDBC sink")
     up.add_argument("--no-source", action="store_true", help="do not register the nodes CDC source and bridge")
     up.add_argument("--json", action="store_true", help="print what was started as JSON")
-    up.set_defaults(func=_connect_up)
-    csub.add_parser("down", help="stop everything `connect up` started").set_defaults(func=_connect_down)
+    up.set_defaults(func=_connect_up, needs=STACK)
+    csub.add_parser("down", help="stop everything `connect up` started").set_defaults(func=_connect_down,
+                                                                                            needs=NOTHING)
     st = csub.add_parser("status", help="PostgreSQL, the worker, each connector and task")
     st.add_argument("--json", action="store_true", help="print JSON")
-    st.set_defaults(func=_connect_status)
+    st.set_defaults(func=_connect_status, needs=NOTHING)

@@ -1,5 +1,8 @@
 """Subcommands ``export``, ``replay`` and ``whatif`` (registered by ``suanli.cli.build_parser``).
 
+Each shows a progress bar with rate and ETA on a terminal (``progress.py``): none with
+``--json``, ``--quiet``, or when stderr is not a terminal.
+
 Exit codes: 0 ok; 1 ``replay --verify`` found a divergence; 2 refused input (a
 :class:`~suanli.errors.ReplayError`, printed on one line by ``suanli.cli.main``).
 """
@@ -13,9 +16,13 @@ from pathlib import Path
 
 from suanli.errors import ReplayError
 
+from .progress import wanted
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register this module's subcommands on the top-level parser."""
+    from suanli.cli_services import NOTHING, STACK
+
     ex = sub.add_parser("export", help="export a cell's input log and decisions from Kafka to a log directory")
     ex.add_argument("--cell", required=True, help="the cell (key of its records on the cell log)")
     ex.add_argument("--out", required=True, help="the log directory to write")
@@ -26,15 +33,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("--partition", type=int, help="cell-log partition (default: found from the cell key)")
     ex.add_argument("--namespace", help="topic namespace (default: the configured one)")
     ex.add_argument("--nodes-source", help="where the cell's node list came from (recorded in cell.json)")
-    ex.set_defaults(func=_export)
+    ex.add_argument("--quiet", action="store_true", help="no progress bar")
+    ex.set_defaults(func=_export, needs=STACK)
 
     rp = sub.add_parser("replay", help="re-run a log directory through the scheduler core, without Kafka")
     rp.add_argument("log", metavar="LOG", help="log directory (from `suanli export`)")
     rp.add_argument("--verify", action="store_true",
                     help="compare regenerated decisions with the recorded ones byte for byte; exit 1 on divergence")
     rp.add_argument("--json", metavar="FILE", help="write the verdict and figures to FILE")
-    rp.add_argument("--quiet", action="store_true", help="no progress line")
-    rp.set_defaults(func=_replay)
+    rp.add_argument("--quiet", action="store_true", help="no progress bar (there is none with --json or off a terminal)")
+    rp.set_defaults(func=_replay, needs=NOTHING)
 
     wi = sub.add_parser("whatif", help="run a log or a trace under several policies and compare them")
     wi.add_argument("log", nargs="?", metavar="LOG", help="log directory (or use --protocol with --nodes/--pods)")
@@ -57,8 +65,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     wi.add_argument("--shrink-seed", type=int, default=0, help="timed: seed of the node sample (default 0)")
     wi.add_argument("--load", type=float, default=1.0,
                     help="timed: divide arrival times by this factor (lifetimes kept) to add contention (default 1)")
-    wi.add_argument("--quiet", action="store_true", help="no progress line")
-    wi.set_defaults(func=_whatif)
+    wi.add_argument("--quiet", action="store_true", help="no progress bar (there is none with --json or off a terminal)")
+    wi.set_defaults(func=_whatif, needs=NOTHING)
 
 
 # --------------------------------------------------------------------------- export
@@ -74,7 +82,7 @@ def _export(args: argparse.Namespace) -> int:
     s = load_settings(namespace=args.namespace) if args.namespace else settings()
     asyncio.run(export_cell(s, args.cell, Path(args.out), from_offset=args.from_offset, to_offset=args.to_offset,
                             since=args.since, until=args.until, partition=args.partition,
-                            nodes_source=args.nodes_source))
+                            nodes_source=args.nodes_source, progress=wanted(quiet=args.quiet)))
     return 0
 
 
@@ -85,7 +93,7 @@ def _replay(args: argparse.Namespace) -> int:
     from .verify import describe, summary, verify
 
     log = LogDir.open(args.log)
-    replayed = replay_logdir(log, progress=not args.quiet)
+    replayed = replay_logdir(log, progress=wanted(quiet=args.quiet, json=args.json))
     doc = {"log": str(args.log), "cell": log.cell, "inputs": replayed.inputs, "seconds": round(replayed.seconds, 3),
            "events_per_s": round(replayed.events_per_s), "regenerated": len(replayed.regenerated),
            "policy": replayed.policy}
@@ -124,10 +132,11 @@ def _whatif(args: argparse.Namespace) -> int:
         raise ReplayError("--seeds names no seed")
     default_policies = "recorded,default" if mode == "log" else "bestfit,default"
     policies = [p for p in (args.policy or default_policies).split(",") if p.strip()]
+    progress = wanted(quiet=args.quiet, json=args.json)
     t0 = time.perf_counter()
     if mode == "fgd":
         result = run_fgd(args.nodes, args.pods, policies, seeds, workers=args.workers, curves=bool(args.report),
-                         node_names=args.node_names)
+                         node_names=args.node_names, progress=progress)
         out = contract(result)
     elif mode == "timed":
         if args.policy and "recorded" in policies:
@@ -136,10 +145,10 @@ def _whatif(args: argparse.Namespace) -> int:
         if args.seeds != "42-51" and len(seeds) != 1:
             raise ReplayError("timed mode runs one seed: pass --seeds N")
         result = run_timed(args.nodes, args.pods, policies, seed=seed, shrink=args.shrink,
-                           shrink_seed=args.shrink_seed, load=args.load, progress=not args.quiet)
+                           shrink_seed=args.shrink_seed, load=args.load, progress=progress)
         out = result
     else:
-        result = run_log(args.log, policies, progress=not args.quiet)
+        result = run_log(args.log, policies, progress=progress)
         out = result
     detail = f", seeds {args.seeds}, node names {args.node_names}" if mode == "fgd" else ""
     print(f"\n{result['workload']} ({mode}{detail})")

@@ -2,6 +2,10 @@
 
 Every subcommand maps a :class:`~suanli.errors.SuanliError` to a one-line message on
 stderr and exit status 2, so scripts can tell "refused, with a reason" from a crash.
+
+Every leaf subcommand declares the services it needs (``set_defaults(needs=...)``, see
+``suanli/cli_services.py``); :func:`main` checks them first, so with the stack stopped a
+command says so, and how to start it, with exit status 2 instead of a client's traceback.
 """
 from __future__ import annotations
 
@@ -11,8 +15,9 @@ import subprocess
 import sys
 from typing import Callable, Sequence
 
+from suanli.cli_services import NOTHING, needs_of, require, unreachable
 from suanli.config import REPO_ROOT, settings
-from suanli.errors import SuanliError
+from suanli.errors import StackNotRunningError, SuanliError
 
 
 def _stack_up(args: argparse.Namespace) -> int:
@@ -124,11 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     stack_sub = stack_p.add_subparsers(dest="stack_command", required=True, metavar="ACTION")
     up_p = stack_sub.add_parser("up", help="start the embedded stack and register the schemas")
     up_p.add_argument("--json", metavar="FILE", help="write start-up time and memory to FILE")
-    up_p.set_defaults(func=_stack_up)
-    stack_sub.add_parser("down", help="stop everything the stack started").set_defaults(func=_stack_down)
+    up_p.set_defaults(func=_stack_up, needs=NOTHING)          # starts (or, external, checks) the services
+    stack_sub.add_parser("down", help="stop everything the stack started").set_defaults(func=_stack_down,
+                                                                                         needs=NOTHING)
     st_p = stack_sub.add_parser("status", help="show each service and whether it is ready")
     st_p.add_argument("--json", action="store_true", help="print JSON")
-    st_p.set_defaults(func=_stack_status)
+    st_p.set_defaults(func=_stack_status, needs=NOTHING)
 
     up = sub.add_parser("up", help="run the control plane locally: stack, workers, simulated cluster, workload")
     up.add_argument("--tasks", type=int, default=2000, help="openb tasks to submit (default 2000)")
@@ -141,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", help="node list CSV (default: openb all nodes)")
     up.add_argument("--pods", help="pod list CSV (default: openb default workload)")
     up.add_argument("--cell", help="cell name (default: a new cell per run)")
-    up.set_defaults(func=_up)
+    up.set_defaults(func=_up, needs=NOTHING)                  # starts the stack itself
 
     from suanli import cli_api, cli_cost, cli_prometheus, cli_sim, cli_strategy, cli_tasks, cli_topology
     from suanli.bench import cli as bench_cli
@@ -157,20 +163,52 @@ def build_parser() -> argparse.ArgumentParser:
     test_p.add_argument("--skip-setup", action="store_true",
                         help="do not run the install steps in .ci/setup.d (they are idempotent)")
     test_p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments passed to pytest")
-    test_p.set_defaults(func=_test)
+    test_p.set_defaults(func=_test, needs=NOTHING)            # starts the stack itself
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    needs: tuple[str, ...] = ()
     try:
+        needs = needs_of(args)
+        if needs:
+            require(settings(), needs)
         return func(args)
+    except StackNotRunningError as exc:
+        print(f"suanli: {exc}", file=sys.stderr)
+        return 2
     except SuanliError as exc:
+        if needs and unreachable(exc):      # a service stopped after the check: the same advice
+            return _lost_connection(needs, exc)
         print(f"suanli: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if unreachable(exc):                # a failed connection is not a bug: no traceback
+            if needs:
+                return _lost_connection(needs, exc)
+            print(f"suanli: cannot connect: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        raise                               # a bug: keep its traceback
+
+
+def _lost_connection(needs: tuple[str, ...], exc: BaseException) -> int:
+    """A connection failed during the command: say which service is down and how to start it
+    (or, if all answer again, what failed)."""
+    from suanli.cli_services import KAFKA, REGISTRY, advice, kafka_ready, registry_ready
+
+    s = settings()
+    down = [name for name, ready in ((KAFKA, kafka_ready), (REGISTRY, registry_ready))
+            if name in needs and not ready(s)]
+    if down:
+        print(f"suanli: {advice(s, down)}", file=sys.stderr)
+    else:
+        print(f"suanli: a connection failed during the command ({type(exc).__name__}: {exc}); the services "
+              "answer again, so retry it", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

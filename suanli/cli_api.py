@@ -17,6 +17,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``api serve``."""
+    from suanli.cli_services import STACK
+
     api = sub.add_parser("api", help="the public API (REST with OpenAPI, and gRPC)")
     api_sub = api.add_subparsers(dest="api_command", required=True, metavar="ACTION")
     p = api_sub.add_parser("serve", help="serve REST (/docs, /openapi.json) and gRPC until interrupted",
@@ -27,4 +29,4 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grpc-port", type=int, default=18091, help="gRPC port (default 18091; 0 = any free port)")
     p.add_argument("--tokens", help="API token file (default: $SUANLI_API_TOKENS)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
-    p.set_defaults(func=_serve)
+    p.set_defaults(func=_serve, needs=STACK)

@@ -217,9 +217,11 @@ def _cost(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``cost``."""
+    from suanli.cli_services import STACK
+
     p = sub.add_parser("cost", help="what the work cost, by tier, tenant or pricing model (from the log)")
     p.add_argument("--tenant", help="only this tenant's tasks (default: every tenant)")
     p.add_argument("--by", default="tier", choices=("tier", "tenant", "pricing"), help="group rows by (default tier)")
     p.add_argument("--cell", help="only this cell (default: every cell of the namespace)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=_cost)
+    p.set_defaults(func=_cost, needs=STACK)

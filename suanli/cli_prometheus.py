@@ -88,16 +88,18 @@ def _source(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``prometheus up|down|status``."""
+    from suanli.cli_services import NOTHING, unless
+
     prom = sub.add_parser("prometheus", help="Prometheus and node_exporter scraping this machine, on loopback")
     prom_sub = prom.add_subparsers(dest="prometheus_command", required=True, metavar="ACTION")
     up = prom_sub.add_parser("up", help="start node_exporter and Prometheus; wait for the first node sample")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness (default 60)")
     up.add_argument("--json", action="store_true", help="print what was started as JSON")
-    up.set_defaults(func=_up)
-    prom_sub.add_parser("down", help="stop both (by pid)").set_defaults(func=_down)
+    up.set_defaults(func=_up, needs=NOTHING)
+    prom_sub.add_parser("down", help="stop both (by pid)").set_defaults(func=_down, needs=NOTHING)
     st = prom_sub.add_parser("status", help="show both and whether they are ready")
     st.add_argument("--json", action="store_true", help="print JSON")
-    st.set_defaults(func=_status)
+    st.set_defaults(func=_status, needs=NOTHING)
     src = prom_sub.add_parser("source", help="NodeMetrics of the given nodes from a Prometheus, onto raw.nodes",
                               description="Query a Prometheus server (node_exporter, DCGM exporter series) and "
                                           "produce each node's NodeMetrics to <namespace>.raw.nodes until "
@@ -112,4 +114,4 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--window", default="1m", help="rate window of cpu/net/disk rates (default 1m)")
     src.add_argument("--samples", type=int, default=None, help="stop after this many samples")
     src.add_argument("--once", action="store_true", help="print one sample as JSON; no Kafka")
-    src.set_defaults(func=_source)
+    src.set_defaults(func=_source, needs=unless("once"))          # --once: no Kafka

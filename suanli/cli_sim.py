@@ -280,6 +280,8 @@ def _health(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- the parser
 def add_commands(sub: argparse._SubParsersAction) -> None:
+    from suanli.cli_services import KAFKA, STACK
+
     sim = sub.add_parser("sim", help="the simulated cluster: fault injection, node-failure figures")
     sim_sub = sim.add_subparsers(dest="sim_command", required=True, metavar="ACTION")
 
@@ -300,10 +302,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     restore = fault_sub.add_parser("restore", parents=[common], help="let silenced nodes heartbeat again")
     restore.add_argument("--node", action="append", help="a node id (default: every silenced node)")
     fault_sub.add_parser("status", parents=[common], help="which nodes are silenced")
-    fault.set_defaults(func=_fault)
+    fault.set_defaults(func=_fault, needs=(KAFKA,))       # JSON on the control topic: no registry
 
     health = sim_sub.add_parser("health", help="node-failure figures of a cell: DOWN latency, lost and re-placed tasks")
     health.add_argument("--cell", required=True)
     health.add_argument("--namespace", help="topic namespace (default: the configured one)")
     health.add_argument("--json", metavar="FILE", help="write every figure to FILE")
-    health.set_defaults(func=_health)
+    health.set_defaults(func=_health, needs=STACK)

@@ -119,7 +119,10 @@ def _bench(args: argparse.Namespace) -> int:
     nodes = data / "openb_node_list_gpu_node.csv"
     if not pods.exists() or not nodes.exists():
         raise SuanliError(f"openb trace not found under {data} (need {pods.name} and {nodes.name})")
-    r = run_protocol(str(nodes), str(pods), [args.name], parse_seeds(args.seeds), args.workers, args.node_names)
+    from suanli.replay.progress import wanted
+
+    r = run_protocol(str(nodes), str(pods), [args.name], parse_seeds(args.seeds), args.workers, args.node_names,
+                     progress=wanted())
     v = r["policies"][args.name]
     u, f = v["unallocated_gpu_pct"], v["frag_gpu_pct"]
     print(f"{r['workload']}  (seeds {args.seeds}, FGD protocol, node names {args.node_names}, "
@@ -132,23 +135,25 @@ def _bench(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register this module's subcommands on the top-level parser."""
+    from suanli.cli_services import NOTHING, STACK
+
     ex = sub.add_parser("explain", help="why a task was placed where it was (its decision path)")
     ex.add_argument("task", help="task id")
     ex.add_argument("--mermaid", action="store_true", help="print a Mermaid `graph TD` instead of text")
     ex.add_argument("--idle-ms", type=int, default=1500, help="stop reading after this long without records")
-    ex.set_defaults(func=_explain)
+    ex.set_defaults(func=_explain, needs=STACK)
 
     st = sub.add_parser("strategy", help="the strategy library: list, show and benchmark")
     st_sub = st.add_subparsers(dest="strategy_cmd", required=True)
     ls = st_sub.add_parser("list", help="named strategies with when to use them")
     ls.add_argument("--json", action="store_true")
     ls.add_argument("--no-discover", action="store_true", help="skip entry-point discovery")
-    ls.set_defaults(func=_list)
+    ls.set_defaults(func=_list, needs=NOTHING)
     sh = st_sub.add_parser("show", help="one strategy's arguments: defaults, allowed values, meaning")
     sh.add_argument("name")
     sh.add_argument("--json", action="store_true")
     sh.add_argument("--no-discover", action="store_true", help="skip entry-point discovery")
-    sh.set_defaults(func=_show)
+    sh.set_defaults(func=_show, needs=NOTHING)
     b = st_sub.add_parser("bench", help="FGD-protocol table (unallocated GPU %% at arrived = 100%%)")
     b.add_argument("name")
     b.add_argument("--workload", default="default", help="openb_pod_list_<workload>.csv (default: default)")
@@ -157,4 +162,4 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--node-names", choices=("shuffled", "csv"), default="shuffled",
                    help="opaque per-seed node names (default) or the CSV's sn (see `suanli whatif --help`)")
     b.add_argument("--data", default=str(settings().openb_dir), help="directory of the openb trace")
-    b.set_defaults(func=_bench)
+    b.set_defaults(func=_bench, needs=NOTHING)

@@ -238,19 +238,21 @@ def _pending(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register submit, status, nodes and pending."""
+    from suanli.cli_services import STACK
+
     p = sub.add_parser("submit", help="submit a task described in YAML (see schemas/task_spec.py)")
     p.add_argument("file", help="task YAML file, or - for standard input")
     p.add_argument("--cell", help="override the task's cell")
-    p.set_defaults(func=_submit)
+    p.set_defaults(func=_submit, needs=STACK)
     p = sub.add_parser("status", help="where a task stands, with its reasons and decision path")
     p.add_argument("task")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_status)
+    p.set_defaults(func=_status, needs=STACK)
     p = sub.add_parser("nodes", help="nodes with their capacity and what is allocated; drain, cordon, uncordon")
     p.add_argument("--cell")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_nodes, node_action=None)
+    p.set_defaults(func=_nodes, node_action=None, needs=STACK)
     actions = p.add_subparsers(dest="node_action", metavar="ACTION")
     what = {"drain": "no new work; its gold tasks move elsewhere reserve-first, the others finish (DRAINING)",
             "cordon": "no new work, nothing moved (CORDONED)",
@@ -262,7 +264,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                        help="the node's cell (needed only when the id is registered in several cells)")
         a.add_argument("--reason", help="why (kept in the event)")
         a.add_argument("--json", action="store_true", dest="json", help="print the event written as JSON")
-        a.set_defaults(func=_nodes)
+        a.set_defaults(func=_nodes, needs=STACK)
     p = sub.add_parser("pending", help="why tasks are pending, with their queue positions (and the preempted "
                                        "ones waiting out their grace)")
     p.add_argument("--cell")
@@ -271,4 +273,4 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grace", action="store_true",
                    help="with --json: add the preempted tasks still in their grace after the queue (the text "
                         "always shows them)")
-    p.set_defaults(func=_pending)
+    p.set_defaults(func=_pending, needs=STACK)

@@ -228,6 +228,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``suanli topology`` on the top-level parser."""
+    from suanli.cli_services import unless
+
     tp = sub.add_parser("topology", help="the cell's topology graph: paths and zones, folded from the cell log")
     tsub = tp.add_subparsers(dest="topology_command", required=True, metavar="ACTION")
     pp = tsub.add_parser("path", help="the cheapest directed path between two places (node, rack, zone, region, "
@@ -235,9 +237,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     pp.add_argument("a", metavar="A")
     pp.add_argument("b", metavar="B")
     _common(pp)
-    pp.set_defaults(func=_path)
+    pp.set_defaults(func=_path, needs=unless("logdir"))
     sp = tsub.add_parser("show", help="a zone's racks, nodes, health, conditions and measured links "
                                       "(all zones in brief without --zone)")
     sp.add_argument("--zone", help="the zone (name or zone:<name>)")
     _common(sp)
-    sp.set_defaults(func=_show)
+    sp.set_defaults(func=_show, needs=unless("logdir"))
