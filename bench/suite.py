@@ -40,8 +40,11 @@ def machine() -> dict[str, Any]:
             "python": platform.python_version(), "platform": platform.platform()}
 
 
-def run_suite(quick: bool, log: Callable[[str], None] = print) -> dict[str, Any]:
+def run_suite(quick: bool, log: Callable[[str], None] = print, progress: bool = False) -> dict[str, Any]:
+    """Every benchmark in turn. ``progress``: a bar over the steps on a terminal, labelled
+    with the running one (``replay/progress.py``); ``log`` gets one line per step."""
     from suanli.bench import core, e2e, replay_speed
+    from suanli.replay.progress import Progress
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
 
@@ -50,22 +53,36 @@ def run_suite(quick: bool, log: Callable[[str], None] = print) -> dict[str, Any]
     openb = s.openb_dir
     out: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "mode": "quick" if quick else "full",
                            "machine": machine(), "anchors": ANCHORS}
-    log("core: decisions/s of the pure processor ...")
-    out["core"] = core.scaling_curve(size["core_nodes"], size["core_tasks"])
-    log(f"memory: a cell with {size['mem_nodes']} nodes and {size['mem_tasks']} tasks ...")
-    out["memory"] = core.memory_footprint(size["mem_nodes"], size["mem_tasks"])
-    log("replay: events/s through the replay path ...")
-    with RegistryClient(s.registry_url) as registry:
-        out["replay"] = replay_speed.replay_events_per_second(Codec(registry), size["replay_nodes"],
-                                                              size["replay_tasks"])
-    log("replay: one FGD-protocol experiment (default workload, seed 42) ...")
-    out["fgd_experiment"] = [
-        replay_speed.fgd_experiment(str(openb / "openb_node_list_gpu_node.csv"),
-                                    str(openb / "openb_pod_list_default.csv"), policy)
-        for policy in ("bestfit", "default")]
-    log(f"e2e: {size['e2e_nodes']} nodes, {size['e2e_tasks']} tasks through Kafka (two phases) ...")
-    out["e2e"] = e2e.run(size["e2e_nodes"], size["e2e_tasks"])
-    out["audit"] = _audit(quick, log)
+    fgd_policies = ("bestfit", "default")
+    with Progress(5 + len(fgd_policies), "bench", unit="steps", enabled=progress) as bar:
+        def step(label: str, message: str) -> None:
+            bar.describe(f"bench: {label}")
+            log(message)
+
+        step("core", "core: decisions/s of the pure processor ...")
+        out["core"] = core.scaling_curve(size["core_nodes"], size["core_tasks"])
+        bar.update()
+        step("memory", f"memory: a cell with {size['mem_nodes']} nodes and {size['mem_tasks']} tasks ...")
+        out["memory"] = core.memory_footprint(size["mem_nodes"], size["mem_tasks"])
+        bar.update()
+        step("replay", "replay: events/s through the replay path ...")
+        with RegistryClient(s.registry_url) as registry:
+            out["replay"] = replay_speed.replay_events_per_second(Codec(registry), size["replay_nodes"],
+                                                                  size["replay_tasks"])
+        bar.update()
+        step("fgd", "replay: one FGD-protocol experiment (default workload, seed 42) ...")
+        out["fgd_experiment"] = []
+        for policy in fgd_policies:
+            bar.describe(f"bench: fgd {policy}")
+            out["fgd_experiment"].append(replay_speed.fgd_experiment(
+                str(openb / "openb_node_list_gpu_node.csv"), str(openb / "openb_pod_list_default.csv"), policy))
+            bar.update()
+        step("e2e", f"e2e: {size['e2e_nodes']} nodes, {size['e2e_tasks']} tasks through Kafka (two phases) ...")
+        out["e2e"] = e2e.run(size["e2e_nodes"], size["e2e_tasks"])
+        bar.update()
+        bar.describe("bench: audit")
+        out["audit"] = _audit(quick, log)
+        bar.update()
     return out
 
 

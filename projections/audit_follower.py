@@ -114,8 +114,11 @@ class AuditFollower:
         finally:
             await consumer.stop()
 
-    async def catch_up(self, timeout: float = 600.0) -> CatchUp:
-        """Fold everything the topic holds now (up to its end offsets at the call)."""
+    async def catch_up(self, timeout: float = 600.0, progress: bool = False) -> CatchUp:
+        """Fold everything the topic holds now (up to its end offsets at the call).
+        ``progress``: a bar over the records to read on a terminal (``replay/progress.py``)."""
+        from suanli.replay.progress import Progress
+
         started = time.monotonic()
         stats = CatchUp(self.topic)
         async with self._consumer() as (consumer, tps):
@@ -130,19 +133,22 @@ class AuditFollower:
                                      f"({stored[(tp.topic, tp.partition)]} > end {ends[tp]}): the topic was "
                                      "recreated; run `suanli audit rebuild`")
             remaining = {tp for tp in tps if stored.get((tp.topic, tp.partition), 0) < ends[tp]}
+            total = sum(ends[tp] - stored.get((tp.topic, tp.partition), 0) for tp in remaining)
             deadline = time.monotonic() + timeout
-            while remaining:
-                if time.monotonic() > deadline:
-                    raise AuditError(f"audit catch-up of {self.topic} did not finish in {timeout:.0f}s")
-                fetched = await consumer.getmany(*remaining, timeout_ms=1000, max_records=self.max_records)
-                batch = [self._decode(r) for tp in sorted(fetched, key=lambda t: t.partition)
-                         for r in fetched[tp] if r.offset < ends[tp]]
-                if batch:
-                    stats.result.add(self.index.apply(batch))
-                    stats.records += len(batch)
-                for tp in list(remaining):
-                    if await consumer.position(tp) >= ends[tp]:
-                        remaining.discard(tp)
+            with Progress(total, f"audit: read {self.topic}", unit="rec", enabled=progress) as bar:
+                while remaining:
+                    if time.monotonic() > deadline:
+                        raise AuditError(f"audit catch-up of {self.topic} did not finish in {timeout:.0f}s")
+                    fetched = await consumer.getmany(*remaining, timeout_ms=1000, max_records=self.max_records)
+                    batch = [self._decode(r) for tp in sorted(fetched, key=lambda t: t.partition)
+                             for r in fetched[tp] if r.offset < ends[tp]]
+                    if batch:
+                        stats.result.add(self.index.apply(batch))
+                        stats.records += len(batch)
+                        bar.update(len(batch))
+                    for tp in list(remaining):
+                        if await consumer.position(tp) >= ends[tp]:
+                            remaining.discard(tp)
         stats.seconds = time.monotonic() - started
         stats.positions = _positions(self.index, self.topic)
         return stats
@@ -173,8 +179,10 @@ class AuditFollower:
 # ------------------------------------------------------------------------------ entry points
 @asynccontextmanager
 async def opened_index(settings: Settings, *, backend: str = "rocksdb", path: Path | None = None,
-                       catch_up: bool = True, codec: Codec | None = None) -> AsyncIterator[tuple[AuditIndex, CatchUp]]:
-    """The namespace's index, caught up with the decisions topic before it is handed out.
+                       catch_up: bool = True, codec: Codec | None = None,
+                       progress: bool = False) -> AsyncIterator[tuple[AuditIndex, CatchUp]]:
+    """The namespace's index, caught up with the decisions topic before it is handed out
+    (``progress``: with a bar on a terminal).
 
     If another process (a follower) holds the RocksDB index, it is opened read-only and
     not caught up: the follower keeps it current.
@@ -198,7 +206,7 @@ async def opened_index(settings: Settings, *, backend: str = "rocksdb", path: Pa
             if codec is None:
                 registry = RegistryClient(settings.registry_url)
                 codec = Codec(registry)
-            stats = await AuditFollower(settings.bootstrap_servers, topic, index, codec).catch_up()
+            stats = await AuditFollower(settings.bootstrap_servers, topic, index, codec).catch_up(progress=progress)
         else:
             stats.positions = _positions(index, topic)
         yield index, stats
@@ -208,15 +216,17 @@ async def opened_index(settings: Settings, *, backend: str = "rocksdb", path: Pa
             registry.close()
 
 
-async def rebuild(settings: Settings, *, path: Path | None = None, codec: Codec | None = None) -> CatchUp:
-    """Delete the local index and fold the whole decisions topic again."""
+async def rebuild(settings: Settings, *, path: Path | None = None, codec: Codec | None = None,
+                  progress: bool = False) -> CatchUp:
+    """Delete the local index and fold the whole decisions topic again (``progress``: with a
+    bar on a terminal)."""
     path = path or index_dir(settings)
     try:
         RocksStore(path).close()        # fails (locked) while a follower runs: never delete under it
     except AuditError as exc:
         raise AuditError(f"{exc}; stop the audit follower before a rebuild") from None
     RocksStore.destroy(path)
-    async with opened_index(settings, path=path, codec=codec) as (_index, stats):
+    async with opened_index(settings, path=path, codec=codec, progress=progress) as (_index, stats):
         return stats
 
 

@@ -32,6 +32,7 @@ from suanli.streams.records import RawRecord
 from suanli.streams.topics import TopicNames
 
 from .logdir import schema_ids, write_logdir
+from .progress import Progress
 from .strategy_config import explicit
 
 DECISION_SLACK_MS = 60_000   # decisions are read from this long before the first input
@@ -110,8 +111,9 @@ async def _candidates(off: _Offsets, topic: str, cell: str, given: int | None) -
 async def export_cell(settings: Settings, cell: str, out: Path, *, from_offset: int | None = None,
                       to_offset: int | None = None, since: str | None = None, until: str | None = None,
                       partition: int | None = None, nodes_source: str | None = None,
-                      log=print) -> dict[str, Any]:
-    """Export ``cell`` from Kafka (see the module docstring). Returns ``cell.json``'s content."""
+                      log=print, progress: bool = False) -> dict[str, Any]:
+    """Export ``cell`` from Kafka (see the module docstring). Returns ``cell.json``'s content.
+    ``progress``: bars over the offsets read, then over the records decoded (``progress.py``)."""
     from suanli.streams.kafka_io import read_range  # aiokafka: only an export reads Kafka
 
     names = TopicNames(settings.namespace)
@@ -120,37 +122,40 @@ async def export_cell(settings: Settings, cell: str, out: Path, *, from_offset: 
     t0 = time.perf_counter()
     since_ms = parse_time(since) if since else None
     until_ms = parse_time(until) if until else None
-    async with _Offsets(bootstrap) as off:
-        for p in await _candidates(off, names.cell_log, cell, partition):
-            begin, end = await off.bounds(names.cell_log, p)
-            lo = begin if from_offset is None else max(begin, from_offset)
-            hi = end if to_offset is None else min(end, to_offset)
-            if since_ms is not None:
-                lo = max(lo, await off.at_time(names.cell_log, p, since_ms))
-            if until_ms is not None:
-                hi = min(hi, await off.at_time(names.cell_log, p, until_ms))
-            inputs = [_raw(r) for r in await read_range(bootstrap, names.cell_log, p, lo, hi) if r.key == key] \
-                if hi > lo else []
-            if inputs:
-                break
-        else:
-            raise ReplayError(f"no record of cell {cell!r} in the requested range of {names.cell_log} "
-                              f"(namespace {settings.namespace!r}; --partition to name one)")
-        log(f"export: {len(inputs):,} inputs of cell {cell} from {names.cell_log}[{p}] offsets [{lo}, {hi})")
-        prefix = [_raw(r) for r in await read_range(bootstrap, names.cell_log, p, begin, lo)
-                  if r.key == key] if lo > begin else []
-        candidates: list[RawRecord] = []
-        first_ts = min(r.timestamp for r in inputs)
-        for dp in await off.partitions(names.decisions):
-            d_begin, d_end = await off.bounds(names.decisions, dp)
-            start = max(d_begin, await off.at_time(names.decisions, dp, first_ts - DECISION_SLACK_MS))
-            candidates.extend(_raw(r) for r in await read_range(bootstrap, names.decisions, dp, start, d_end)
-                              if r.key == key)
+    with Progress(0, "export: read", unit="rec", enabled=progress) as bar:   # total: as ranges are found
+
+        async def read(topic: str, part: int, start: int, stop: int) -> list[Any]:
+            bar.add_total(max(0, stop - start))
+            return await read_range(bootstrap, topic, part, start, stop, on_read=bar.update)
+
+        async with _Offsets(bootstrap) as off:
+            for p in await _candidates(off, names.cell_log, cell, partition):
+                begin, end = await off.bounds(names.cell_log, p)
+                lo = begin if from_offset is None else max(begin, from_offset)
+                hi = end if to_offset is None else min(end, to_offset)
+                if since_ms is not None:
+                    lo = max(lo, await off.at_time(names.cell_log, p, since_ms))
+                if until_ms is not None:
+                    hi = min(hi, await off.at_time(names.cell_log, p, until_ms))
+                inputs = [_raw(r) for r in await read(names.cell_log, p, lo, hi) if r.key == key] if hi > lo else []
+                if inputs:
+                    break
+            else:
+                raise ReplayError(f"no record of cell {cell!r} in the requested range of {names.cell_log} "
+                                  f"(namespace {settings.namespace!r}; --partition to name one)")
+            log(f"export: {len(inputs):,} inputs of cell {cell} from {names.cell_log}[{p}] offsets [{lo}, {hi})")
+            prefix = [_raw(r) for r in await read(names.cell_log, p, begin, lo) if r.key == key] if lo > begin else []
+            candidates: list[RawRecord] = []
+            first_ts = min(r.timestamp for r in inputs)
+            for dp in await off.partitions(names.decisions):
+                d_begin, d_end = await off.bounds(names.decisions, dp)
+                start = max(d_begin, await off.at_time(names.decisions, dp, first_ts - DECISION_SLACK_MS))
+                candidates.extend(_raw(r) for r in await read(names.decisions, dp, start, d_end) if r.key == key)
     with RegistryClient(settings.registry_url) as registry:
         meta = build_logdir(
             out, Codec(registry), registry, cell=cell, namespace=settings.namespace,
             cell_log_topic=names.cell_log, partition=p, lo=lo, hi=hi, prefix=prefix, inputs=inputs,
-            decision_candidates=candidates, nodes_source=nodes_source, log=log,
+            decision_candidates=candidates, nodes_source=nodes_source, log=log, progress=progress,
             source={"bootstrap": bootstrap, "registry": settings.registry_url, "since": since, "until": until})
     log(f"export: wrote {out} in {time.perf_counter() - t0:.1f}s")
     return meta
@@ -159,7 +164,7 @@ async def export_cell(settings: Settings, cell: str, out: Path, *, from_offset: 
 def build_logdir(out: Path, codec: Codec, registry: Any, *, cell: str, namespace: str, cell_log_topic: str,
                  partition: int, lo: int, hi: int, prefix: list[RawRecord], inputs: list[RawRecord],
                  decision_candidates: list[RawRecord], nodes_source: str | None = None,
-                 source: dict[str, Any] | None = None, log=print) -> dict[str, Any]:
+                 source: dict[str, Any] | None = None, log=print, progress: bool = False) -> dict[str, Any]:
     """Write the log directory of ``cell`` for inputs ``[lo, hi)`` (no Kafka: records given).
 
     ``prefix``: the cell's records before ``lo`` (a replay rebuilds the state from them); ``decision_candidates``: decision records keyed by the cell, in topic
@@ -177,14 +182,17 @@ def build_logdir(out: Path, codec: Codec, registry: Any, *, cell: str, namespace
 
     decisions: list[RawRecord] = []
     versions: dict[str, None] = {}
-    for r in decision_candidates:
-        _, payload = codec.decode(r.value, topic=r.topic, partition=r.partition, offset=r.offset)
-        prov = payload.get("provenance") or {}
-        pos = prov.get("input") or {}
-        if pos.get("topic") == cell_log_topic and pos.get("partition") == partition and lo <= pos.get("offset", -1) < hi:
-            decisions.append(r)
-            ref = prov.get("strategy") or {}
-            versions.setdefault(f"{ref.get('name')}@{ref.get('version')}", None)
+    with Progress(len(decision_candidates), "export: decode decisions", unit="rec", enabled=progress) as bar:
+        for r in decision_candidates:
+            bar.update()
+            _, payload = codec.decode(r.value, topic=r.topic, partition=r.partition, offset=r.offset)
+            prov = payload.get("provenance") or {}
+            pos = prov.get("input") or {}
+            if pos.get("topic") == cell_log_topic and pos.get("partition") == partition \
+                    and lo <= pos.get("offset", -1) < hi:
+                decisions.append(r)
+                ref = prov.get("strategy") or {}
+                versions.setdefault(f"{ref.get('name')}@{ref.get('version')}", None)
     if len({r.partition for r in decisions}) > 1:
         raise ReplayError(f"decisions of cell {cell} are spread over several partitions; their order cannot be recovered")
     log(f"export: {len(decisions):,} decision records")
@@ -206,14 +214,16 @@ def build_logdir(out: Path, codec: Codec, registry: Any, *, cell: str, namespace
 
     kinds: dict[str, int] = {}
     connectors: set[str] = set()
-    for r in inputs:
-        try:
-            kind, payload = codec.decode(r.value)
-        except Exception:  # noqa: BLE001 - counted; a replay dead-letters it as live did
-            kind, payload = "<undecodable>", {}
-        kinds[kind] = kinds.get(kind, 0) + 1
-        if kind == "NodeRegistered":
-            connectors.add(payload.get("connector") or "")
+    with Progress(len(inputs), "export: decode inputs", unit="rec", enabled=progress) as bar:
+        for r in inputs:
+            bar.update()
+            try:
+                kind, payload = codec.decode(r.value)
+            except Exception:  # noqa: BLE001 - counted; a replay dead-letters it as live did
+                kind, payload = "<undecodable>", {}
+            kinds[kind] = kinds.get(kind, 0) + 1
+            if kind == "NodeRegistered":
+                connectors.add(payload.get("connector") or "")
 
     meta = {
         "cell": cell,

@@ -197,25 +197,36 @@ def _stats(xs: list[float]) -> dict[str, Any]:
 
 
 def run_protocol(nodes_csv: str, pods_csv: str, policies: list[str], seeds: list[int],
-                 workers: int = 2, node_names: str = "shuffled") -> dict[str, Any]:
-    """All seeds of each policy (seeds in parallel on ``workers`` processes)."""
+                 workers: int = 2, node_names: str = "shuffled", progress: bool = False) -> dict[str, Any]:
+    """All seeds of each policy (seeds in parallel on ``workers`` processes). ``progress``: a
+    bar over the experiments on a terminal (``progress.py``)."""
+    from .progress import Progress
+
     out: dict[str, Any] = {"protocol": "fgd", "workload": Path(pods_csv).stem,
                            "node_names": node_names, "policies": {}}
     ctx = mp.get_context("fork") if sys.platform != "win32" else mp.get_context()
     load_inputs(nodes_csv, pods_csv)      # parse once here; forked workers inherit the cache
-    for pol in policies:
-        t0 = time.perf_counter()
-        jobs = [(nodes_csv, pods_csv, pol, s, False, False, node_names) for s in seeds]
-        if workers > 1:
-            with ctx.Pool(workers) as pool:
-                res = pool.map(_run_one, jobs)
-        else:
-            res = [_run_one(j) for j in jobs]
-        out["policies"][pol] = {
-            "unallocated_gpu_pct": _stats([r["unallocated_gpu_pct"] for r in res]),
-            "frag_gpu_pct": _stats([r["frag_gpu_pct"] for r in res]),
-            "seconds": round(time.perf_counter() - t0, 3),
-        }
+    # One pool for every policy, forked before the bar's display thread starts.
+    pool = ctx.Pool(workers) if workers > 1 else None
+    try:
+        with Progress(len(policies) * len(seeds), f"whatif fgd {Path(pods_csv).stem}", unit="runs",
+                      enabled=progress) as bar:
+            for pol in policies:
+                t0 = time.perf_counter()
+                bar.describe(f"whatif fgd {pol}")
+                jobs = [(nodes_csv, pods_csv, pol, s, False, False, node_names) for s in seeds]
+                res = []
+                for r in (pool.imap(_run_one, jobs) if pool is not None else map(_run_one, jobs)):  # seed order
+                    res.append(r)
+                    bar.update()
+                out["policies"][pol] = {
+                    "unallocated_gpu_pct": _stats([r["unallocated_gpu_pct"] for r in res]),
+                    "frag_gpu_pct": _stats([r["frag_gpu_pct"] for r in res]),
+                    "seconds": round(time.perf_counter() - t0, 3),
+                }
+    finally:
+        if pool is not None:
+            pool.terminate()                # as `with Pool()` did: every result is in
     return out
 
 

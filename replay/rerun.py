@@ -60,9 +60,10 @@ class Replayed:
 
 
 def replay_logdir(log: LogDir, *, policy: dict[str, Any] | None = None, drop_policy_changes: bool = False,
-                  progress: bool = False, observer: Callable[[RawRecord, list[bytes], CellState], None] | None = None
-                  ) -> Replayed:
-    """Re-run ``log``'s inputs; ``policy`` overrides ``strategy.json`` (what-if)."""
+                  progress: bool = False, observer: Callable[[RawRecord, list[bytes], CellState], None] | None = None,
+                  label: str | None = None) -> Replayed:
+    """Re-run ``log``'s inputs; ``policy`` overrides ``strategy.json`` (what-if). ``progress``:
+    a bar on a terminal (``replay/progress.py``), labelled ``label`` (default ``replay CELL``)."""
     codec = log.codec()
     runner = CellRunner(codec, TopicNames(log.namespace))
     tp = time.perf_counter()
@@ -80,7 +81,7 @@ def replay_logdir(log: LogDir, *, policy: dict[str, Any] | None = None, drop_pol
         raise ReplayError(f"the policy to replay with is refused: {exc}") from None
 
     total = int((log.meta.get("counts") or {}).get("inputs") or 0) or None
-    bar = Progress(total, f"replay {log.cell}", enabled=progress)
+    bar = Progress(total, label or f"replay {log.cell}", enabled=progress)
     dropped = 0
 
     def records():
@@ -97,9 +98,9 @@ def replay_logdir(log: LogDir, *, policy: dict[str, Any] | None = None, drop_pol
             observer(record, produced, state)
 
     t0 = time.perf_counter()
-    out = regenerate(codec, records(), runner=runner, observer=observe)
+    with bar:
+        out = regenerate(codec, records(), runner=runner, observer=observe)
     seconds = time.perf_counter() - t0
-    bar.close()
     registry = codec.registry
     return Replayed(out, codec, state, chosen, bar.n, seconds, dropped,
                     dict(getattr(registry, "local", {}) or {}), n_prefix, prefix_seconds)

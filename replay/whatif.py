@@ -25,6 +25,7 @@ from .logdir import LogDir
 from suanli.processors.model import from_avro
 
 from .metrics import RunMetrics, input_time
+from .progress import Progress
 from .rerun import replay_logdir
 from .strategy_config import explicit, parse_policy
 
@@ -42,16 +43,19 @@ DEFINITIONS = [
 
 
 def run_fgd(nodes_csv: str, pods_csv: str, policies: list[str], seeds: list[int], *, workers: int = 2,
-            curves: bool = False, node_names: str = "shuffled") -> dict[str, Any]:
+            curves: bool = False, node_names: str = "shuffled", progress: bool = False) -> dict[str, Any]:
     for p in policies:
         parse_policy(p)
-    result = fgd_protocol.run_protocol(nodes_csv, pods_csv, policies, seeds, workers, node_names)
+    result = fgd_protocol.run_protocol(nodes_csv, pods_csv, policies, seeds, workers, node_names, progress=progress)
     result["setup"] = {"nodes": nodes_csv, "pods": pods_csv, "seeds": f"{seeds[0]}..{seeds[-1]} ({len(seeds)})",
                        "protocol": "../shared/data/openb/PROTOCOL.md steps 1-8 (replay/fgd_protocol.py)"}
     if curves:
-        result["series"] = {p: {"seed": seeds[0], "curve": fgd_protocol.run_experiment(
-            nodes_csv, pods_csv, p, seeds[0], full=True, curve=True, node_names=node_names)["curve"]}
-            for p in policies}
+        with Progress(len(policies), f"whatif curves (seed {seeds[0]})", unit="runs", enabled=progress) as bar:
+            result["series"] = {}
+            for p in policies:
+                result["series"][p] = {"seed": seeds[0], "curve": fgd_protocol.run_experiment(
+                    nodes_csv, pods_csv, p, seeds[0], full=True, curve=True, node_names=node_names)["curve"]}
+                bar.update()
     return result
 
 
@@ -116,7 +120,8 @@ def run_log(path: str | Path, policies: list[str], *, progress: bool = False) ->
 
         # The observer sees each input after the core decided it; on_input only needs the
         # input's own fields, so the order of the two calls does not change any figure.
-        rp = replay_logdir(log, policy=spec, drop_policy_changes=drop, progress=progress, observer=observe)
+        rp = replay_logdir(log, policy=spec, drop_policy_changes=drop, progress=progress, observer=observe,
+                           label=f"whatif {label}")
         metrics.finish(rp.state)
         summary = metrics.summary()
         summary.update(seconds=round(rp.seconds, 3), inputs=rp.inputs, events_per_s=round(rp.events_per_s),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -157,14 +157,17 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         await consumer.stop()
 
 
-async def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int) -> list[Any]:
-    """The raw records of ``topic[partition]`` with ``start <= offset < end``, in order."""
+async def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
+                     on_read: Callable[[int], None] | None = None) -> list[Any]:
+    """The raw records of ``topic[partition]`` with ``start <= offset < end``, in order.
+    ``on_read(k)``: called as each batch of ``k`` offsets is read (a progress bar)."""
     if end <= start:
         return []
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
                                 auto_offset_reset="earliest")
     await consumer.start()
     out: list[Any] = []
+    done = start                 # offsets read so far (for on_read)
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
@@ -177,6 +180,10 @@ async def read_range(bootstrap: str, topic: str, partition: int, start: int, end
                 if position >= end:
                     return out
                 continue
+            if on_read is not None:
+                upto = min(records[-1].offset + 1, end)
+                on_read(upto - done)
+                done = upto
             for record in records:
                 if record.offset >= end:
                     return out
