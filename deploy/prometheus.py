@@ -105,6 +105,27 @@ def remove_targets(settings: Settings, name: str) -> None:
     target_file(settings, name).unlink(missing_ok=True)
 
 
+def api_targets_name(settings: Settings) -> str:
+    return f"api-{settings.namespace}"
+
+
+async def announce_api(settings: Settings, server: Any, host: str) -> None:
+    """For ``suanli api serve``: once uvicorn's ``server`` listens, announce its ``/metrics``
+    (job ``suanli-api``) until cancelled, then take the announcement back."""
+    import asyncio
+
+    try:
+        while not server.started:
+            await asyncio.sleep(0.05)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        address = HOST if host in ("", "0.0.0.0", "::") else host
+        address = f"[{address}]" if ":" in address else address
+        write_targets(settings, api_targets_name(settings), {"api": f"{address}:{port}"})
+        await asyncio.Event().wait()
+    finally:
+        remove_targets(settings, api_targets_name(settings))
+
+
 def url(settings: Settings) -> str:
     """The HTTP API base of the project's Prometheus."""
     return f"http://{HOST}:{settings.prometheus_port}"

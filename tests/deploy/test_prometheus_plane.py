@@ -1,10 +1,12 @@
-"""Prometheus metrics from every worker of a running plane, scraped by a real Prometheus (issue 17,
-part 2), and the rules and configuration shipped in deploy/prometheus/ checked by promtool.
+"""Prometheus metrics from every worker of a running plane and the API, scraped by a real
+Prometheus (issue 17, part 2), and the rules and configuration shipped in deploy/prometheus/
+checked by promtool.
 
 The plane test runs its own plane (a namespace of its own, metrics on free loopback ports,
-announced in its target file) and its own Prometheus instance (Debian's binary, on a free
-loopback port, its own directory and pid file, scraping every second), next to whatever else
-runs on the machine. Everything is waited for as a condition, polled; nothing is timed.
+announced in its target file), ``suanli api serve`` for that namespace (which announces its own
+``/metrics``), and its own Prometheus instance (Debian's binary, on a free loopback port, its own
+directory and pid file, scraping every second), next to whatever else runs on the machine.
+Everything is waited for as a condition, polled; nothing is timed.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import json
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
@@ -26,9 +29,13 @@ from suanli.config import REPO_ROOT, load_settings
 from suanli.deploy import prometheus as prom
 from suanli.deploy.plane import Plane, PlaneOptions, targets_name
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
+from api_helpers import ApiProcess, write_tokens  # noqa: E402
+
 ASSETS = REPO_ROOT / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 ROLES = ("intake", "scheduler", "telemetry")
+JOBS = {f"suanli-{role}" for role in (*ROLES, "api")}
 
 
 def _promtool(*args: str) -> str:
@@ -92,7 +99,7 @@ async def _until(what: str, check, deadline_s: float = 180, explain=None):
 
 
 @pytest.mark.stack
-def test_prometheus_scrapes_every_worker_of_a_running_plane_and_the_decisions_counter_rises(stack):
+def test_prometheus_scrapes_every_worker_of_a_running_plane_and_the_decisions_counter_rises(stack, tmp_path):
     ns = f"tpm{uuid.uuid4().hex[:10]}"
     settings = load_settings(namespace=ns, partitions=2, prometheus_port=_free_port(),
                              node_exporter_port=_free_port(), prometheus_scrape_s=1)
@@ -106,11 +113,11 @@ def test_prometheus_scrapes_every_worker_of_a_running_plane_and_the_decisions_co
     def all_up() -> list[dict] | None:
         found = plane_targets()
         jobs = {t["labels"]["job"]: t["health"] for t in found}
-        return found if jobs == {f"suanli-{r}": "up" for r in ROLES} else None
+        return found if jobs == {job: "up" for job in JOBS} else None
 
     async def workload(publish, send_raw, tasks, names):
         # every worker is a target and up before the first task
-        seen["targets"] = await _until("all three workers up in /api/v1/targets", all_up,
+        seen["targets"] = await _until("the three workers and the API up in /api/v1/targets", all_up,
                                        explain=lambda: json.dumps(plane_targets())[:2000])
         half = len(tasks) // 2
         for task in tasks[:half]:
@@ -124,9 +131,10 @@ def test_prometheus_scrapes_every_worker_of_a_running_plane_and_the_decisions_co
 
     plane = Plane(settings, PlaneOptions(tasks=400, rate=0, exit_when_drained=True, quiet=True, drain_timeout=240,
                                          metrics_port=0, workload=workload), out=lambda _m: None)
-    report = None
+    report = api = None
     try:
         plane.start()
+        api = ApiProcess(settings, write_tokens(tmp_path / "tokens.toml"), tmp_path / "api.log")
         ports = dict(plane.metrics_ports)
         assert set(ports) == set(ROLES) and len(set(ports.values())) == 3
         announced = json.loads(prom.target_file(settings, targets_name(settings)).read_text())
@@ -168,6 +176,13 @@ def test_prometheus_scrapes_every_worker_of_a_running_plane_and_the_decisions_co
             assert prom.query(settings, expr), f"no series for {expr}"
         p99 = _value(settings, f'histogram_quantile(0.99, sum by (le) (suanli_decision_latency_seconds_bucket'
                                f'{{plane="{ns}"}}))')
+        # ---- the API counts its requests
+        with api.client("alpha") as http:
+            for _ in range(3):
+                assert http.get("/healthz").status_code == 200
+        health = f'sum(suanli_api_requests_total{{plane="{ns}",route="/healthz",status="200"}})'
+        asyncio.run(_until("the API's /healthz requests in Prometheus",
+                           lambda: (v := _value(settings, health)) is not None and v >= 3))
         # ---- the rules are loaded and evaluate
         groups = httpx.get(f"{prom.url(settings)}/api/v1/rules", timeout=5).json()["data"]["groups"]
         assert {g["name"] for g in groups} >= {"suanli-recording", "suanli-alerts"}
@@ -179,8 +194,11 @@ def test_prometheus_scrapes_every_worker_of_a_running_plane_and_the_decisions_co
               f"{result['pending']}, unschedulable {result['unschedulable']}; p99 decision latency "
               f"{p99 if p99 is None else round(p99, 3)} s; GPUs by model {capacity}")
     finally:
+        if api is not None:
+            api.stop()
         plane.stop()
         if report is not None:
             assert prom.down(settings, log=lambda _m: None, instance=instance)["prometheus"]
             shutil.rmtree(prom.PromPaths(Path(settings.home), instance).root, ignore_errors=True)
     assert not prom.target_file(settings, targets_name(settings)).exists()    # the plane took its targets back
+    assert not prom.target_file(settings, prom.api_targets_name(settings)).exists()   # so did the API
