@@ -66,7 +66,8 @@ def _up(args: argparse.Namespace) -> int:
                            exit_when_drained=args.exit_when_drained,
                            json_path=Path(args.json) if args.json else None,
                            nodes_csv=Path(args.nodes) if args.nodes else None,
-                           pods_csv=Path(args.pods) if args.pods else None, cell=args.cell)
+                           pods_csv=Path(args.pods) if args.pods else None, cell=args.cell,
+                           metrics_port=None if args.no_metrics else args.metrics_port)
     try:
         result = run_plane(settings(), options)
     except KeyboardInterrupt:
@@ -147,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", help="node list CSV (default: openb all nodes)")
     up.add_argument("--pods", help="pod list CSV (default: openb default workload)")
     up.add_argument("--cell", help="cell name (default: a new cell per run)")
+    up.add_argument("--metrics-port", type=int, default=19200, metavar="PORT",
+                    help="Prometheus /metrics of intake, scheduler and telemetry on 127.0.0.1 PORT, PORT+1, PORT+2 "
+                         "(a taken port is replaced by a free one; 0: free ports; default 19200)")
+    up.add_argument("--no-metrics", action="store_true", help="no /metrics servers")
     up.set_defaults(func=_up, needs=NOTHING)                  # starts the stack itself
 
     from suanli import cli_api, cli_cost, cli_prometheus, cli_sim, cli_strategy, cli_tasks, cli_topology

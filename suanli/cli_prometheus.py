@@ -38,6 +38,33 @@ def _status(args: argparse.Namespace) -> int:
     return 0 if all(r["ready"] for r in rows) else 1
 
 
+def _targets(args: argparse.Namespace) -> int:
+    """The planes' and APIs' targets of the running Prometheus, with their health."""
+    import httpx
+
+    from suanli.deploy import prometheus
+    from suanli.errors import StackError
+
+    s = settings()
+    try:
+        found = prometheus.targets(s)
+    except httpx.HTTPError as exc:
+        raise StackError(f"Prometheus is not reachable at {prometheus.url(s)} ({exc.__class__.__name__}); "
+                         "start it with `./bin/suanli prometheus up`") from None
+    rows = [{"job": t["labels"].get("job"), "plane": t["labels"].get("plane"), "url": t["scrapeUrl"],
+             "health": t["health"], "last_error": t.get("lastError") or ""}
+            for t in found if "plane" in t["labels"] and (args.plane is None or t["labels"]["plane"] == args.plane)]
+    rows.sort(key=lambda r: (r["plane"], r["job"]))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(f"no plane targets in {prometheus.url(s)} (planes announce theirs in {prometheus.targets_dir(s)})")
+    else:
+        for r in rows:
+            print(f"{r['plane']:<16} {r['job']:<17} {r['health']:<7} {r['url']}  {r['last_error']}".rstrip())
+    return 0 if all(r["health"] == "up" for r in rows) else 1
+
+
 def _node_mapping(specs: list[str]) -> dict[str, str]:
     from suanli.errors import ConfigError
 
@@ -97,6 +124,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--json", action="store_true", help="print what was started as JSON")
     up.set_defaults(func=_up, needs=NOTHING)
     prom_sub.add_parser("down", help="stop both (by pid)").set_defaults(func=_down, needs=NOTHING)
+    tg = prom_sub.add_parser("targets", help="the running planes' workers and APIs as Prometheus scrapes them",
+                             description="List the /metrics targets that planes (suanli up) and APIs (suanli api "
+                                         "serve) announce, with the health Prometheus reports for each. Exit 1 "
+                                         "if one is not up.")
+    tg.add_argument("--plane", help="only this namespace")
+    tg.add_argument("--json", action="store_true", help="print JSON")
+    tg.set_defaults(func=_targets, needs=NOTHING)
     st = prom_sub.add_parser("status", help="show both and whether they are ready")
     st.add_argument("--json", action="store_true", help="print JSON")
     st.set_defaults(func=_status, needs=NOTHING)

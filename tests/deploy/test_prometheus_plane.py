@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -183,6 +184,12 @@ def test_prometheus_scrapes_every_worker_of_a_running_plane_and_the_decisions_co
         health = f'sum(suanli_api_requests_total{{plane="{ns}",route="/healthz",status="200"}})'
         asyncio.run(_until("the API's /healthz requests in Prometheus",
                            lambda: (v := _value(settings, health)) is not None and v >= 3))
+        # ---- `suanli prometheus targets` shows the same four, up
+        cli = subprocess.run([sys.executable, "-m", "suanli", "prometheus", "targets", "--plane", ns, "--json"],
+                             capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+                             env={**os.environ, "SUANLI_PROMETHEUS_PORT": str(settings.prometheus_port)})
+        assert cli.returncode == 0, cli.stdout + cli.stderr
+        assert {(r["job"], r["health"]) for r in json.loads(cli.stdout)} == {(job, "up") for job in JOBS}
         # ---- the rules are loaded and evaluate
         groups = httpx.get(f"{prom.url(settings)}/api/v1/rules", timeout=5).json()["data"]["groups"]
         assert {g["name"] for g in groups} >= {"suanli-recording", "suanli-alerts"}

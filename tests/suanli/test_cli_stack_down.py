@@ -73,6 +73,7 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "prometheus up": (["--timeout", "5"], ANY, "embedded+taken"),
     "prometheus down": ([], ANY, "embedded"),
     "prometheus status": ([], ANY, "embedded"),
+    "prometheus targets": ([], ANY, "embedded"),    # Prometheus's port is dead: refused with a reason
     "prometheus source": (["--node", "n-1=127.0.0.1", "--url", "http://127.0.0.1:{dead}"], STACK, "embedded"),
     "topology path": (["n-1", "zone:z1"], STACK, "embedded"),
     "topology show": ([], STACK, "embedded"),
