@@ -1,4 +1,5 @@
-"""``suanli prometheus up|down|status``: Prometheus + node_exporter on loopback (``deploy/prometheus.py``);
+"""``suanli prometheus up|down|status``: Prometheus + node_exporter on loopback (``deploy/prometheus.py``),
+scraping the running planes too; ``suanli prometheus targets``: the planes' /metrics targets and their health;
 ``suanli prometheus source``: NodeMetrics from any Prometheus onto raw.nodes (``connectors/prometheus_source.py``)."""
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ def _source(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``prometheus up|down|status``."""
+    """Register ``prometheus up|down|status|targets|source``."""
     from suanli.cli_services import NOTHING, unless
 
     prom = sub.add_parser("prometheus", help="Prometheus and node_exporter scraping this machine, on loopback")
