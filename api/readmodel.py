@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -85,6 +85,9 @@ class ReadModel:
     decisions: dict[str, list[DecisionRecord]] = field(default_factory=dict)
     _reservations: dict[str, str] = field(default_factory=dict)     # reservation_id -> bid_id
     _seen: set[str] = field(default_factory=set)
+    # Called after each record is folded, with apply's arguments (the dashboard, api/ui/state.py,
+    # follows node places, conditions and per-tenant counts this way). Same loop, no awaits.
+    listeners: list[Callable[..., None]] = field(default_factory=list)
 
     def apply(self, role: str, kind: str, payload: dict[str, Any], topic: str = "", partition: int = 0,
               offset: int = 0) -> None:
@@ -96,6 +99,8 @@ class ReadModel:
             self._on_decision(kind, payload, topic, partition, offset)
         elif role == "raw_tasks":
             self._on_raw(kind, payload)
+        for listener in self.listeners:
+            listener(role, kind, payload, topic, partition, offset)
 
     def _first(self, payload: dict[str, Any], scope: str) -> bool:
         event_id = payload.get("event_id")

@@ -2,8 +2,9 @@
 
 Start-up: create the namespace's topics if missing (idempotent, as ``suanli up`` does),
 start the log follower (:mod:`suanli.api.readmodel`), the producer, the gRPC server and
-uvicorn. The process prints one line ``suanli api: REST http://HOST:PORT, gRPC HOST:PORT``
-once both ports listen; ``/healthz`` (or gRPC ``GetHealth``) says when reads are ready.
+uvicorn (the REST API and the dashboard at ``/ui``, :mod:`suanli.api.ui`). The process
+prints one line ``suanli api: REST http://HOST:PORT, gRPC HOST:PORT`` once both ports listen;
+``/healthz`` (or gRPC ``GetHealth``) says when reads are ready.
 SIGINT/SIGTERM stop uvicorn, then gRPC (2 s grace), the producer and the follower.
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -
     from suanli.api.rest import create_app
     from suanli.api.service import ApiService
     from suanli.api.sink import KafkaSink
+    from suanli.api.ui import Dashboard
     from suanli.deploy.prometheus import announce_api
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
@@ -50,6 +52,7 @@ async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -
         codec = Codec(registry)
         codec.schema_id("TaskSubmitted")      # fail fast if the registry is unusable
         follower = LogFollower(settings, codec)
+        dashboard = Dashboard(follower.model)     # /ui: listens to the fold from its first record
         await follower.start()
         try:
             async with EventProducer(settings.bootstrap_servers, codec, linger_ms=0,
@@ -60,12 +63,19 @@ async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -
                 grpc_server, grpc_port = build_server(service, tokens, f"{options.host}:{options.grpc_port}")
                 await grpc_server.start()
                 try:
-                    config = uvicorn.Config(create_app(service, tokens), host=options.host, port=options.port,
+                    app = create_app(service, tokens)
+                    dashboard.mount(app)
+                    config = uvicorn.Config(app, host=options.host, port=options.port,
                                             log_level=options.log_level, access_log=False, lifespan="off")
                     server = _Server(config)
                     loop = asyncio.get_running_loop()
+
+                    def stop() -> None:
+                        dashboard.close()             # ends the open event streams, which uvicorn waits for
+                        server.request_exit()
+
                     for sig in (signal.SIGINT, signal.SIGTERM):
-                        loop.add_signal_handler(sig, server.request_exit)
+                        loop.add_signal_handler(sig, stop)
                     announce = asyncio.create_task(_announce(server, options, grpc_port))
                     # the REST port's /metrics, announced to Prometheus (deploy/prometheus.py) while it serves
                     scrape = asyncio.create_task(announce_api(settings, server, options.host))

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Debian's Chromium and ChromeDriver, for the dashboard's browser test
+# (tests/api/test_dashboard_browser.py) and its speed bench (bench/dashboard_speed.py).
+# Playwright (from pyproject.toml's test extras) drives this system browser through
+# executable_path=/usr/bin/chromium: `playwright install` is never run, no browser build is
+# downloaded. chromedriver comes along for anyone who prefers Selenium. No service is
+# involved; the packages only add binaries.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
+if (( ${#missing[@]} > 0 )); then
+  echo "   apt-get install ${missing[*]}"
+  # The package lists are refreshed only when they do not know a candidate for a package.
+  for pkg in "${missing[@]}"; do
+    if ! apt-cache policy "$pkg" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+      apt-get update -qq
+      break
+    fi
+  done
+  # fonts-liberation: a sans-serif with the metrics of Arial, so screenshots read well.
+  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 \
+    "${missing[@]}" fonts-liberation >/dev/null
+fi
+echo "chromium: $(/usr/bin/chromium --version 2>/dev/null | head -1), $(/usr/bin/chromedriver --version 2>/dev/null | head -1 | cut -d' ' -f1-2)"
