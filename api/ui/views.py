@@ -201,13 +201,13 @@ def cluster_stats(state: DashboardState, cell: str) -> dict[str, Any]:
             "zones": {zone: round(100 * u / t, 1) if t else 0.0 for zone, (u, t) in zones.items()}}
 
 
-def _hint(hint: str) -> str:
-    return f'<span class="hint">{e(hint)}</span>' if hint else ""
+def _hint(hint: str, key: str) -> str:
+    return f'<span class="hint" data-count="{e(key)}_hint">{e(hint)}</span>' if hint else ""
 
 
 def _card(label: str, value: Any, key: str, hint: str = "", cls: str = "") -> str:
     return (f'<div class="stat {cls}"><span class="v" data-count="{e(key)}">{e(value)}</span>'
-            f'<span class="k">{e(label)}</span>{_hint(hint)}</div>')
+            f'<span class="k">{e(label)}</span>{_hint(hint, key)}</div>')
 
 
 def cluster(state: DashboardState, tenant: str, cell: str | None) -> tuple[str, str]:

@@ -274,3 +274,20 @@ def _events(text: str) -> dict[str, object]:
         if "event" in lines:
             out[lines["event"]] = json.loads(lines["data"])
     return out
+
+
+def test_a_cluster_page_drawn_before_any_node_follows_the_first_cell_to_register(model, ui):
+    async def run() -> list[str]:
+        stream = _stream(ui, _Request(), "alpha", "cluster", "", "")
+        out = [await anext(stream), await anext(stream)]
+        feed(model, registered("m1", "z9", "z9-dc1", cell="late"), registered("m2", "z9", "z9-dc2", cell="late"))
+        out.append(await anext(stream))
+        ui.close()
+        return out
+
+    messages = asyncio.run(run())
+    assert "event: nodes" not in messages[1]
+    later = _events(messages[2])
+    assert later["cell"] == {"cell": "late"}
+    assert sorted(entry[9] for entry in later["nodes"]) == ["m1", "m2"]
+    assert [entry[7:9] for entry in later["nodes"] if entry[9] == "m1"] == [["z9", "z9-dc1"]]

@@ -64,8 +64,11 @@
 
   function onCluster(s) {
     setCount("c_nodes", s.nodes);
+    setCount("c_nodes_hint", s.gpus + " GPUs");
     setCount("c_gpu_pct", s.gpu_pct.toFixed(1) + " %");
+    setCount("c_gpu_pct_hint", "CPU " + s.cpu_pct.toFixed(1) + " %");
     setCount("c_health", s.health.READY + " · " + s.health.SUSPECT + " · " + s.health.DOWN);
+    setCount("c_health_hint", s.draining + " draining, " + s.cordoned + " cordoned");
     setCount("c_conditions", s.conditions.HOT + " · " + s.conditions.CONGESTED + " · " + s.conditions.DEGRADED);
     var zs = document.querySelectorAll("[data-zone-pct]");
     for (var i = 0; i < zs.length; i++) {
