@@ -11,6 +11,8 @@ export DEBIAN_FRONTEND=noninteractive
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
+# A sans-serif with the metrics of Arial, so pages and screenshots read as designed.
+[ -d /usr/share/fonts/truetype/liberation ] || missing+=(fonts-liberation)
 if (( ${#missing[@]} > 0 )); then
   echo "   apt-get install ${missing[*]}"
   # The package lists are refreshed only when they do not know a candidate for a package.
@@ -20,8 +22,6 @@ if (( ${#missing[@]} > 0 )); then
       break
     fi
   done
-  # fonts-liberation: a sans-serif with the metrics of Arial, so screenshots read well.
-  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 \
-    "${missing[@]}" fonts-liberation >/dev/null
+  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null
 fi
 echo "chromium: $(/usr/bin/chromium --version 2>/dev/null | head -1), $(/usr/bin/chromedriver --version 2>/dev/null | head -1 | cut -d' ' -f1-2)"
