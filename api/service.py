@@ -196,11 +196,18 @@ class ApiService:
         position = await self.sink.publish("TaskCancelled", event)
         return CancelTaskResponse(task_id=task_id, event_id=event["event_id"], position=position)
 
+    def _hide(self, tenant: str, answer: Any) -> Any:
+        """``answer`` (a pydantic model) with every other tenant's task id in its text replaced
+        (``redact.py``): a victim's decisions name its preemptor and co-victims."""
+        from .redact import Redactor
+        hide = Redactor(self.model.lifecycle.tasks, self.model.submissions, tenant)
+        return type(answer).model_validate(hide.deep(answer.model_dump()))
+
     async def get_task(self, tenant: str, task_id: str) -> TaskStatus:
         task = await self._find(tenant, task_id)
         if isinstance(task, TaskView) and task.status == "PENDING":
             self._refresh_queue(task.cell)
-        return self._status(task)
+        return self._hide(tenant, self._status(task))
 
     async def list_tasks(self, tenant: str, status: str | None = None, cell: str | None = None,
                          limit: int = 100) -> ListTasksResponse:
@@ -215,7 +222,7 @@ class ApiService:
         out = [self._status(t) for t in rows]
         out = [t for t in out if (status is None or t.status == status) and (cell is None or t.cell == cell)]
         out.sort(key=lambda t: (t.submitted_at, t.task_id))
-        return ListTasksResponse(tasks=out[:limit])
+        return self._hide(tenant, ListTasksResponse(tasks=out[:limit]))
 
     async def why_pending(self, tenant: str, task_id: str) -> WhyPendingResponse:
         """The reasons of the latest decision and the task's current place in its cell's queue."""
@@ -237,10 +244,11 @@ class ApiService:
         else:
             where = f" on {task.node_id}" if task.node_id else ""
             explanation = f"not pending: {task.status}{where}"
-        return WhyPendingResponse(task_id=task_id, status=task.status, pending=task.status == "PENDING",
-                                  reasons=reasons, queue_position=task.queue_position if queue else 0,
-                                  queue_length=len(queue), decision_id=task.decision_id, decided_at=task.decided_at,
-                                  strategy=task.strategy, path=list(task.path), explanation=explanation)
+        return self._hide(tenant, WhyPendingResponse(
+            task_id=task_id, status=task.status, pending=task.status == "PENDING", reasons=reasons,
+            queue_position=task.queue_position if queue else 0, queue_length=len(queue),
+            decision_id=task.decision_id, decided_at=task.decided_at, strategy=task.strategy, path=list(task.path),
+            explanation=explanation))
 
     # ------------------------------------------------------------------ bids
     async def submit_bid(self, tenant: str, bid: BidSpec) -> SubmitBidResponse:
@@ -346,7 +354,8 @@ class ApiService:
                 provenance=Provenance.model_validate(p["provenance"]),
                 position=LogPosition(topic=r.topic, partition=r.partition, offset=r.offset)))
         status = "SUBMITTED" if isinstance(task, Submission) else task.status
-        return AuditTrail(task_id=task_id, tenant=tenant, cell=task.cell, status=status, decisions=decisions)
+        return self._hide(tenant, AuditTrail(task_id=task_id, tenant=tenant, cell=task.cell, status=status,
+                                             decisions=decisions))
 
     def health(self) -> Health:
         return Health(ready=self.follower is None or self.follower.ready, namespace=self.namespace)

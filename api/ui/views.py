@@ -7,7 +7,6 @@ them current from the event stream.
 from __future__ import annotations
 
 import json
-import re
 import time
 from functools import cache
 from html import escape
@@ -15,6 +14,8 @@ from pathlib import Path
 from string import Template
 from typing import Any, Iterable
 
+from suanli.api.redact import OTHER_TENANT  # noqa: F401  (the pages' wording)
+from suanli.api.redact import Redactor as _BaseRedactor
 from suanli.api.ui import tree
 from suanli.api.ui.state import ACTIVE, DashboardState
 
@@ -84,50 +85,12 @@ def not_found(tenant: str, what: str) -> str:
 
 
 # ====================================================================== other tenants
-# Decisions about one task can name other tasks: a victim's TaskPreempted names its preemptor
-# and the other victims (in fields, reasons and the decision path), the TaskPending that
-# re-queues it says who preempted it, a TaskMigrated names the tasks it preempted. A page
-# never shows the id of another tenant's task: it says OTHER_TENANT instead.
-OTHER_TENANT = "(another tenant's task)"
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]*")
-
-
-class Redactor:
-    """Replaces, in any text or payload, every id of a known task that is not ``tenant``'s."""
+# A page never shows the id of another tenant's task (api/redact.py says why and how).
+class Redactor(_BaseRedactor):
+    """:class:`~suanli.api.redact.Redactor` over the dashboard's read model."""
 
     def __init__(self, state: DashboardState, tenant: str):
-        self.tasks = state.model.lifecycle.tasks
-        self.submissions = state.model.submissions
-        self.tenant = tenant
-        self._foreign: dict[str, bool] = {}
-
-    def _is_foreign(self, token: str) -> bool:
-        known = self._foreign.get(token)
-        if known is None:
-            view = self.tasks.get(token) or self.submissions.get(token)
-            known = self._foreign[token] = view is not None and view.tenant != self.tenant
-        return known
-
-    def _token(self, m: re.Match) -> str:
-        token = m.group(0)
-        if self._is_foreign(token):
-            return OTHER_TENANT
-        bare = token.rstrip(".:")          # an id at the end of a sentence or before a colon
-        if bare != token and self._is_foreign(bare):
-            return OTHER_TENANT + token[len(bare):]
-        return token
-
-    def text(self, value: str) -> str:
-        return _TOKEN.sub(self._token, value)
-
-    def deep(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, dict):
-            return {k: self.deep(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.deep(v) for v in value]
-        return value
+        super().__init__(state.model.lifecycle.tasks, state.model.submissions, tenant)
 
 
 # ====================================================================== the cluster
