@@ -10,6 +10,8 @@
 * **Order**: by time; at the same millisecond departures come before arrivals (resources
   free first), then trace order.
 * **Cluster**: the node list, optionally shrunk to a seeded sample (:func:`shrink`).
+* **Clock**: a ``CellTick`` goes in before an input whenever a preempted task's grace or the
+  batch window ends before it (:func:`next_due`).
 * **Policy**: ``PolicyChanged`` first, with ``seed`` and, for fgd/default, the pod list's
   typical tasks (as the FGD protocol does) unless the policy sets them.
 
@@ -26,7 +28,7 @@ from typing import Any
 
 from suanli.errors import ReplayError
 from suanli.processors import CellState, decide
-from suanli.processors.model import (NodeRegistered, PolicyChanged, TaskCancelled, TaskStatusChanged,
+from suanli.processors.model import (CellTick, NodeRegistered, PolicyChanged, TaskCancelled, TaskStatusChanged,
                                      TaskSubmitted, from_avro)
 from suanli.processors.frag import TypicalTasks
 from suanli.processors.state import HOLDING, PENDING, PREEMPTED
@@ -116,6 +118,16 @@ def build(nodes_csv: str | Path, pods_csv: str | Path, *, shrink_fraction: float
                           "span_s": (events[-1][0] - events[0][0]) / 1000.0 if events else 0})
 
 
+def next_due(state: CellState, until: int) -> int | None:
+    """The first time before ``until`` at which a clock rule falls due — a preempted task's
+    grace ends, the batch window closes — or None (a live cell's ticker would say so within a
+    tick). Periodic retries are not ticked: departures retry the queue here, and a tick a
+    second over a trace that spans months would cost more than the run."""
+    due = [t for t in ((state.grace[0][0] if state.grace else None), state.batch_close_at or None)
+           if t is not None and t < until]
+    return max(int(min(due)), state.now) if due else None
+
+
 def run(w: TimedWorkload, policy: dict[str, Any], *, seed: int = 42, progress: bool = False,
         frag_samples: int = 200) -> dict[str, Any]:
     """One policy over the timed workload. Returns summary, series and timings."""
@@ -133,6 +145,11 @@ def run(w: TimedWorkload, policy: dict[str, Any], *, seed: int = 42, progress: b
     bar = Progress(len(w.events), f"timed {policy['strategy']}", enabled=progress)
     t1 = time.perf_counter()
     for at, arrival, i in w.events:
+        while (due := next_due(state, at)) is not None:   # clock rules falling due before this input
+            state, outs = decide(state, CellTick(event_id=f"tick/{due}", cell="openb", at=due), (topic, 0, off))
+            off += 1
+            for out in outs:
+                metrics.on_decision(out)
         task = w.tasks[i]
         tid = task["task_id"]
         if arrival:
