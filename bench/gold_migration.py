@@ -184,6 +184,7 @@ class CellView:
     policies: int = 0
     seen: set[str] = field(default_factory=set)
     submitted: dict[str, int] = field(default_factory=dict)            # task -> TaskSubmitted log timestamp
+    received: dict[str, float] = field(default_factory=dict)           # task -> wall ms this reader got it
     first_decision: dict[str, tuple[str, int]] = field(default_factory=dict)   # task -> (kind, record ts)
     kinds: Counter = field(default_factory=Counter)
     holding: dict[str, str] = field(default_factory=dict)              # task -> node it holds now
@@ -216,6 +217,7 @@ class CellView:
             self.policies += 1
         elif k == "TaskSubmitted":
             self.submitted.setdefault(p["task_id"], r.timestamp)
+            self.received.setdefault(p["task_id"], time.time() * 1000)
         elif k == "NodeHeartbeat":
             self.beats[p["node_id"]] = p["at"]
         elif k == "TaskStatusChanged":

@@ -29,7 +29,9 @@ p99 <= 10 ms. Besides, from the scheduler worker's own histogram (``streams/app.
 window, wall ms from the record's log timestamp to (a) the start of its micro-batch, (b) the
 core's answer, (c) the broker's acknowledgement of the outputs, and from (a) to (b); the core's
 time per input kind, the micro-batch sizes and the snapshot writes, which say where a slow
-answer waited; and the CPU each plane process and the whole machine used meanwhile.
+answer waited; and the CPU each plane process and the whole machine used meanwhile. As a
+control, the same cell-log records as received by the bench's own aiokafka consumer (the
+transport's floor on this machine, plus the bench process's own delays).
 
 A run is void when a node turns SUSPECT (heartbeats late in the cell log: a starved machine);
 the bench then stops with ``MachineTooBusy``. The setup submits at ``--submit-rate`` (150/s) so
@@ -249,9 +251,10 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
             load0 = os.getloadavg()[0]
             cpu0 = cpu_sample(plane.pids())
 
-            await publish_all(producer, w["urgent"], o.rate)
-            await f.until(lambda v: all(v.decided(t) for t in ids["urgent"]), o.timeout,
-                          f"the {o.urgent} urgent tasks decided")
+            publishing = asyncio.create_task(publish_all(producer, w["urgent"], o.rate))
+            await f.until(lambda v: publishing.done() and all(v.decided(t) for t in ids["urgent"]),
+                          o.timeout + o.urgent / o.rate, f"the {o.urgent} urgent tasks decided")
+            await publishing
             marks["urgent_decided"] = time.monotonic()
             load1 = os.getloadavg()[0]
             cpu1 = cpu_sample(plane.pids())
@@ -279,6 +282,9 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
         "urgent_tasks": len(rows), "urgent_rate": o.rate, "urgent_run_s": o.urgent_run_s,
         "urgent_answers": dict(Counter(r["kind"] for r in rows)),
         "submitted_to_decision_ms": dist(lat),
+        # control: the same cell-log records as received by this bench's own aiokafka consumer (the
+        # transport alone, plus this process's own delays): the floor any consumer of the log sees here
+        "bench_reader_ms": dist([round(v.received[t] - v.submitted[t], 1) for t in ids["urgent"]]),
         "timestamps": "decision record CreateTime (decisions topic, scheduler's producer) minus TaskSubmitted "
                       "record CreateTime (cell log, intake's producer); both this machine's clock, ms",
         "worker": worker_window(s0, s1),
@@ -319,6 +325,8 @@ def report(f: dict[str, Any]) -> str:
         f"  {f['urgent_tasks']} urgent tasks at {f['urgent_rate']:g}/s: answers {f['urgent_answers']}",
         f"  cell-log arrival -> decision (record timestamps): p50 {d['p50']} ms, p99 {d['p99']} ms, "
         f"max {d['max']} ms (mean {d['mean']})",
+        f"  control: the bench's own aiokafka reader got the same cell-log records after p50 "
+        f"{f['bench_reader_ms']['p50']} / p99 {f['bench_reader_ms']['p99']} / max {f['bench_reader_ms']['max']} ms",
         f"  scheduler worker, TaskSubmitted inputs of the window: log -> batch start {stage('start_ms')}; "
         f"-> decided {stage('decided_ms')}; -> acked {stage('acked_ms')}; batch start -> decided "
         f"{stage('in_batch_ms')}",
