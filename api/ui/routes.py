@@ -24,10 +24,11 @@ from typing import Any, AsyncIterator
 from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
 from suanli.api.ui import views
+from suanli.api.ui import whatif as ui_whatif
 from suanli.api.ui.state import DashboardState
 from suanli.errors import AuthError, NotFoundError
 
@@ -54,9 +55,11 @@ class Dashboard:
         self.state = DashboardState(model)
         self.closing = asyncio.Event()
         self._stats: dict[str, tuple[int, dict[str, Any]]] = {}    # cell -> (node log end, figures)
+        self.whatif = ui_whatif.Runner()
 
     def close(self) -> None:
         self.closing.set()
+        self.whatif.close()
 
     def stats(self, cell: str) -> dict[str, Any]:
         """The cell's figures, computed at most once per change of any node."""
@@ -243,6 +246,61 @@ def _router(ui: Dashboard) -> APIRouter:
         return JSONResponse({"task_id": task_id, "tenant": tenant, "decisions": [
             {"kind": r.kind, "position": {"topic": r.topic, "partition": r.partition, "offset": r.offset},
              "payload": r.payload} for r in records]})
+
+    # ------------------------------------------------------------------ what-if
+    @router.get("/whatif")
+    async def whatif_page(request: Request) -> Response:
+        tenant = _tenant(request)
+        if tenant is None:
+            return _to_login(request)
+        base = ui_whatif.root()
+        return _html(views.page("What-if", "whatif", tenant,
+                                views.whatif_form(ui_whatif.logdirs(base), str(base)), stream="/ui/events?page=none"))
+
+    @router.post("/whatif")
+    async def whatif_start(request: Request) -> Response:
+        tenant = _tenant(request)
+        if tenant is None:
+            return _unauthorized()
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        logdir = (form.get("logdir") or [""])[0]
+        policies = (form.get("policies") or [""])[0]
+        base = ui_whatif.root()
+        try:
+            run = ui.whatif.start(base, logdir, policies)
+        except ui_whatif.WhatifError as exc:
+            body = views.whatif_form(ui_whatif.logdirs(base), str(base), policies[:500], str(exc))
+            return _html(views.page("What-if", "whatif", tenant, body, stream="/ui/events?page=none"), 400)
+        return RedirectResponse(f"/ui/whatif/runs/{run.id}", status_code=303)
+
+    @router.get("/whatif/runs/{run_id}")
+    async def whatif_run_page(request: Request, run_id: str) -> Response:
+        tenant = _tenant(request)
+        if tenant is None:
+            return _to_login(request)
+        run = ui.whatif.get(run_id)
+        if run is None:
+            return _html(views.not_found(tenant, "No such what-if run."), 404)
+        return _html(views.page(f"What-if {run_id}", "whatif", tenant, views.whatif_run(run),
+                                stream="/ui/events?page=none"))
+
+    @router.get("/whatif/runs/{run_id}/status")
+    async def whatif_status(request: Request, run_id: str) -> Response:
+        if _tenant(request) is None:
+            return _unauthorized()
+        run = ui.whatif.get(run_id)
+        if run is None:
+            return JSONResponse({"detail": "no such what-if run"}, status_code=404)
+        return JSONResponse(run.status(), headers={"Cache-Control": "no-store"})
+
+    @router.get("/whatif/runs/{run_id}/files/{name}")
+    async def whatif_file(request: Request, run_id: str, name: str) -> Response:
+        if _tenant(request) is None:
+            return _unauthorized()
+        path = ui.whatif.file(run_id, name)
+        if path is None:
+            return JSONResponse({"detail": "no such file"}, status_code=404)
+        return FileResponse(path, media_type="image/png", headers={"X-Content-Type-Options": "nosniff"})
 
     # ------------------------------------------------------------------ the stream
     @router.get("/events")

@@ -68,7 +68,8 @@ def _on(flag: bool) -> str:
 def page(title: str, page_name: str, tenant: str, body: str, *, stream: str = "", fragment: str = "") -> str:
     nav = "".join(f'<a href="{href}"{_on(page_name == key)}>{label}</a>'
                   for key, href, label in (("cluster", "/ui/", "Cluster"), ("queues", "/ui/queues", "Queues"),
-                                           ("tasks", "/ui/tasks", "Tasks")))
+                                           ("tasks", "/ui/tasks", "Tasks"),
+                                           ("whatif", "/ui/whatif", "What-if")))
     return template("layout.html").substitute(title=e(title), page=e(page_name), tenant=e(tenant), nav=nav,
                                               body=body, stream=e(stream), fragment=e(fragment))
 
@@ -446,3 +447,41 @@ def audit_record(task_id: str, n: int, record: Any) -> str:
 
 def ids(values: Iterable[str]) -> str:
     return ",".join(values)
+
+
+# ====================================================================== what-if
+def whatif_form(dirs: list[str], root: str, policies: str = "recorded,bestfit", error: str = "") -> str:
+    opts = "".join(f'<option value="{e(d)}">{e(d)}</option>' for d in dirs)
+    err = f'<p class="error" role="alert">{e(error)}</p>' if error else ""
+    none = "" if dirs else f'<p>No recorded log directory under <code>{e(root)}</code> (write one with <code>suanli export --out DIR</code>).</p>'
+    return (f'<section class="card"><h1>What-if</h1>{err}{none}'
+            f'<form method="post" action="/ui/whatif" class="whatif">'
+            f'<label>Log directory <select name="logdir" required>{opts}</select></label> '
+            f'<label>Policies <input name="policies" value="{e(policies)}" size="40" '
+            f'placeholder="recorded,bestfit,default" required></label> '
+            f'<button type="submit">Run</button></form>'
+            f'<p class="hint">Root: <code>{e(root)}</code></p></section>')
+
+
+def whatif_run(run: Any) -> str:
+    st = run.status()
+    state = st["state"]
+    head = (f'<section class="card" id="whatif-run" data-status="/ui/whatif/runs/{e(run.id)}/status" '
+            f'data-state="{e(state)}"><h1>What-if run {e(run.id)}</h1>'
+            f'<p>{e(run.logdir)} · policies <code>{e(run.policies)}</code></p>'
+            f'<p>State: <b id="whatif-state">{e(state)}</b> · <span id="whatif-elapsed">{e(st["elapsed_s"])}</span> s</p>')
+    if state == "failed":
+        head += f'<pre id="whatif-error">{e(st.get("error", ""))}</pre>'
+    if state == "done":
+        try:
+            names, rows = run.figures()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            names, rows = [], [("figures unreadable", [str(exc)])]
+        imgs = "".join(f'<figure><img src="/ui/whatif/runs/{e(run.id)}/files/{e(p)}" alt="{e(p)}">'
+                       f'<figcaption>{e(p)}</figcaption></figure>' for p in st["plots"])
+        head += f'<div class="plots" style="display:flex;flex-wrap:wrap;gap:1em">{imgs}</div>'
+        th = "".join(f"<th>{e(n)}</th>" for n in names)
+        trs = "".join(f"<tr><th>{e(k)}</th>" + "".join(f"<td>{e(v)}</td>" for v in vals) + "</tr>"
+                      for k, vals in rows)
+        head += f'<table class="figures"><thead><tr><th></th>{th}</tr></thead><tbody>{trs}</tbody></table>'
+    return head + '<p><a href="/ui/whatif">New run</a></p></section>'

@@ -267,4 +267,23 @@
     };
   }
   if (live) connect();
+
+  // ---- the what-if run: poll its status every second; reload when it ends
+  var run = document.getElementById("whatif-run");
+  if (run && run.dataset.state === "running") {
+    var stateEl = document.getElementById("whatif-state");
+    var elapsedEl = document.getElementById("whatif-elapsed");
+    var poll = function () {
+      fetch(run.dataset.status, { credentials: "same-origin", cache: "no-store" }).then(function (r) {
+        return r.ok ? r.json() : null;
+      }).then(function (st) {
+        if (!st) { setTimeout(poll, 1000); return; }
+        stateEl.textContent = st.state;
+        elapsedEl.textContent = String(st.elapsed_s);
+        if (st.state === "running") setTimeout(poll, 1000);
+        else location.reload();
+      }, function () { setTimeout(poll, 1000); });
+    };
+    setTimeout(poll, 1000);
+  }
 })();
