@@ -155,6 +155,20 @@ def best_on_node(state: CellState, row: int, req: Request, cands: list[Victim],
     return None
 
 
+def bound(state: CellState, row: int, req: Request, cands: list[Victim]) -> tuple:
+    """No victim set on ``row`` costs less than this: its most important victim is at least the
+    least important candidate; a whole-GPU task needs at least enough victims to free the
+    devices it lacks (each frees at most the most devices any candidate holds), and at least
+    one; and those lose at least the least work of as many candidates."""
+    need = 1
+    if req.kind == "whole":
+        free = int((state.gpu_free[row] >= req.gpu_milli).sum())
+        most = max(len(v.devices) for v in cands) or 1
+        need = max(1, -(-(req.gpu_count - free) // most))
+    works = sorted(v.work_lost_ms for v in cands)
+    return (min(v.importance for v in cands), need, sum(works[:need]))
+
+
 def plan(state: CellState, req: Request, preemptor_tier: str, eligible: np.ndarray,
          preemptible: tuple[str, ...], max_search: int) -> Optional[Preemption]:
     """The preemption that makes room for ``req`` at the least cost, or None.
@@ -163,15 +177,18 @@ def plan(state: CellState, req: Request, preemptor_tier: str, eligible: np.ndarr
     pool, its GPU model, large enough); the caller computes it with the same rules as a
     normal placement."""
     by_row = candidates(state, preemptor_tier, preemptible)
+    # Nodes in order of a lower bound of their cost (:func:`bound`): the search stops at the
+    # first node whose bound is no better than the best set found (all later ones are no better).
+    order = sorted((bound(state, row, req, vs), state.node_ids[row], row)
+                   for row, vs in by_row.items() if eligible[row])
     best: Optional[tuple[tuple, str, Preemption]] = None
-    for row in sorted(by_row):
-        if not eligible[row]:
-            continue
+    for low, node_id, row in order:
+        if best is not None and (low, node_id) >= best[:2]:
+            break
         found = best_on_node(state, row, req, by_row[row], max_search)
         if found is None:
             continue
         c, victims, devices = found
-        node_id = state.node_ids[row]
         key = (c, node_id)
         if best is None or key < best[:2]:
             best = (c, node_id, Preemption(row, node_id, victims, devices, c))
