@@ -29,7 +29,7 @@ from typing import Any, Iterable, Optional
 
 from suanli.errors import ConnectorError
 
-HOLDING_RELEASES = ("TaskReleased", "TaskLost")
+HOLDING_RELEASES = ("TaskReleased", "TaskLost", "TaskPreempted")    # decisions that end a task's hold
 
 
 # --------------------------------------------------------------------------- fault requests
@@ -157,6 +157,18 @@ def health_figures(decisions: Iterable[tuple[str, dict[str, Any]]],
                 else:
                     replaced += 1
                 delays.append(clock - lost["provenance"]["decided_at"])
+        elif kind == "TaskMigrated":
+            # a gold task moved (its node DOWN, drained or DEGRADED): it holds its new node now;
+            # a move off a DOWN node counts as a lost task placed again at once
+            tid = p["task_id"]
+            held = holding.get(tid)
+            if held is not None and held != p["from_node"]:
+                release_mismatch.append(f"{tid}: moved from {p['from_node']} while placed on {held}")
+            holding[tid] = p["to_node"]
+            if p.get("cause") == "NODE_DOWN":
+                lost_at.setdefault(tid, []).append(p)
+                replaced += 1
+                delays.append(0)
         elif kind in HOLDING_RELEASES:
             held = holding.pop(p["task_id"], None)
             if held is not None and p.get("node_id") and p["node_id"] != held:

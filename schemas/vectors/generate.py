@@ -98,7 +98,7 @@ VECTORS: list[tuple[str, str, str, dict[str, Any]]] = [
           {"kind": "GPU", "model": "V100M32", "count": 4, "memory_mib": 32768},
           {"kind": "GPU", "model": "T4", "count": 2, "memory_mib": 16384},
           {"kind": "FPGA", "model": "", "count": 1, "memory_mib": 0}],
-      "pricing": "SPOT", "price_per_hour": 12.5, "pue": 1.12, "carbon_g_per_kwh": 420.5, "connector": "sim",
+      "pricing": "SPOT", "price_per_hour": 12.5, "idle_price_per_hour": 5.0, "pue": 1.12, "carbon_g_per_kwh": 420.5, "connector": "sim",
       "labels": {"rack": "r12", "gpu.vendor": "nvidia"}, "registered_at": T0 - 1}),
 ]
 
