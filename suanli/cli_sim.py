@@ -205,7 +205,7 @@ def health_figures(decisions: Iterable[tuple[str, dict[str, Any]]],
         beats: dict[str, list[tuple[int, int]]] = {}
         stale: dict[str, int] = {}
         tick, behind = None, []      # how far each heartbeat's time is behind the last tick before it
-        lost_nodes = {(t, lp["node_id"]): lp["provenance"]["input"]["offset"] for t, lps in lost_at.items() for lp in lps}
+        lost_nodes = {(t, lp.get("node_id", lp.get("from_node"))): lp["provenance"]["input"]["offset"] for t, lps in lost_at.items() for lp in lps}
         for offset, kind, p in inputs:
             if kind == "CellTick":
                 tick = p["at"]
