@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from suanli.config import Settings, load_settings
 from suanli.schemas.codec import Codec
@@ -70,10 +70,12 @@ class ReservationBid(TypedDict):
     tenant: str
     cell: str
     resources: TaskResources
-    start_at: int
+    start_at: int                      # earliest start, epoch milliseconds
     duration_ms: int
-    price: float
+    price: float                       # maximum per GPU-hour
     at: int
+    latest_start_at: NotRequired[int | None]   # latest start; None (the default) = start_at
+    gang: NotRequired[bool]                    # True (the default): all GPUs or none
 
 
 class TaskCancelled(TypedDict):
@@ -146,13 +148,22 @@ class SuanliClient:
 
     async def submit_bid(self, *, tenant: str, cell: str, resources: ResourcesSpec | Mapping[str, Any],
                          start_at_ms: int, duration_ms: int, price: float, bid_id: str | None = None,
+                         latest_start_at_ms: int | None = None, gang: bool = True,
                          now_ms: int | None = None) -> str:
-        """Bid for capacity in a future window; returns the bid id."""
+        """Bid for capacity in a future window; returns the bid id.
+
+        The window lasts ``duration_ms`` and starts at ``start_at_ms``, or, with
+        ``latest_start_at_ms``, at any time between the two. ``price`` is the most the bidder
+        pays per GPU-hour. ``gang=False`` lets the auction grant fewer GPUs than asked (at
+        least one) when the whole ask does not fit."""
+        if latest_start_at_ms is not None and latest_start_at_ms < start_at_ms:
+            raise ValueError(f"latest_start_at_ms {latest_start_at_ms} is before start_at_ms {start_at_ms}")
         bid_id = bid_id or f"bid-{uuid.uuid4().hex[:12]}"
         bid: ReservationBid = {
             "event_id": f"bid/{bid_id}", "bid_id": bid_id, "tenant": tenant, "cell": cell,
             "resources": resources_of(resources), "start_at": int(start_at_ms), "duration_ms": int(duration_ms),
             "price": float(price), "at": _now_ms() if now_ms is None else now_ms,
+            "latest_start_at": None if latest_start_at_ms is None else int(latest_start_at_ms), "gang": bool(gang),
         }
         await self.submit_event("ReservationBid", bid)
         return bid_id

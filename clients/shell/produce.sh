@@ -6,6 +6,7 @@
 #   produce.sh bid    --bid-id ID  [fields]    encode a ReservationBid here, then send it
 #   produce.sh cancel --task-id ID [fields]    encode a TaskCancelled here, then send it
 #
+# Every option also takes the form --name=value.
 # options:  --brokers H:P (127.0.0.1:19092)  --registry URL (http://127.0.0.1:18081/apis/ccompat/v7)
 #           --topic T (suanli.raw.tasks)  --key K (default: the event's task_id / bid_id)
 #           --schema FILE (default: schemas/vectors/schemas/<subject>.avsc of this repository)
@@ -15,7 +16,8 @@
 #   task:   --qos GOLD|SILVER|BRONZE --priority N --label k=v (repeatable) --deadline MS
 #           --duration-ms N --arg A (repeatable: the command line) --no-args (command = [])
 #           --env NAME=VALUE (repeatable: the command's environment)
-#   bid:    --start-at MS --duration-ms N --price X
+#   bid:    --start-at MS --duration-ms N --price X --latest-start MS (default: none, a fixed
+#           window) --gang true|false (default true: all GPUs or none)
 #   cancel: --reason TEXT
 #
 # The value is byte 0x00, the schema id as 4 big-endian bytes, then the Avro binary body.
@@ -74,12 +76,13 @@ enum() {  # enum VALUE SYMBOL...
 }
 
 # ---------------------------------------------------------------- arguments
-(( $# >= 1 )) || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+(( $# >= 1 )) || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 MODE=$1; shift
 BROKERS=127.0.0.1:19092 REGISTRY=http://127.0.0.1:18081/apis/ccompat/v7 TOPIC=suanli.raw.tasks
 KEY="" SCHEMA="" PRINT_HEX=0 VECTOR=""
 EVENT_ID="" TASK_ID="" BID_ID="" TENANT=default CELL=openb AT="" CPU=1000 MEM=1024 GPUS=0 MILLI=0
 GPU_MEM=0 QOS=SILVER PRIO=0 DEADLINE="" DURATION="" START_AT="" PRICE=0 REASON="" ARGS_SET=0
+LATEST_START="" GANG=true
 MODELS=() ARGS=() LABEL_KEYS=() LABEL_VALUES=() ENV_KEYS=() ENV_VALUES=()
 map_put() {  # map_put KEYS VALUES KEY VALUE: keep the map sorted by key (byte order; [[ < ]] under
   # LC_ALL=C); a repeated key replaces. KEYS and VALUES name the two arrays of one map.
@@ -102,6 +105,7 @@ str_map() {  # append a map of strings: str_map KEYS VALUES (array names, sorted
 }
 [[ $MODE == vector ]] && { (( $# >= 1 )) || die "vector needs a file"; VECTOR=$1; shift; }
 while (( $# > 0 )); do
+  if [[ $1 == --*=* ]]; then set -- "${1%%=*}" "${1#*=}" "${@:2}"; fi
   opt=$1
   case $opt in --hex|--no-args) ;; *) (( $# >= 2 )) || die "$opt needs a value" ;; esac
   case $opt in
@@ -114,7 +118,8 @@ while (( $# > 0 )); do
     --label) [[ $2 == *=* ]] || die "--label $2: want key=value"; map_put LABEL_KEYS LABEL_VALUES "${2%%=*}" "${2#*=}" ;;
     --env) [[ $2 == *=* ]] || die "--env $2: want NAME=VALUE"; map_put ENV_KEYS ENV_VALUES "${2%%=*}" "${2#*=}" ;;
     --arg) ARGS+=("$2"); ARGS_SET=1 ;; --no-args) ARGS_SET=1; shift; continue ;;
-    --start-at) START_AT=$2 ;; --price) PRICE=$2 ;; --reason) REASON=$2 ;;
+    --start-at) START_AT=$2 ;; --price) PRICE=$2 ;; --reason) REASON=$2 ;; --latest-start) LATEST_START=$2 ;;
+    --gang) [[ $2 == true || $2 == false ]] || die "--gang $2: want true or false"; GANG=$2 ;;
     *) die "unknown option $opt (run without arguments for help)" ;;
   esac
   shift 2
@@ -146,7 +151,14 @@ case $MODE in
     SUBJECT=io.suanli.events.ReservationBid KEY=${KEY:-$BID_ID}
     str "${EVENT_ID:-bid/$BID_ID}"; str "$BID_ID"; str "$TENANT"; str "$CELL"
     resources
-    long "${START_AT:-$((NOW + 3600000))}"; long "${DURATION:-3600000}"; double "$PRICE"; long "$AT" ;;
+    START_AT=${START_AT:-$((NOW + 3600000))}
+    long "$START_AT"; long "${DURATION:-3600000}"; double "$PRICE"; long "$AT"
+    if [[ -n $LATEST_START ]]; then                              # latest_start_at: null or a long
+      [[ $LATEST_START =~ ^-?[0-9]+$ ]] && (( LATEST_START >= START_AT )) \
+        || die "--latest-start $LATEST_START: want epoch ms, not before the start $START_AT"
+      HEX+=02; long "$LATEST_START"
+    else HEX+=00; fi
+    if [[ $GANG == true ]]; then HEX+=01; else HEX+=00; fi ;;   # gang: a boolean is one byte
   cancel)
     [[ -n $TASK_ID ]] || die "cancel needs --task-id"
     SUBJECT=io.suanli.events.TaskCancelled KEY=${KEY:-$TASK_ID}

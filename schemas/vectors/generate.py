@@ -88,6 +88,25 @@ VECTORS: list[tuple[str, str, str, dict[str, Any]]] = [
       "resources": _resources(cpu_milli=64000, memory_mib=524288, gpu_count=8, gpu_milli=1000,
                               gpu_models=["A100"]),
       "start_at": T0 + 3_600_000, "duration_ms": 14_400_000, "price": 2.75, "at": T0}),
+    ("reservation-bid-flexible", "ReservationBid",
+     "A bid with a flexible start (any time in a two-hour span) that is not a gang: the auction may grant "
+     "fewer than the four GPUs asked (at least one). A nullable timestamp set, a boolean false.",
+     {"event_id": "bid/vec-bid-2", "bid_id": "vec-bid-2", "tenant": "vision", "cell": "openb",
+      "resources": _resources(cpu_milli=16000, memory_mib=131072, gpu_count=4, gpu_milli=1000,
+                              gpu_memory_mib=81920),
+      "start_at": T0 + 3_600_000, "duration_ms": 7_200_000, "price": 1.5, "at": T0,
+      "latest_start_at": T0 + 3 * 3_600_000, "gang": False}),
+    ("reservation-rejected", "ReservationRejected",
+     "A decision: a bid lost the auction, with the price it would have needed (a nullable double set) "
+     "and a provenance (nested records, arrays of records, a null union).",
+     {"event_id": "reject/vec-bid-2", "bid_id": "vec-bid-2", "tenant": "vision", "cell": "openb",
+      "reason": "outbid: needs 1.75 per GPU-hour", "needed_price": 1.75, "at": T0 + 60_000,
+      "provenance": {"input": {"topic": "suanli.cell.openb", "partition": 0, "offset": 42},
+                     "strategy": {"name": "auction", "version": "1", "config_digest": "d41d8cd9"},
+                     "candidates": [{"node_id": "vec-node-1", "score": 0.5, "rank": 1}],
+                     "filtered": [{"reason": "gpu_model", "nodes": 3, "sample": ["n-1", "n-2"]}],
+                     "path": ["bid vec-bid-2", "clearing at 2026-01-01T00:01:00Z", "lost"],
+                     "decided_at": T0 + 60_000, "matched_rule": None}}),
     ("task-cancelled", "TaskCancelled", "The owner cancels a task.",
      {"event_id": "cancel/vec-shared-gpu", "task_id": "vec-shared-gpu", "tenant": "vision", "cell": "openb",
       "reason": "superseded", "at": T0 + 60_000}),
@@ -117,8 +136,10 @@ def canonical(schema: Any, value: Any, named: dict[str, Any]) -> Any:
     kind = schema["type"]
     if kind in ("record", "enum", "fixed"):
         named[f"{schema.get('namespace', 'io.suanli.events')}.{schema['name']}"] = schema
-    if kind == "record":
-        return {f["name"]: canonical(f["type"], value[f["name"]], named) for f in schema["fields"]}
+    if kind == "record":  # a missing member with a default takes it, as every encoder does
+        return {f["name"]: canonical(f["type"], value[f["name"]] if f["name"] in value or "default" not in f
+                                     else copy.deepcopy(f["default"]), named)
+                for f in schema["fields"]}
     if kind == "array":
         return [canonical(schema["items"], v, named) for v in value]
     if kind == "map":

@@ -141,6 +141,10 @@ def shell_argv(kind: str, event: dict[str, Any]) -> list[str]:
         argv = ["bid", "--bid-id", event["bid_id"], "--event-id", event["event_id"], "--tenant", event["tenant"],
                 "--cell", event["cell"], *_resources_flags(event["resources"]), "--start-at", event["start_at"],
                 "--duration-ms", event["duration_ms"], "--price", repr(float(event["price"])), "--at", event["at"]]
+        if event.get("latest_start_at") is not None:
+            argv += ["--latest-start", event["latest_start_at"]]
+        if "gang" in event:
+            argv += [f"--gang={'true' if event['gang'] else 'false'}"]
     elif kind == "TaskCancelled":
         argv = ["cancel", "--task-id", event["task_id"], "--event-id", event["event_id"], "--tenant",
                 event["tenant"], "--cell", event["cell"], "--reason", event.get("reason", ""), "--at", event["at"]]

@@ -52,8 +52,16 @@ def _events(lang: str, run_id: str, cell: str) -> dict[str, dict]:
         file_task["profile"] = None  # the shell encoder writes no profile
     bid = {"event_id": f"bid/{run_id}-{lang}-bid", "bid_id": f"{run_id}-{lang}-bid", "tenant": f"tenant-{lang}",
            "cell": cell, "resources": _resources(64000, 524288, 8, 1000, ("A100",)), "start_at": T0 + 3_600_000,
-           "duration_ms": 14_400_000, "price": 2.75, "at": T0 + 3}
-    return {"flags": flag_task, "file": file_task, "bid": bid}
+           "duration_ms": 14_400_000, "price": 2.75, "at": T0 + 3, "latest_start_at": None, "gang": True}
+    flex_bid = {**bid, "event_id": f"bid/{run_id}-{lang}-flex", "bid_id": f"{run_id}-{lang}-flex",
+                "resources": _resources(16000, 131072, 4, 1000), "price": 1.5,
+                "latest_start_at": T0 + 3 * 3_600_000, "gang": False}
+    return {"flags": flag_task, "file": file_task, "bid": bid, "flex": flex_bid}
+
+
+# What each event of _events is and how the decoded records are matched to it.
+SENT = (("flags", "TaskSubmitted", "task_id"), ("file", "TaskSubmitted", "task_id"),
+        ("bid", "ReservationBid", "bid_id"), ("flex", "ReservationBid", "bid_id"))
 
 
 def _task_flags(t: dict) -> list[str]:
@@ -74,6 +82,12 @@ def _bid_flags(b: dict) -> list[str]:
             "--gpu-milli", r["gpu_milli"], "--start-at", b["start_at"], "--duration-ms", b["duration_ms"],
             "--price", b["price"], "--at", b["at"]]
     argv += [x for m in r["gpu_models"] for x in ("--gpu-model", m)]
+    if r.get("gpu_memory_mib"):
+        argv += ["--gpu-memory-mib", r["gpu_memory_mib"]]
+    if b.get("latest_start_at") is not None:
+        argv += ["--latest-start", b["latest_start_at"]]
+    if not b.get("gang", True):
+        argv.append("--gang=false")  # the one form every producer takes (Go's bool flags need '=')
     return [str(a) for a in argv]
 
 
@@ -81,14 +95,14 @@ def _commands(lang: str, events: dict[str, dict], topic: str, settings, tmp: Pat
     """The producer command lines that send ``events`` (all but the Python SDK's)."""
     conn = ["--brokers", settings.bootstrap_servers, "--registry", settings.registry_url, "--topic", topic]
     if lang == "shell":
-        return [shell_argv(kind, events[name]) + conn
-                for name, kind in (("flags", "TaskSubmitted"), ("file", "TaskSubmitted"), ("bid", "ReservationBid"))]
+        return [shell_argv(kind, events[name]) + conn for name, kind, _key in SENT]
     base = produce_argv(lang) + conn
     path = tmp / f"{lang}-tasks.json"
     path.write_text(json.dumps([events["file"]], ensure_ascii=False))
     return [base + _task_flags(events["flags"]),
             base + ["--kind", "TaskSubmitted", "--file", str(path)],
-            base + _bid_flags(events["bid"])]
+            base + _bid_flags(events["bid"]),
+            base + _bid_flags(events["flex"])]
 
 
 async def _read(settings, codec, topic: str) -> list:
@@ -111,6 +125,12 @@ def test_producer_writes_events_the_python_codec_decodes(lang, stack, codec, reg
                 await client.submit_event("TaskSubmitted", events["flags"])
                 await client.submit_event("TaskSubmitted", events["file"])
                 await client.submit_event("ReservationBid", events["bid"])
+                flex = events["flex"]
+                await client.submit_bid(tenant=flex["tenant"], cell=flex["cell"], bid_id=flex["bid_id"],
+                                        resources={"cpu_milli": 16000, "memory_mib": 131072, "gpu": 4},
+                                        start_at_ms=flex["start_at"],
+                                        latest_start_at_ms=flex["latest_start_at"], gang=flex["gang"],
+                                        duration_ms=flex["duration_ms"], price=flex["price"], now_ms=flex["at"])
         asyncio.run(produce())
     else:
         for argv in _commands(lang, events, topic, stack, tmp_path):
@@ -120,15 +140,51 @@ def test_producer_writes_events_the_python_codec_decodes(lang, stack, codec, reg
     records = asyncio.run(_read(stack, codec, topic))
     assert [r.error for r in records if r.error] == []
     got = {r.key.decode(): (r.kind, r.payload, split_frame(r.value)[0]) for r in records}
-    assert set(got) == {events["flags"]["task_id"], events["file"]["task_id"], events["bid"]["bid_id"]}
+    assert set(got) == {events[name][key] for name, _kind, key in SENT}
     latest = {kind: registry.latest(f"io.suanli.events.{kind}")["id"] for kind in ("TaskSubmitted", "ReservationBid")}
-    for name, kind, key in (("flags", "TaskSubmitted", "task_id"), ("file", "TaskSubmitted", "task_id"),
-                            ("bid", "ReservationBid", "bid_id")):
+    for name, kind, key in SENT:
         want = events[name]
         got_kind, payload, schema_id = got[want[key]]
         assert got_kind == kind
         assert payload == want, f"{lang} {name}: decoded {payload}\n want {want}"
         assert schema_id == latest[kind], f"{lang} {name}: schema id {schema_id}, latest is {latest[kind]}"
+
+
+def _bid_batch(run_id: str, cell: str, n: int) -> list[dict]:
+    """``n`` varied bids: prices, GPU counts, fixed and flexible windows, gang or not."""
+    bids = []
+    for i in range(n):
+        bid = {"event_id": f"bid/{run_id}-{i}", "bid_id": f"{run_id}-b{i:03d}", "tenant": f"tenant-{i % 7}",
+               "cell": cell, "resources": _resources(4000 * (1 + i % 4), 16384, 1 + i % 8, 1000,
+                                                      ("A100",) if i % 5 == 0 else ()),
+               "start_at": T0 + 3_600_000 * (1 + i % 6), "duration_ms": 1_800_000 * (1 + i % 4),
+               "price": round(0.5 + (i * 37 % 100) / 40, 3), "at": T0 + i}
+        if i % 3:  # the others leave both out: their defaults (null, true) apply
+            bid["latest_start_at"] = bid["start_at"] + 600_000 * (i % 4) if i % 2 else None
+            bid["gang"] = i % 4 != 1
+        bids.append(bid)
+    return bids
+
+
+def test_go_produces_a_batch_of_bids_from_json_lines(stack, codec, tmp_path):
+    """The acceptance test's way to send many bids from Go: one JSON object a line, one batch."""
+    run_id = f"p{uuid.uuid4().hex[:8]}"
+    topic = TopicNames(run_id).raw_tasks
+    asyncio.run(ensure_topics(stack.bootstrap_servers, [TopicSpec(topic, 2)]))
+    bids = _bid_batch(run_id, f"cell-{run_id}", 100)
+    path = tmp_path / "bids.jsonl"
+    path.write_text("".join(json.dumps(b) + "\n" for b in bids))
+    conn = ["--brokers", stack.bootstrap_servers, "--registry", stack.registry_url, "--topic", topic]
+    proc = run(produce_argv("go") + conn + ["--kind", "ReservationBid", "--file", str(path)], cwd=REPO, timeout=120)
+    assert f"produced 100 ReservationBid to {topic}" in proc.stdout, proc.stdout
+
+    records = asyncio.run(_read(stack, codec, topic))
+    assert [r.error for r in records if r.error] == []
+    got = {r.key.decode(): r.payload for r in records}
+    assert len(records) == len(got) == 100
+    for bid in bids:
+        want = {"latest_start_at": None, "gang": True, **bid}
+        assert got[bid["bid_id"]] == want
 
 
 def test_python_sdk_submits_a_task_spec_and_cancels_it(stack, codec):

@@ -50,3 +50,48 @@ func TestMissingFieldsTakeDefaultsAndBadInputIsRefused(t *testing.T) {
 		t.Fatal("truncated body not detected")
 	}
 }
+
+// The typed ReservationBid writes the vectors' bytes: with neither LatestStartAt nor Gang
+// (the defaults), and with both set (a flexible start, not a gang).
+func TestTypedReservationBidMatchesTheVectors(t *testing.T) {
+	vectors, codecs, err := LoadVectors(vectorDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, v := range vectors {
+		want[v.Name] = v.AvroHex
+	}
+	const t0 = int64(1_767_225_600_000)
+	latest, no := t0+3*3_600_000, false
+	bids := map[string]ReservationBid{
+		"reservation-bid": {EventID: "bid/vec-bid-1", BidID: "vec-bid-1", Tenant: "vision", Cell: "openb",
+			Resources: TaskResources{CPUMilli: 64000, MemoryMiB: 524288, GPUCount: 8, GPUMilli: 1000,
+				GPUModels: []string{"A100"}},
+			StartAt: t0 + 3_600_000, DurationMs: 14_400_000, Price: 2.75, At: t0},
+		"reservation-bid-flexible": {EventID: "bid/vec-bid-2", BidID: "vec-bid-2", Tenant: "vision", Cell: "openb",
+			Resources: TaskResources{CPUMilli: 16000, MemoryMiB: 131072, GPUCount: 4, GPUMilli: 1000,
+				GPUMemoryMiB: 81920},
+			StartAt: t0 + 3_600_000, DurationMs: 7_200_000, Price: 1.5, At: t0, LatestStartAt: &latest, Gang: &no},
+	}
+	codec := codecs["io.suanli.events.ReservationBid"]
+	for name, bid := range bids {
+		event, err := asJSON(bid.Normalized())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := codec.Encode(event)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := hex.EncodeToString(body); got != want[name] {
+			t.Errorf("%s:\n got  %s\n want %s", name, got, want[name])
+		}
+	}
+	plain, _ := asJSON(bids["reservation-bid"].Normalized())
+	for _, field := range []string{"latest_start_at", "gang"} {
+		if _, ok := plain.(map[string]any)[field]; ok {
+			t.Errorf("%s written although unset: a registry with the older schema would refuse it", field)
+		}
+	}
+}

@@ -51,17 +51,25 @@ type TaskSubmitted struct {
 	Env                map[string]string `json:"env,omitempty"` // the command's environment; empty is {}
 }
 
-// ReservationBid is io.suanli.events.ReservationBid.
+// ReservationBid is io.suanli.events.ReservationBid: GPUs for DurationMs, starting between
+// StartAt and LatestStartAt, at up to Price per GPU-hour.
+//
+// LatestStartAt nil is the schema's default (null: the window starts at StartAt). Gang nil
+// is the default (true: every GPU asked or none); point it at false to accept a partial
+// grant (at least one GPU). Both are left out of the JSON when nil, so a bid without them
+// encodes with a registry that still has the schema before they were added.
 type ReservationBid struct {
-	EventID    string        `json:"event_id"`
-	BidID      string        `json:"bid_id"`
-	Tenant     string        `json:"tenant"`
-	Cell       string        `json:"cell"`
-	Resources  TaskResources `json:"resources"`
-	StartAt    int64         `json:"start_at"`
-	DurationMs int64         `json:"duration_ms"`
-	Price      float64       `json:"price"`
-	At         int64         `json:"at"`
+	EventID       string        `json:"event_id"`
+	BidID         string        `json:"bid_id"`
+	Tenant        string        `json:"tenant"`
+	Cell          string        `json:"cell"`
+	Resources     TaskResources `json:"resources"`
+	StartAt       int64         `json:"start_at"`
+	DurationMs    int64         `json:"duration_ms"`
+	Price         float64       `json:"price"`
+	At            int64         `json:"at"`
+	LatestStartAt *int64        `json:"latest_start_at,omitempty"`
+	Gang          *bool         `json:"gang,omitempty"`
 }
 
 // TaskCancelled is io.suanli.events.TaskCancelled.

@@ -196,18 +196,21 @@ func (p *Producer) Send(ctx context.Context, topic, kind string, events ...any) 
 		return fmt.Errorf("%s is not a producer-side event (known: TaskSubmitted, ReservationBid, ...)", kind)
 	}
 	records := make([]*kgo.Record, 0, len(events))
-	for _, event := range events {
+	for i, event := range events {
 		event, err := asJSON(event)
 		if err != nil {
-			return err
+			return fmt.Errorf("event %d of %d: %w", i+1, len(events), err)
 		}
 		obj, _ := event.(map[string]any)
 		key, _ := obj[route.KeyField].(string)
 		if key == "" {
-			return fmt.Errorf("%s: the key field %q must be a non-empty string", kind, route.KeyField)
+			return fmt.Errorf("%s %d of %d: the key field %q must be a non-empty string", kind, i+1, len(events), route.KeyField)
 		}
 		value, err := p.Encode(ctx, kind, event)
 		if err != nil {
+			if len(events) > 1 {
+				return fmt.Errorf("event %d of %d (%s %s): %w", i+1, len(events), route.KeyField, key, err)
+			}
 			return err
 		}
 		records = append(records, &kgo.Record{Topic: topic, Key: []byte(key), Value: value})

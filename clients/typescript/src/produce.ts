@@ -4,6 +4,7 @@
  *
  *   node dist/produce.js --task-id t-1 --cell openb --gpu-count 1 --gpu-milli 500 --gpu-model V100M16
  *   node dist/produce.js --bid-id b-1 --gpu-count 8 --gpu-milli 1000 --price 2.5
+ *   node dist/produce.js --bid-id b-2 --gpu-count 4 --start-at MS --latest-start MS --gang false --price 1.5
  *   node dist/produce.js --kind TaskSubmitted --file tasks.json --topic suanli.raw.tasks
  */
 import { readFileSync } from 'node:fs';
@@ -35,6 +36,8 @@ const { values: o } = parseArgs({
     'duration-ms': { type: 'string' },
     at: { type: 'string' },
     'start-at': { type: 'string' },
+    'latest-start': { type: 'string' },
+    gang: { type: 'string' },
     price: { type: 'string', default: '0' },
   },
 });
@@ -87,11 +90,23 @@ async function main(): Promise<number> {
   } else if (o['bid-id']) {
     kind = 'ReservationBid';
     const id = o['bid-id'];
-    events = [{
+    const start = o['start-at'] ? int('start-at', o['start-at']) : now + 3_600_000;
+    const bid: Record<string, unknown> = {
       event_id: o['event-id'] ?? `bid/${id}`, bid_id: id, tenant: o.tenant, cell: o.cell, resources,
-      start_at: o['start-at'] ? int('start-at', o['start-at']) : now + 3_600_000,
+      start_at: start,
       duration_ms: o['duration-ms'] ? int('duration-ms', o['duration-ms']) : 3_600_000, price: num('price', o.price!), at,
-    }];
+    };
+    // Left out unless given: the schema's defaults (null: a fixed window; true: all or nothing).
+    if (o['latest-start'] !== undefined) {
+      const latest = int('latest-start', o['latest-start']);
+      if (latest < start) throw new Error(`--latest-start ${latest} is before the start ${start}`);
+      bid.latest_start_at = latest;
+    }
+    if (o.gang !== undefined) {
+      if (o.gang !== 'true' && o.gang !== 'false') throw new Error(`--gang ${o.gang}: want true or false`);
+      bid.gang = o.gang === 'true';
+    }
+    events = [bid];
   } else {
     console.error('give --task-id, --bid-id or --kind with --file (see the README)');
     return 2;

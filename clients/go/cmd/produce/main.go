@@ -7,11 +7,13 @@
 //	    --gpu-count 1 --gpu-milli 500 --gpu-model V100M16 --label team=vision
 //
 // A reservation bid from flags: --bid-id b-1 --cell openb --gpu-count 8 --gpu-milli 1000 --price 2.5 ...
+// (--start-at MS --latest-start MS for a flexible start; --gang=false to accept fewer GPUs).
 //
 // Events from a file (one JSON object, a JSON array, or one object per line), in the JSON
-// convention of schemas/vectors/README.md, all of one kind:
+// convention of schemas/vectors/README.md, all of one kind, sent as one batch:
 //
 //	go run ./cmd/produce --kind TaskSubmitted --file tasks.json --topic suanli.raw.tasks
+//	go run ./cmd/produce --kind ReservationBid --file bids.jsonl --topic suanli.raw.tasks
 //
 // The schema is the subject's latest version in the registry (--schema FILE registers
 // FILE instead and uses it). The record key is the event's task_id / bid_id.
@@ -70,12 +72,19 @@ func run() error {
 		at        = flag.Int64("at", 0, "event time, epoch ms (default: now)")
 		startAt   = flag.Int64("start-at", 0, "bid: window start, epoch ms (default: now + 1h)")
 		price     = flag.Float64("price", 0, "bid: maximum price per GPU-hour")
+		latest    = flag.Int64("latest-start", 0, "bid: latest window start, epoch ms (default: none, the window starts at --start-at)")
+		gang      = flag.Bool("gang", true, "bid: all GPUs or none; --gang=false lets the auction grant fewer (at least one)")
 		models    multi
 		labels    multi
 	)
 	flag.Var(&models, "gpu-model", "accepted GPU model (repeatable)")
 	flag.Var(&labels, "label", "label key=value (repeatable)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (a boolean flag takes its value after '=': --gang=false)", flag.Arg(0))
+	}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -126,9 +135,19 @@ func run() error {
 		if *duration < 0 {
 			*duration = 3_600_000
 		}
-		events = append(events, suanli.ReservationBid{EventID: or(*eventID, "bid/"+*bidID), BidID: *bidID,
+		bid := suanli.ReservationBid{EventID: or(*eventID, "bid/"+*bidID), BidID: *bidID,
 			Tenant: *tenant, Cell: *cell, Resources: resources, StartAt: *startAt, DurationMs: *duration,
-			Price: *price, At: *at}.Normalized())
+			Price: *price, At: *at}
+		if set["latest-start"] {
+			if *latest < *startAt {
+				return fmt.Errorf("--latest-start %d is before the start %d", *latest, *startAt)
+			}
+			bid.LatestStartAt = latest
+		}
+		if set["gang"] { // unset: left out, the schema's default (true) applies
+			bid.Gang = gang
+		}
+		events = append(events, bid.Normalized())
 	default:
 		return fmt.Errorf("give --task-id, --bid-id or --kind with --file (see -h)")
 	}

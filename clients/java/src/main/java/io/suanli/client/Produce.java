@@ -25,7 +25,8 @@ final class Produce {
       "         (--task-id ID | --bid-id ID | --kind KIND --file FILE|-)",
       "         [--tenant T] [--cell C] [--cpu-milli N] [--memory-mib N] [--gpu-count N] [--gpu-milli N]",
       "         [--gpu-model M]... [--gpu-memory-mib N] [--qos GOLD|SILVER|BRONZE] [--priority N]",
-      "         [--label k=v]... [--duration-ms N] [--at MS] [--start-at MS] [--price X] [--event-id ID]");
+      "         [--label k=v]... [--duration-ms N] [--at MS] [--start-at MS] [--latest-start MS]",
+      "         [--gang true|false] [--price X] [--event-id ID]");
 
   static int run(String[] args) throws Exception {
     Map<String, List<String>> opt = parse(args);
@@ -83,9 +84,26 @@ final class Produce {
         e.put("event_id", one(opt, "event-id", "bid/" + id)).put("bid_id", id)
             .put("tenant", one(opt, "tenant", "default")).put("cell", one(opt, "cell", "openb"))
             .set("resources", resources);
-        e.put("start_at", Long.parseLong(one(opt, "start-at", Long.toString(now + 3_600_000))))
+        long start = Long.parseLong(one(opt, "start-at", Long.toString(now + 3_600_000)));
+        e.put("start_at", start)
             .put("duration_ms", Long.parseLong(duration == null ? "3600000" : duration))
             .put("price", Double.parseDouble(one(opt, "price", "0"))).put("at", at);
+        // Left out unless given: the schema's defaults (null: a fixed window; true: all or nothing).
+        String latest = one(opt, "latest-start", null);
+        if (latest != null) {
+          long latestStart = Long.parseLong(latest);
+          if (latestStart < start) {
+            throw new IllegalArgumentException("--latest-start " + latest + " is before the start " + start);
+          }
+          e.put("latest_start_at", latestStart);
+        }
+        String gang = one(opt, "gang", null);
+        if (gang != null) {
+          if (!gang.equals("true") && !gang.equals("false")) {
+            throw new IllegalArgumentException("--gang " + gang + ": want true or false");
+          }
+          e.put("gang", Boolean.parseBoolean(gang));
+        }
       }
       events.add(e);
     } else {
