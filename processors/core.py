@@ -32,11 +32,12 @@ from suanli.errors import ModelError, RejectedInput, StrategyError
 
 import bisect
 
-from . import matching, preemption, rng
+from . import auction, matching, preemption, reservations, rng
 from . import model as m
 from .framework import Code, CycleContext, CycleResult, Status, default_devices, run_cycle
 from .frag import shape_key
 from .model import Request
+from .reservation_args import ReservationArgs
 from .qos import BATCH, GOLD, LANE_RANK, SILVER, URGENT, QosArgs, gold_pool, lane_of, outranks, queue_key
 from .sandbox import SandboxError
 from .state import (CANCELLED, COMPLETED, DOWN, DRAINING, FAILED, HOLDING, PENDING, PLACED, PREEMPTED, READY,
@@ -50,6 +51,12 @@ def qos_of(s: CellState) -> QosArgs:
     """The cell policy's QoS arguments (``qos.py``)."""
     pol = s.policy
     return get_strategy(pol.strategy, dict(pol.config), pol.digest).args.qos
+
+
+def reservation_args_of(s: CellState) -> ReservationArgs:
+    """The cell policy's reservation arguments (``reservation_args.py``)."""
+    pol = s.policy
+    return get_strategy(pol.strategy, dict(pol.config), pol.digest).args.reservations
 
 
 def _key(s: CellState, t: TaskRecord, lost: bool) -> list:
@@ -170,6 +177,7 @@ def _placed(s: CellState, e: m.TaskPlaced) -> None:
     t = s.tasks[e.task_id]
     if t.status in HOLDING:
         return
+    reservations.on_placed(s, e)        # GPUs a token holds go to its claimant, or are lent to bronze
     s.allocate(e.task_id, e.node_id, e.gpu_devices, e.gpu_milli, e.cpu_milli, e.memory_mib)
     s.dequeue(e.task_id)
     t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.node_id, tuple(e.gpu_devices), None, s.now
@@ -251,7 +259,15 @@ _EVOLVE: dict[type, Any] = {
     m.TaskLost: _lost,
     m.TaskPreempted: _preempted,
     m.TaskMigrated: _migrated,
+    m.ReservationGranted: lambda s, e: reservations.granted(s, e, reservation_args_of(s)),
+    m.ReservationReleased: lambda s, e: reservations.released(s, e),
+    m.ReservationExpired: lambda s, e: reservations.expired(s, e),
 }
+
+# facts that may free GPUs on a node, and which node: tokens holding there take them first
+_FREES: dict[type, str] = {m.TaskReleased: "node_id", m.TaskPreempted: "node_id", m.TaskLost: "node_id",
+                           m.TaskMigrated: "from_node", m.TaskStatusChanged: "node_id",
+                           m.NodeStatusChanged: "node_id", m.NodeHealthChanged: "node_id"}
 
 
 def evolve(state: CellState, event: Any) -> CellState:
@@ -259,6 +275,11 @@ def evolve(state: CellState, event: Any) -> CellState:
     fn = _EVOLVE.get(type(event))
     if fn is not None:
         fn(state, event)
+        where = _FREES.get(type(event))
+        if where is not None and state.reservations.get("by_node"):
+            node = getattr(event, where)
+            if node in state.reservations["by_node"]:
+                reservations.fill(state, node)
     return state
 
 
@@ -330,6 +351,10 @@ class _Decider:
     @property
     def qos(self) -> QosArgs:
         return self.strategy.args.qos
+
+    @property
+    def rargs(self) -> ReservationArgs:
+        return self.strategy.args.reservations
 
     def choose(self, t: TaskRecord) -> tuple[Strategy, Optional[str], list[str]]:
         """The strategy for this task: the urgent tier's bounded one for an urgent task, the
@@ -421,6 +446,17 @@ class _Decider:
                 notes.append(note)
             if res.plan is not None:
                 break
+        if res.plan is None and t.task.qos_tier == "BRONZE" and self.rargs.lend_bronze \
+                and reservations.held_devices(s):
+            undone = reservations.unhold_all(s)      # bronze may borrow GPUs tokens hold, until claimed
+            try:
+                lctx = CycleContext(s, req, task_id, seed, strategy.config)
+                lres = run_cycle(strategy.profile, lctx)
+            finally:
+                reservations.rehold(s, undone)
+            if lres.plan is not None:
+                res, ctx = lres, lctx
+                notes.append("reservation: lent GPUs a token holds (preempted when its owner claims them)")
         path = ["retry from queue" if retry else "submitted", *mpath, *notes, *res.path]
         if ctx.scratch.get("batch_note"):
             path.insert(len(path) - 1 if res.plan is not None else len(path), ctx.scratch["batch_note"])
@@ -445,23 +481,30 @@ class _Decider:
                f"({lost_s:g} s of work lost) makes room: lowest tier and priority first, then fewest, "
                f"then least work lost")
         victims = plan.victim_ids
-        for v in plan.victims:
-            vt = s.tasks[v.task_id]
-            node = vt.node
-            eid, did = self._ids(m.TaskPreempted.KIND)
-            vpath = [f"preempted by {task_id} ({tier})", why, f"victims: {', '.join(victims)}",
-                     f"grace {q.grace_ms} ms, then queued again"]
-            self.emit(m.TaskPreempted(event_id=eid, decision_id=did, task_id=v.task_id, tenant=vt.task.tenant,
-                                      cell=s.cell, node_id=node, preempted_by=task_id,
-                                      reason=f"preempted by {task_id} ({tier} priority {t.task.priority}) on {node}",
-                                      provenance=self.provenance(None, vpath, strategy, rule), grace_ms=q.grace_ms,
-                                      work_lost_ms=v.work_lost_ms, victims=victims))
-            conn = s.nodes[node].connector or "sim"
-            self.outs.append(m.StopCommand(event_id=f"{did}/stop", task_id=v.task_id, cell=s.cell, node_id=node,
-                                           connector=conn, reason=f"preempted by {task_id}", issued_at=self.at,
-                                           grace_ms=q.grace_ms))
+        self.evict([(v.task_id, v.work_lost_ms) for v in plan.victims], task_id, f"preempted by {task_id} ({tier})",
+                   f"preempted by {task_id} ({tier} priority {t.task.priority})", why, strategy, rule)
         path.append(f"preempt: {why}; victims {', '.join(victims)}")
         return plan
+
+    def evict(self, victims: list[tuple[str, int]], by: str, head: str, reason: str, why: str,
+              strategy: Strategy | None = None, rule: Optional[str] = None) -> None:
+        """TaskPreempted for each ``(task id, work lost ms)`` (its place freed now, queued
+        again after its grace) and a StopCommand to its connector."""
+        s, q = self.s, self.qos
+        ids = tuple(v for v, _ in victims)
+        for vid, lost_ms in victims:
+            vt = s.tasks[vid]
+            node = vt.node
+            eid, did = self._ids(m.TaskPreempted.KIND)
+            vpath = [head, why, f"victims: {', '.join(ids)}", f"grace {q.grace_ms} ms, then queued again"]
+            self.emit(m.TaskPreempted(event_id=eid, decision_id=did, task_id=vid, tenant=vt.task.tenant,
+                                      cell=s.cell, node_id=node, preempted_by=by, reason=f"{reason} on {node}",
+                                      provenance=self.provenance(None, vpath, strategy, rule), grace_ms=q.grace_ms,
+                                      work_lost_ms=lost_ms, victims=ids))
+            conn = s.nodes[node].connector or "sim"
+            self.outs.append(m.StopCommand(event_id=f"{did}/stop", task_id=vid, cell=s.cell, node_id=node,
+                                           connector=conn, reason=f"preempted by {by}", issued_at=self.at,
+                                           grace_ms=q.grace_ms))
 
     def _placed(self, task_id: str, t: TaskRecord, node_id: str, devices: list[int],
                 prov: m.Provenance) -> None:
@@ -476,6 +519,11 @@ class _Decider:
         """Run one cycle for a known task; emit Placed / Pending / Unschedulable (or wait for
         the batch window). A gold or silver task that does not fit may preempt (qos)."""
         s, t = self.s, self.s.tasks[task_id]
+        label = t.task.labels.get(reservations.LABEL)
+        if label:
+            claimed = self.claim(task_id, t, label, retry)
+            if claimed is not None:
+                return claimed
         gang = gang_of(t.task)
         if gang is not None:
             return self.schedule_gang(task_id, *gang, retry=retry)
@@ -510,6 +558,145 @@ class _Decider:
             reasons = (m.PendingReason(reason=res.status.reason or "no nodes", nodes=s.n_nodes),)
         self.pend(task_id, reasons, self.provenance(res, path + ["queued"], strategy, rule))
         return False
+
+    # ------------------------------------------------------------------ reservations (C4)
+    def claim(self, task_id: str, t: TaskRecord, label: str, retry: bool) -> Optional[bool]:
+        """A task naming a token: before its window it waits (pending, no cycle); in its window
+        it takes the token's GPUs at once — held ones, then free ones, then those lent to
+        bronze work (preempted) — and, with ``release_unused``, what it leaves goes back to
+        the pool. None: the token cannot serve it (unknown, another tenant's, its node not
+        ready, its GPUs busy with other work): it is scheduled like any task."""
+        s = self.s
+        tok = reservations.find(s, label)
+        if tok is None or tok["tenant"] != t.task.tenant:
+            return None
+        rid = tok["rid"]
+        if s.now < tok["start"]:
+            if task_id not in tok["waiting"]:
+                tok["waiting"].append(task_id)
+            if not retry:
+                why = f"waiting for its reservation {rid}: the window opens at {tok['start']}"
+                self.pend(task_id, (m.PendingReason(reason=why, nodes=0),),
+                          self.provenance(None, ["submitted", f"reservation {rid} on {tok['node']}", why]))
+            return False
+        req = t.task.request
+        g = req.gpu_count if req.kind == "whole" else 1 if req.kind == "shared" else 0
+        row = s.node_index[tok["node"]]
+        if not s.ready[row] or s.health[row] != READY:
+            return None
+        in_use = {d for c in tok["claimed_by"] if (ct := s.tasks.get(c)) is not None and ct.status in HOLDING
+                  and ct.node == tok["node"] for d in ct.devices}
+        mine = [d for d in tok["devices"] if d not in in_use]
+        lent = {int(k): v for k, v in tok["lent"].items()}
+        held = [d for d in mine if d in tok["held"]]
+        free = [d for d in mine if d not in tok["held"] and d not in lent and s.gpu_free[row, d] == 1000]
+        borrowed = [d for d in mine if d in lent]
+        chosen = (held + free + borrowed)[:g]
+        if len(chosen) < g:
+            return None
+        victims = sorted({v for d in chosen for v in lent.get(d, ())
+                          if (vt := s.tasks.get(v)) is not None and vt.status in HOLDING},
+                         key=lambda v: s.tasks[v].seq)
+        cpu = s.cpu_free[row] + sum(s.tasks[v].task.request.cpu for v in victims)
+        mem = s.mem_free[row] + sum(s.tasks[v].task.request.mem for v in victims)
+        if cpu < req.cpu or mem < req.mem:
+            return None
+        path = ["retry from queue" if retry else "submitted",
+                f"reservation {rid}: claimed gpu{sorted(chosen)} on {tok['node']} "
+                f"(window {tok['start']}..{tok['end']}, paid {tok['price']:g} per GPU-hour)"]
+        if victims:
+            why = f"the owner of reservation {rid} claims the GPUs lent to them"
+            self.evict([(v, max(0, s.now - s.tasks[v].placed_at)) for v in victims], task_id,
+                       f"preempted by {task_id} (reservation {rid})", f"reservation {rid} claimed by {task_id}", why)
+            self.requeue_preempted()
+            path.append(f"preempted lent work: {', '.join(victims)}")
+        path.append(f"bind {tok['node']}")
+        s.decisions += 1
+        self._placed(task_id, t, tok["node"], sorted(chosen), self.provenance(None, path))
+        unused = [d for d in tok["devices"] if d not in in_use and d not in chosen]
+        if unused and self.rargs.release_unused:
+            eid, did = self._ids(m.ReservationReleased.KIND)
+            self.emit(m.ReservationReleased(
+                event_id=eid, reservation_id=rid, cell=s.cell, at=s.now, gpu_devices=tuple(unused),
+                node_id=tok["node"], claimed_by=task_id,
+                reason=f"unused by its claimant {task_id}: reserved {len(tok['devices'])} GPUs, runs on {g}",
+                provenance=self.provenance(None, [f"reservation {rid} claimed by {task_id}",
+                                                  f"gpu{unused} unused: back to the pool at once"])))
+        return True
+
+    def clear_bids(self) -> None:
+        """The clearing: this period's bids through ``auction.clear``; a ReservationGranted or
+        ReservationRejected for each, with its provenance."""
+        s, a = self.s, self.rargs
+        bids = reservations.take_bids(s, a)
+        if not bids:
+            return
+        by_id = {b.bid_id: b for b in bids}
+        mech = f"{a.mechanism} clearing at {s.now} ({len(bids)} bids)"
+        for o in auction.clear(reservations.plan_of(s), bids, s.now, a):
+            b = by_id[o.bid_id]
+            if isinstance(o, auction.Grant):
+                eid, _ = self._ids(m.ReservationGranted.KIND)
+                rid = reservations.rid_of(b.bid_id)
+                hold_from = max(s.now, o.start - a.hold_ahead_ms)
+                purge_at = o.start + a.purge_idle_ms if a.purge_idle_ms else None
+                path = [mech, o.note, f"token {rid}: gpu{list(o.devices)} on {o.node_id}, window {o.start}..{o.end}",
+                        f"holds from {hold_from}; " + (f"expires unclaimed at {purge_at}" if purge_at else
+                                                       "lasts its window")]
+                self.emit(m.ReservationGranted(
+                    event_id=eid, reservation_id=rid, bid_id=b.bid_id, tenant=b.tenant, cell=s.cell,
+                    node_id=o.node_id, gpu_devices=o.devices, start_at=o.start, end_at=o.end,
+                    clearing_price=round(o.price, 6), provenance=self.provenance(None, path), bid_price=b.price,
+                    wanted_gpus=b.gpus, cpu_milli=b.cpu, memory_mib=b.mem, purge_at=purge_at,
+                    hold_from=hold_from))
+            else:
+                eid, _ = self._ids(m.ReservationRejected.KIND)
+                self.emit(m.ReservationRejected(
+                    event_id=eid, bid_id=b.bid_id, tenant=b.tenant, cell=s.cell, reason=o.reason,
+                    needed_price=o.needed_price, at=s.now, provenance=self.provenance(None, [mech, o.reason])))
+
+    def reservation_clock(self) -> bool:
+        """On the cell clock: clear due bids, start holds, serve claimants whose window opened,
+        expire unclaimed tokens, close claimed ones whose window ended. True if GPUs went back."""
+        s, a = self.s, self.rargs
+        b = reservations.book(s)
+        if b["next_clear"] and s.now >= b["next_clear"]:
+            self.clear_bids()
+        freed = False
+        for rid in sorted(b["tokens"], key=lambda r: (b["tokens"][r]["start"], r)):
+            tok = b["tokens"].get(rid)
+            if tok is None:
+                continue
+            if tok["status"] == reservations.GRANTED and s.now >= tok["hold_from"]:
+                reservations.begin_hold(s, rid, a.lend_bronze)
+            if tok["waiting"] and s.now >= tok["start"]:
+                for tid in list(tok["waiting"]):
+                    tok["waiting"].remove(tid)
+                    if s.tasks[tid].status == PENDING:
+                        self.schedule(tid, retry=True)
+            unclaimed = tok["status"] != reservations.CLAIMED
+            if unclaimed and (s.now >= tok["end"] or (tok["purge_at"] is not None and s.now >= tok["purge_at"])):
+                why = ("its window ended unclaimed" if s.now >= tok["end"] else
+                       f"unclaimed {(s.now - tok['start']) / 1000:g} s after its window opened "
+                       f"(purge after {a.purge_idle_ms / 1000:g} s)")
+                eid, _ = self._ids(m.ReservationExpired.KIND)
+                self.emit(m.ReservationExpired(
+                    event_id=eid, reservation_id=rid, cell=s.cell, at=s.now, reason=why,
+                    gpu_devices=tuple(tok["devices"]), node_id=tok["node"],
+                    provenance=self.provenance(None, [f"cell clock {s.now}", f"reservation {rid}: {why}",
+                                                      "its GPUs go back to the pool"])))
+                freed = True
+            elif not unclaimed and s.now >= tok["end"]:
+                if tok["held"]:
+                    eid, _ = self._ids(m.ReservationReleased.KIND)
+                    self.emit(m.ReservationReleased(
+                        event_id=eid, reservation_id=rid, cell=s.cell, at=s.now, gpu_devices=tuple(tok["held"]),
+                        node_id=tok["node"], claimed_by=",".join(tok["claimed_by"]),
+                        reason="its window ended: GPUs its claimants did not use go back",
+                        provenance=self.provenance(None, [f"cell clock {s.now}", f"reservation {rid} window ended"])))
+                    freed = True
+                reservations.close(s, rid)
+        return freed
 
     # ------------------------------------------------------------------ QoS: moves, grace, batch
     def migrate(self, task_id: str, cause: str, since: int, reserve_first: bool) -> bool:
@@ -671,7 +858,7 @@ class _Decider:
         heartbeats, close the batch window, retry the queue (and stalled moves) periodically."""
         s, a = self.s, self.strategy.args
         self.requeue_preempted()
-        retry = False
+        retry = bool(s.reservations) and self.reservation_clock()
         watched = np.flatnonzero(s.last_heartbeat >= 0)
         if watched.size:
             silent = s.now - s.last_heartbeat[watched]
@@ -840,6 +1027,10 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
     if isinstance(event, m.CellTick):
         d.tick()
         return state, d.outs
+
+    if isinstance(event, m.ReservationBid):
+        reservations.add_bid(state, event, d.rargs)     # RejectedInput names what is wrong
+        return state, []
 
     if isinstance(event, m.NodeHeartbeat):
         evolve(state, event)

@@ -443,6 +443,26 @@ class ReservationGranted:
     end_at: int
     clearing_price: float
     provenance: Provenance
+    bid_price: float = 0.0
+    wanted_gpus: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    purge_at: Optional[int] = None
+    hold_from: Optional[int] = None
+
+
+@_record
+@dataclass(**_FROZEN)
+class ReservationRejected:
+    KIND: ClassVar[str] = "ReservationRejected"
+    event_id: str
+    bid_id: str
+    tenant: str
+    cell: str
+    reason: str
+    needed_price: Optional[float] = None
+    at: int
+    provenance: Provenance
 
 
 @_record
@@ -453,6 +473,10 @@ class ReservationExpired:
     reservation_id: str
     cell: str
     at: int
+    reason: str = ""
+    gpu_devices: tuple[int, ...] = ()
+    node_id: str = ""
+    provenance: Optional[Provenance] = None
 
 
 @_record
@@ -464,6 +488,10 @@ class ReservationReleased:
     cell: str
     reason: str = ""
     at: int
+    gpu_devices: tuple[int, ...] = ()
+    node_id: str = ""
+    claimed_by: str = ""
+    provenance: Optional[Provenance] = None
 
 
 # =========================================================================== other events
@@ -592,6 +620,8 @@ class ReservationBid:
     duration_ms: int
     price: float
     at: int
+    latest_start_at: Optional[int] = None
+    gang: bool = True
 
 
 @_record
@@ -608,9 +638,10 @@ class PrewarmCommand:
 
 # =========================================================================== kinds, once
 CellInput = Union[NodeRegistered, NodeStatusChanged, TaskSubmitted, TaskCancelled, TaskStatusChanged,
-                  PolicyChanged, CellTick, NodeHeartbeat, NodeConditionChanged, LinkMetrics]
+                  PolicyChanged, CellTick, NodeHeartbeat, NodeConditionChanged, LinkMetrics, ReservationBid]
 Decision = Union[TaskPlaced, TaskPending, TaskUnschedulable, TaskReleased, TaskPreempted, TaskMigrated,
-                 TaskLost, NodeHealthChanged, ReservationGranted, ReservationExpired, ReservationReleased]
+                 TaskLost, NodeHealthChanged, ReservationGranted, ReservationRejected, ReservationExpired,
+                 ReservationReleased]
 
 CELL_INPUT_KINDS: frozenset[str] = frozenset(c.KIND for c in typing.get_args(CellInput))
 """What intake forwards to the cell log and the scheduler consumes."""

@@ -42,7 +42,7 @@ DRAINING = "DRAINING"       # node status: no new work; gold tasks move off rese
 HOLDING = frozenset({PLACED, DISPATCHED, RUNNING})          # statuses that hold resources
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, UNSCHEDULABLE})
 
-SNAPSHOT_VERSION = 3        # 3: QoS (queue keys, preemption grace, moves, batch window); older ones are refused: replay
+SNAPSHOT_VERSION = 4        # 4: reservation tokens hold GPUs in gpu_free; 3: QoS; older ones are refused: replay
 
 _I64 = np.int64
 
@@ -125,7 +125,7 @@ class CellState:
         self.offsets: dict[str, int] = {}     # "topic/partition" -> last applied offset
         self.policy = Policy()
         self.class_counts: dict[str, int] = {}  # running histogram of submitted task shapes
-        self.reservations: dict[str, Any] = {}  # room for advance reservations (C4)
+        self.reservations: dict[str, Any] = {}  # bids and tokens (C4; reservations.py)
         self.grace: list[list] = []             # sorted [requeue_at, task_id] of PREEMPTED tasks
         self.batch_close_at = 0                 # cell clock when the open batch window closes; 0 = none open
         self.batch_due: list[str] = []          # batch tasks of a closed window still to be solved
@@ -419,6 +419,9 @@ class CellState:
                 for d in devices:
                     used_gpu[row, d] += t.task.request.gpu_milli
         assert (self.cpu_cap - self.cpu_free == used_cpu).all()
+        from .reservations import held_pairs      # GPUs held by reservation tokens count as used
+        for row, d in held_pairs(self):
+            used_gpu[row, d] += GPU_MILLI
         real = self.gpu_free >= 0
         assert (np.where(real, GPU_MILLI - self.gpu_free, 0) == used_gpu).all()
 

@@ -10,8 +10,8 @@
 * **Order**: by time; at the same millisecond departures come before arrivals (resources
   free first), then trace order.
 * **Cluster**: the node list, optionally shrunk to a seeded sample (:func:`shrink`).
-* **Clock**: a ``CellTick`` goes in before an input whenever a preempted task's grace or the
-  batch window ends before it (:func:`next_due`).
+* **Clock**: a ``CellTick`` goes in before an input whenever a preempted task's grace, the
+  batch window or a reservation rule falls due before it (:func:`next_due`).
 * **Policy**: ``PolicyChanged`` first, with ``seed`` and, for fgd/default, the pod list's
   typical tasks (as the FGD protocol does) unless the policy sets them.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from suanli.errors import ReplayError
-from suanli.processors import CellState, decide
+from suanli.processors import CellState, decide, reservations
 from suanli.processors.model import (CellTick, NodeRegistered, PolicyChanged, TaskCancelled, TaskStatusChanged,
                                      TaskSubmitted, from_avro)
 from suanli.processors.frag import TypicalTasks
@@ -120,10 +120,12 @@ def build(nodes_csv: str | Path, pods_csv: str | Path, *, shrink_fraction: float
 
 def next_due(state: CellState, until: int) -> int | None:
     """The first time before ``until`` at which a clock rule falls due — a preempted task's
-    grace ends, the batch window closes — or None (a live cell's ticker would say so within a
+    grace ends, the batch window closes, a reservation rule (clearing, hold, window, purge;
+    ``processors/reservations.next_due``) — or None (a live cell's ticker would say so within a
     tick). Periodic retries are not ticked: departures retry the queue here, and a tick a
     second over a trace that spans months would cost more than the run."""
-    due = [t for t in ((state.grace[0][0] if state.grace else None), state.batch_close_at or None)
+    due = [t for t in ((state.grace[0][0] if state.grace else None), state.batch_close_at or None,
+                       reservations.next_due(state))
            if t is not None and t < until]
     return max(int(min(due)), state.now) if due else None
 

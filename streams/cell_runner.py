@@ -34,7 +34,7 @@ from suanli.streams.intake import dead_letter
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
 
-SNAPSHOT_FORMAT = 3       # 3: cell states with QoS (processors/state.py SNAPSHOT_VERSION 3)
+SNAPSHOT_FORMAT = 4       # 4: cell states with reservation tokens (processors/state.py SNAPSHOT_VERSION 4)
 
 
 @dataclass

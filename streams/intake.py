@@ -41,7 +41,7 @@ def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecor
       heartbeats, telemetry condition changes, policies, ticks, links of a cell) -> forwarded
       verbatim to the cell log, keyed by its cell (a link with no cell: nothing)
     - a DispatchAck -> TaskStatusChanged DISPATCHED (accepted) or FAILED (refused)
-    - anything else (raw metrics, bids) -> nothing here: the telemetry worker reads the
+    - anything else (raw metrics) -> nothing here: the telemetry worker reads the
       metrics, so the scheduler's input stays small
     """
     try:

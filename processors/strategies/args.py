@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 from ..args import DEFAULT, arg
 from ..matching import Rule
 from ..qos import QosArgs
+from ..reservation_args import ReservationArgs
 from ..telemetry import TelemetryArgs
 
 # equal scores: a seeded draw, the smallest node id, the lowest row, or the BestFit score
@@ -55,6 +56,9 @@ class StrategyArgs:
                               "(CellTick); 0 = only when resources are released", ge=0)
     qos: QosArgs = arg(QosArgs(), "QoS pools, preemption, aging, migration and the urgent and batch "
                        "scheduling tiers (processors/qos.py)")
+    reservations: ReservationArgs = arg(ReservationArgs(), "advance reservations: the auction clearing bids "
+                                        "and the tokens' holds, lending, purge and release "
+                                        "(processors/reservation_args.py)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,339 @@
+"""Reservation tokens in the cell state (C4): bids waiting for the clearing, tokens, their
+holds on GPUs, lending to bronze work, claims, purge and release. Pure functions over a
+:class:`~suanli.processors.state.CellState`; the decisions that drive them are made in
+``core.py`` and the clearing itself is ``auction.py``.
+
+``state.reservations`` (JSON, in every snapshot) holds::
+
+    {"bids": [bid, ...],            # received, not yet cleared (arrival order)
+     "next_clear": ms,              # cell-clock time of the next clearing (0 = none due)
+     "tokens": {rid: token, ...},   # live tokens (ended ones are dropped)
+     "by_node": {node: [rid, ...]}} # index of live tokens per node
+
+A token: ``rid, bid_id, tenant, node, devices`` (its GPUs), ``start, end`` (its window),
+``occupied_until`` (``end`` on the slot grid), ``hold_from``, ``purge_at`` (None = lasts
+its window), ``price, cpu, mem``, ``status`` GRANTED (not holding yet) | HELD (holding,
+unclaimed) | CLAIMED, ``held`` (GPUs it holds now: taken out of ``gpu_free`` as if a task
+held them whole), ``lent`` (``{device: [bronze task ids]}`` running on its GPUs until the
+owner comes), ``claimed_by`` (task ids), ``waiting`` (claimants that came before the window).
+
+**Holds.** From ``hold_from`` the token holds each of its GPUs that is free, and takes the
+others as they free (before the queue sees them). A GPU busy with bronze work at that
+moment is *lent* (the work goes on and is preempted at the claim). A held GPU is invisible
+to every task except bronze work that finds no other place (``lend_bronze``) and the
+token's claimants. Tokens hold GPUs only; CPU and memory are checked at the claim.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+import numpy as np
+
+from suanli.errors import RejectedInput
+
+from . import auction
+from . import model as m
+from .model import GPU_MILLI
+from .reservation_args import ReservationArgs
+
+GRANTED, HELD, CLAIMED = "GRANTED", "HELD", "CLAIMED"
+LABEL = "reservation"
+BRONZE = "BRONZE"
+
+
+def book(s: Any) -> dict[str, Any]:
+    """``state.reservations`` with its keys present."""
+    r = s.reservations
+    if "tokens" not in r:
+        r.update(bids=[], next_clear=0, tokens={}, by_node={})
+    return r
+
+
+def rid_of(bid_id: str) -> str:
+    """The token id of a bid (one token per bid)."""
+    return f"rsv-{bid_id}"
+
+
+# ------------------------------------------------------------------------------ bids
+def bid_of(e: m.ReservationBid) -> auction.Bid:
+    """The bid, normalised; :class:`RejectedInput` says what is wrong with a malformed one."""
+    r = e.resources
+    where = f"ReservationBid {e.bid_id!r}"
+    if not e.bid_id:
+        raise RejectedInput("ReservationBid without a bid_id")
+    if r.gpu_count < 1:
+        raise RejectedInput(f"{where}: gpu_count must be >= 1 (a token reserves whole GPUs), not {r.gpu_count}")
+    if e.duration_ms <= 0:
+        raise RejectedInput(f"{where}: duration_ms must be > 0, not {e.duration_ms}")
+    if e.price < 0:
+        raise RejectedInput(f"{where}: price must be >= 0, not {e.price}")
+    latest = e.start_at if e.latest_start_at is None else e.latest_start_at
+    if latest < e.start_at:
+        raise RejectedInput(f"{where}: latest_start_at {latest} is before start_at {e.start_at}")
+    return auction.Bid(bid_id=e.bid_id, tenant=e.tenant, gpus=r.gpu_count, models=tuple(sorted(set(r.gpu_models))),
+                       gpu_memory_mib=r.gpu_memory_mib, cpu=r.cpu_milli, mem=r.memory_mib, earliest=e.start_at,
+                       latest=latest, duration_ms=e.duration_ms, price=e.price, at=e.at, gang=e.gang)
+
+
+def add_bid(s: Any, e: m.ReservationBid, args: ReservationArgs) -> bool:
+    """Keep a valid bid for the next clearing (False: a duplicate id). Sets the clearing time
+    to the next multiple of ``clear_every_ms`` after now."""
+    b = book(s)
+    bid = bid_of(e)
+    if any(x["bid_id"] == bid.bid_id for x in b["bids"]) or rid_of(bid.bid_id) in b["tokens"]:
+        return False
+    b["bids"].append({f: getattr(bid, f) for f in bid.__slots__} | {"models": list(bid.models)})
+    if not b["next_clear"]:
+        p = args.clear_every_ms
+        b["next_clear"] = (s.now // p + 1) * p
+    return True
+
+
+def take_bids(s: Any, args: ReservationArgs) -> list[auction.Bid]:
+    """The bids of this clearing (at most ``max_bids``, in arrival order); the rest stay."""
+    b = book(s)
+    now_bids, b["bids"] = b["bids"][:args.max_bids], b["bids"][args.max_bids:]
+    p = args.clear_every_ms
+    b["next_clear"] = (s.now // p + 1) * p if b["bids"] else 0
+    return [auction.Bid(**(d | {"models": tuple(d["models"])})) for d in now_bids]
+
+
+# ------------------------------------------------------------------------------ the plan
+def plan_of(s: Any) -> auction.Plan:
+    """The capacity plan: every node, the windows of live tokens, and the GPUs non-bronze
+    work holds now."""
+    nodes = []
+    for r, nid in enumerate(s.node_ids):
+        n = s.nodes[nid]
+        nodes.append(auction.NodeCap(nid, int(s.gpu_count[r]), n.gpu_model, n.gpu_memory_mib, int(s.cpu_cap[r]),
+                                     int(s.mem_cap[r]), bool(s.ready[r]) and s.health[r] == "READY"))
+    plan = auction.Plan(nodes)
+    for tok in book(s)["tokens"].values():
+        plan.add(s.node_index[tok["node"]], tuple(tok["devices"]), tok["start"], tok["occupied_until"])
+    busy: dict[int, set[int]] = {}
+    for t in s.tasks.values():
+        if t.node is not None and t.devices and t.status in ("PLACED", "DISPATCHED", "RUNNING") \
+                and t.task.qos_tier != BRONZE:
+            busy.setdefault(s.node_index[t.node], set()).update(t.devices)
+    plan.busy_now = {r: frozenset(d) for r, d in busy.items()}
+    return plan
+
+
+# ------------------------------------------------------------------------------ holds
+def _hold(s: Any, row: int, d: int) -> None:
+    s.gpu_free[row, d] -= GPU_MILLI
+    s._refresh_gpu_row(row)
+    s._tag_delta(row, 1, GPU_MILLI, +1)
+    s.touch(row)
+
+
+def _unhold(s: Any, row: int, d: int) -> None:
+    s._tag_delta(row, 1, GPU_MILLI, -1)
+    s.gpu_free[row, d] += GPU_MILLI
+    s._refresh_gpu_row(row)
+    s.touch(row)
+
+
+def _on_node(s: Any, node: str) -> list[dict[str, Any]]:
+    b = book(s)
+    return [b["tokens"][rid] for rid in b["by_node"].get(node, ())]
+
+
+def _users(s: Any, node: str, d: int) -> list[str]:
+    """Tasks holding GPU ``d`` of ``node`` now."""
+    return sorted((tid for tid, t in s.tasks.items()
+                   if t.node == node and d in t.devices and t.status in ("PLACED", "DISPATCHED", "RUNNING")),
+                  key=lambda tid: s.tasks[tid].seq)
+
+
+def fill(s: Any, node: str) -> None:
+    """Held tokens on ``node`` take their GPUs that are free now (earliest window first) and
+    forget borrowers that no longer hold them."""
+    toks = [t for t in _on_node(s, node) if t["status"] in (HELD, CLAIMED)]
+    if not toks:
+        return
+    row = s.node_index[node]
+    taken = {d for t in toks for d in t["held"]}
+    for tok in sorted(toks, key=lambda t: (t["start"], t["rid"])):
+        for key in list(tok["lent"]):
+            still = [tid for tid in tok["lent"][key]
+                     if (t := s.tasks.get(tid)) is not None and t.node == node and int(key) in t.devices
+                     and t.status in ("PLACED", "DISPATCHED", "RUNNING")]
+            if still:
+                tok["lent"][key] = still
+            else:
+                del tok["lent"][key]
+        if tok["status"] == CLAIMED:
+            continue                 # what a claim left unused either went back or stays held as it is
+        for d in tok["devices"]:
+            if d not in taken and str(d) not in tok["lent"] and s.gpu_free[row, d] == GPU_MILLI:
+                _hold(s, row, d)
+                tok["held"].append(d)
+                taken.add(d)
+
+
+def begin_hold(s: Any, rid: str, lend: bool) -> None:
+    """The token starts to hold: free GPUs now, bronze-busy ones lent (when ``lend``), the
+    others as they free."""
+    tok = book(s)["tokens"][rid]
+    tok["status"] = HELD
+    if lend:
+        for d in tok["devices"]:
+            users = _users(s, tok["node"], d)
+            if users and all(s.tasks[u].task.qos_tier == BRONZE for u in users):
+                tok["lent"][str(d)] = users
+    fill(s, tok["node"])
+
+
+def granted(s: Any, e: m.ReservationGranted, args: ReservationArgs) -> None:
+    """Evolve: a new token (holding at once if its hold time has come)."""
+    b = book(s)
+    rid = e.reservation_id
+    if rid in b["tokens"]:
+        return
+    b["tokens"][rid] = {
+        "rid": rid, "bid_id": e.bid_id, "tenant": e.tenant, "node": e.node_id, "devices": list(e.gpu_devices),
+        "start": e.start_at, "end": e.end_at, "occupied_until": auction._round_up(e.end_at, args.slot_ms),
+        "hold_from": e.hold_from if e.hold_from is not None else e.start_at, "purge_at": e.purge_at,
+        "price": e.clearing_price, "cpu": e.cpu_milli, "mem": e.memory_mib, "status": GRANTED,
+        "held": [], "lent": {}, "claimed_by": [], "waiting": []}
+    b["by_node"].setdefault(e.node_id, []).append(rid)
+    if b["tokens"][rid]["hold_from"] <= s.now:
+        begin_hold(s, rid, args.lend_bronze)
+
+
+def _drop(s: Any, rid: str, devices: Optional[Iterable[int]] = None) -> None:
+    """Give back the held GPUs among ``devices`` (all when None); with None the token ends."""
+    b = book(s)
+    tok = b["tokens"].get(rid)
+    if tok is None:
+        return
+    row = s.node_index[tok["node"]]
+    give = set(tok["devices"] if devices is None else devices)
+    for d in [d for d in tok["held"] if d in give]:
+        _unhold(s, row, d)
+        tok["held"].remove(d)
+    if devices is None:
+        del b["tokens"][rid]
+        b["by_node"][tok["node"]].remove(rid)
+        if not b["by_node"][tok["node"]]:
+            del b["by_node"][tok["node"]]
+    else:
+        tok["devices"] = [d for d in tok["devices"] if d not in give]
+        for d in give:
+            tok["lent"].pop(str(d), None)
+
+
+def released(s: Any, e: m.ReservationReleased) -> None:
+    """Evolve: the GPUs named go back to the pool (held ones are unheld) and leave the token."""
+    _drop(s, e.reservation_id, e.gpu_devices)
+
+
+def close(s: Any, rid: str) -> None:
+    """A claimed token's window is over: it is forgotten (its claimants run on as tasks)."""
+    _drop(s, rid)
+
+
+def expired(s: Any, e: m.ReservationExpired) -> None:
+    """Evolve: the token ends; its GPUs go back; borrowers keep running as ordinary work."""
+    _drop(s, e.reservation_id)
+
+
+def find(s: Any, label: Optional[str]) -> Optional[dict[str, Any]]:
+    """The live token a task's ``reservation`` label names (its id or its bid's id)."""
+    if not label:
+        return None
+    toks = book(s)["tokens"]
+    return toks.get(label) or toks.get(rid_of(label))
+
+
+def on_placed(s: Any, e: m.TaskPlaced) -> None:
+    """Evolve hook, before the allocation: GPUs of ``e`` that a token holds are handed over —
+    to the token's claimant (the token is CLAIMED) or lent to a bronze borrower."""
+    toks = _on_node(s, e.node_id)
+    if not toks:
+        return
+    t = s.tasks[e.task_id]
+    row = s.node_index[e.node_id]
+    mine = find(s, t.task.labels.get(LABEL))
+    for tok in toks:
+        for d in e.gpu_devices:
+            if d in tok["held"]:
+                _unhold(s, row, d)
+                tok["held"].remove(d)
+                if tok is not mine:
+                    tok["lent"].setdefault(str(d), []).append(e.task_id)
+        if tok is mine:
+            tok["status"] = CLAIMED
+            if e.task_id not in tok["claimed_by"]:
+                tok["claimed_by"].append(e.task_id)
+            if e.task_id in tok["waiting"]:
+                tok["waiting"].remove(e.task_id)
+
+
+def unhold_all(s: Any) -> list[tuple[int, int]]:
+    """Give back every GPU held by an unclaimed token, for one lending cycle; returns what to
+    :func:`rehold` after it."""
+    out = []
+    for tok in book(s)["tokens"].values():
+        if tok["status"] == HELD:
+            row = s.node_index[tok["node"]]
+            for d in tok["held"]:
+                _unhold(s, row, d)
+                out.append((row, d))
+    return out
+
+
+def rehold(s: Any, undone: list[tuple[int, int]]) -> None:
+    for row, d in undone:
+        _hold(s, row, d)
+
+
+# ------------------------------------------------------------------------------ readings
+def tokens(s: Any) -> list[dict[str, Any]]:
+    """Live tokens (copies), by window start then id."""
+    return sorted((dict(t) for t in book(s)["tokens"].values()), key=lambda t: (t["start"], t["rid"]))
+
+
+def held_devices(s: Any) -> int:
+    """GPUs held by tokens now and used by nobody (reserved but idle)."""
+    return sum(len(t["held"]) for t in book(s)["tokens"].values())
+
+
+def lent_devices(s: Any) -> int:
+    """Held GPUs lent to bronze work now."""
+    return sum(len(t["lent"]) for t in book(s)["tokens"].values())
+
+
+def free_view(s: Any) -> np.ndarray:
+    """``gpu_free`` with the idle held GPUs counted free: what the cluster would look like
+    without the holds (for honest fragmentation figures)."""
+    g = s.gpu_free.copy()
+    for t in book(s)["tokens"].values():
+        row = s.node_index[t["node"]]
+        for d in t["held"]:
+            g[row, d] += GPU_MILLI
+    return g
+
+
+def held_pairs(s: Any) -> list[tuple[int, int]]:
+    """(row, device) of every held GPU (``CellState.check`` counts them as used)."""
+    return [(s.node_index[t["node"]], d) for t in book(s)["tokens"].values() for d in t["held"]]
+
+
+def next_due(s: Any) -> Optional[int]:
+    """The next cell-clock time a reservation rule falls due: the clearing, a hold, a window
+    opening for waiting claimants, a purge, a window end."""
+    b = s.reservations
+    if not b:
+        return None
+    due = [b["next_clear"]] if b.get("next_clear") else []
+    for t in b.get("tokens", {}).values():
+        if t["status"] == GRANTED:
+            due.append(t["hold_from"])
+        if t["waiting"]:
+            due.append(t["start"])
+        if t["status"] != CLAIMED and t["purge_at"] is not None:
+            due.append(t["purge_at"])
+        due.append(t["end"])
+    return min(due) if due else None
