@@ -142,57 +142,56 @@ def _fits_node(n: NodeCap, b: Bid) -> bool:
             and (not b.models or n.model in b.models) and n.gpu_memory_mib >= b.gpu_memory_mib)
 
 
-def _starts(plan: Plan, rows: list[int], b: Bid, now: int) -> list[int]:
-    first = max(b.earliest, now)     # a window never opens in the past
-    cands = {first}
-    for r in rows:
-        for windows in plan.busy.get(r, {}).values():
-            for _, e in windows:
-                if first < e <= b.latest:
-                    cands.add(e)
-    return sorted(cands)
+def _row_start(plan: Plan, r: int, want: int, first: int, latest: int, dur: int, now: int,
+               args: ReservationArgs) -> Optional[tuple[int, list[int]]]:
+    """The earliest start in ``[first, latest]`` at which row ``r`` has ``want`` GPUs free for
+    the whole window, with those GPUs (free now first); None if it never has. Candidate
+    starts are ``first`` and the ends of the row's windows (where capacity appears)."""
+    devs = plan.busy.get(r)
+    cands = [first]
+    if devs:
+        cands += sorted({e for windows in devs.values() for _, e in windows if first < e <= latest})
+    busy_now = plan.busy_now.get(r, frozenset())
+    for start in cands:
+        until = _round_up(start + dur, args.slot_ms)
+        free = _free_devices(plan, r, start, until)
+        if start <= now + args.clear_every_ms:      # opens soon: not on GPUs non-bronze work holds now
+            free = [d for d in free if d not in busy_now]
+        if len(free) >= want:
+            free.sort(key=lambda d: (d in busy_now, d))
+            return start, free
+    return None
 
 
 def place(plan: Plan, b: Bid, now: int, args: ReservationArgs, gpus: Optional[int] = None
           ) -> Optional[tuple[int, tuple[int, ...], int, int, str]]:
     """Where ``b`` (``gpus`` of it, default all) fits in ``plan``: ``(row, devices, start,
-    end, note)`` at the earliest start, or None. Exact: if any node has the GPUs free for
-    some candidate start, one is returned."""
+    end, note)`` at the earliest start any node offers, or None. Exact: if any node has the
+    GPUs free for some start in the bid's range, one is returned."""
     want = b.gpus if gpus is None else gpus
-    rows = plan.rows_for(b, want)
-    if not rows:
-        return None
-    for start in _starts(plan, rows, b, now):
-        end = start + b.duration_ms
-        occupied_until = _round_up(end, args.slot_ms)
-        near = start <= now + args.clear_every_ms
-        best = None
-        for r in rows:
-            free = _free_devices(plan, r, start, occupied_until)
-            if len(free) < want:
-                continue
+    first = max(b.earliest, now)          # a window never opens in the past
+    best = None
+    for r in plan.rows_for(b, want):
+        hit = _row_start(plan, r, want, first, b.latest, b.duration_ms, now, args)
+        if hit is None:
+            continue
+        start, free = hit
+        if args.packing == "first_fit":
+            key: tuple = (start, r)
+        else:
             busy_now = plan.busy_now.get(r, frozenset())
-            if near:
-                free = [d for d in free if d not in busy_now]
-                if len(free) < want:
-                    continue
-            free.sort(key=lambda d: (d in busy_now, d))
-            chosen = tuple(sorted(free[:want]))
-            if args.packing == "first_fit":
-                best = (r, chosen)
-                break
-            key = (sum(d in busy_now for d in chosen), len(free) - want, r)
-            if best is None or key < best[0]:
-                best = (key, (r, chosen))
-                if key[:2] == (0, 0):
-                    break                  # nothing can do better than an exact fit on idle GPUs
-        if best is not None:
-            r, chosen = best if args.packing == "first_fit" else best[1]
-            how = ("first node in order that fits" if args.packing == "first_fit" else
-                   f"least busy now, then best fit ({len(_free_devices(plan, r, start, occupied_until)) - want} "
-                   f"GPUs left free in the window)")
-            return r, chosen, start, end, how
-    return None
+            key = (start, sum(d in busy_now for d in free[:want]), len(free) - want, r)
+        if best is None or key < best[0]:
+            best = (key, r, tuple(sorted(free[:want])), len(free) - want)
+            if key[:-1] == (first,) or key[:-1] == (first, 0, 0):
+                break                      # nothing can do better than this
+    if best is None:
+        return None
+    key, r, chosen, left = best
+    start = key[0]
+    how = ("first node in order that fits" if args.packing == "first_fit" else
+           f"least busy now, then best fit ({left} GPUs left free in the window)")
+    return r, chosen, start, start + b.duration_ms, how
 
 
 def _try(plan: Plan, b: Bid, now: int, args: ReservationArgs):
@@ -233,10 +232,9 @@ def clear(plan: Plan, bids: list[Bid], now: int, args: ReservationArgs) -> list[
         elif b.latest < now:
             out.append(Loss(b.bid_id, f"its latest start {b.latest} has passed (cleared at {now})", None))
     order = [b for b in order if b.price >= args.reserve_price and b.latest >= now]
-    base = plan.copy()              # before this clearing: critical prices are computed from it
-    for i, b in enumerate(order):
-        hit = _try(plan, b, now, args)
-        if args.mechanism == "fcfs":
+    if args.mechanism == "fcfs":
+        for i, b in enumerate(order):
+            hit = _try(plan, b, now, args)
             if hit is None:
                 out.append(Loss(b.bid_id, "no capacity in window (first come, first served)", None))
                 continue
@@ -244,10 +242,19 @@ def clear(plan: Plan, bids: list[Bid], now: int, args: ReservationArgs) -> list[
             plan.add(r, devs, s, _round_up(e, args.slot_ms))
             out.append(Grant(b.bid_id, plan.nodes[r].node_id, devs, s, e, b.price,
                              f"first come, first served (#{i + 1}); {how}; pays its bid"))
-            continue
-        others = order[:i] + order[i + 1:]
+        return out
+    prefix = [plan.copy()]          # prefix[q]: the plan after serving order[:q] (critical prices)
+    hits = []
+    for b in order:
+        hit = _try(plan, b, now, args)
+        hits.append(hit)
+        if hit is not None:
+            r, devs, s, e, _ = hit
+            plan.add(r, devs, s, _round_up(e, args.slot_ms))
+        prefix.append(plan.copy())
+    for i, (b, hit) in enumerate(zip(order, hits)):
         if hit is None:
-            needed = critical_price(base, others, b, now, args)
+            needed = _loser_price(prefix, order, i, now, args)
             if needed is None:
                 out.append(Loss(b.bid_id, "no capacity in window: no node has the GPUs free for it even if "
                                           "it had bid highest", None))
@@ -256,13 +263,45 @@ def clear(plan: Plan, bids: list[Bid], now: int, args: ReservationArgs) -> list[
                                           f"(it bid {b.price:g})", needed))
             continue
         r, devs, s, e, how = hit
-        crit = critical_price(base, others, b, now, args)
-        price = max(args.reserve_price, crit if crit is not None else 0.0)   # <= b.price: it won at its rank
-        plan.add(r, devs, s, _round_up(e, args.slot_ms))
+        price = _winner_price(prefix[i], order, i, now, args)     # <= b.price: it won at its rank
         out.append(Grant(b.bid_id, plan.nodes[r].node_id, devs, s, e, price,
                          f"auction rank {i + 1} of {len(order)} by price; pays its critical price {price:g} "
                          f"(the lowest bid that still wins); {how}"))
     return out
+
+
+def _loser_price(prefix: list[Plan], order: list[Bid], i: int, now: int, args: ReservationArgs) -> Optional[float]:
+    """A loser at rank ``i``: ranked at ``q < i`` it meets the plan ``prefix[q]``; the largest
+    ``q`` where it still wins (monotone: binary search) names the bid it must outrank."""
+    b = order[i]
+    if _try(prefix[0], b, now, args) is None:
+        return None
+    lo, hi = 0, i                    # wins at lo, loses at hi (its own rank)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _try(prefix[mid], b, now, args) is not None:
+            lo = mid
+        else:
+            hi = mid
+    return max(args.reserve_price, order[lo].price)
+
+
+def _winner_price(before: Plan, order: list[Bid], i: int, now: int, args: ReservationArgs) -> float:
+    """A winner at rank ``i``: the others ranked after it are served, in order, without it,
+    from the plan it met (``before``); the first one after which it no longer fits is the bid
+    it must outrank (its price is the critical price); if it always fits, the reserve price."""
+    b = order[i]
+    p = before.copy()
+    mine = set(p.rows_for(b, 1))
+    for c in order[i + 1:]:
+        hit = _try(p, c, now, args)
+        if hit is None:
+            continue
+        r, devs, s, e, _ = hit
+        p.add(r, devs, s, _round_up(e, args.slot_ms))
+        if r in mine and _try(p, b, now, args) is None:    # only a window on its nodes can stop it
+            return max(args.reserve_price, c.price)
+    return args.reserve_price
 
 
 def critical_price(base: Plan, others: list[Bid], b: Bid, now: int, args: ReservationArgs) -> Optional[float]:

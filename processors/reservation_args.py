@@ -38,5 +38,6 @@ class ReservationArgs:
                                "pool at the claim")
     slot_ms: int = arg(60_000, "the time grid of the capacity plan: window starts and ends are rounded to "
                        "it (starts down, ends up)", ge=1)
-    max_bids: int = arg(500, "bids considered per clearing, in arrival order; the rest wait for the next",
+    max_bids: int = arg(64, "bids considered per clearing, in arrival order; the rest wait for the next "
+                        "(exact critical prices cost O(n^2) placements per clearing)",
                         ge=1)

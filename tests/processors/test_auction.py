@@ -120,3 +120,19 @@ def test_frag_packing_prefers_the_node_it_fills_exactly():
     plan.add(1, (0, 1), 0, 10 * H)
     [g] = auction.clear(plan, [bid(0, 2, 1.0)], 0, replace(ARGS, packing="first_fit"))
     assert g.node_id == "n0"
+
+
+def test_fast_critical_prices_equal_the_definition():
+    """The prices ``clear`` computes from its prefix plans equal the plain definition
+    (``critical_price``: re-run the greedy without the bid, ranked at every position)."""
+    rng = random.Random(21)
+    for _ in range(60):
+        bids = random_case(rng) + random_case(rng)
+        bids = [replace(b, bid_id=f"x{i}", at=i) for i, b in enumerate(bids)]
+        order = sorted(bids, key=auction.Bid.rank)
+        res = outcome(bids)
+        for i, b in enumerate(order):
+            want = auction.critical_price(auction.Plan(nodes()), order[:i] + order[i + 1:], b, 0, ARGS)
+            o = res[b.bid_id]
+            got = o.price if isinstance(o, auction.Grant) else o.needed_price
+            assert got == want, (b, o, want)
