@@ -65,6 +65,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     wi.add_argument("--shrink-seed", type=int, default=0, help="timed: seed of the node sample (default 0)")
     wi.add_argument("--load", type=float, default=1.0,
                     help="timed: divide arrival times by this factor (lifetimes kept) to add contention (default 1)")
+    wi.add_argument("--reservations", metavar="RULE",
+                    help="timed: the advance-reservations experiment (replay/reservations_whatif.py): the arms "
+                         "none, hard, flexible and auction, paired by seed (default 42-51), on each --policy "
+                         "strategy (default default,fgd) at --load, the cluster shrunk per seed (default "
+                         "--shrink 0.01); RULE e.g. share=0.25,lead=5m-6h,overrun=1-2,unclaimed=0.1,latest=15m,"
+                         "price=1-4 (any key may be left out)")
     wi.add_argument("--quiet", action="store_true", help="no progress bar (there is none with --json or off a terminal)")
     wi.set_defaults(func=_whatif, needs=NOTHING)
 
@@ -124,6 +130,10 @@ def _whatif(args: argparse.Namespace) -> int:
     from .whatif import contract, run_fgd, run_log, run_timed, validate_sources
 
     mode = validate_sources(args.log, args.nodes, args.pods, args.protocol)
+    if getattr(args, "reservations", None) is not None:
+        if mode != "timed":
+            raise ReplayError("--reservations needs --protocol timed (arrivals and departures)")
+        return _whatif_reservations(args)
     try:
         seeds = parse_seeds(args.seeds)
     except ValueError:
@@ -161,6 +171,40 @@ def _whatif(args: argparse.Namespace) -> int:
         images = report.plots(result, report_dir)
         page = report.html_report(result, images, report_dir / "report.html")
         print(f"report: {page} ({', '.join(p.name for p in images.values())})")
+    print(f"whatif: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    return 0
+
+
+def _whatif_reservations(args: argparse.Namespace) -> int:
+    """``whatif --protocol timed --reservations RULE``: the four arms at one load and share."""
+    from . import reservations_whatif as rw
+    from .fgd_protocol import parse_seeds
+
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError:
+        raise ReplayError(f"--seeds {args.seeds!r}: expected e.g. 42-51 or 42,43") from None
+    if not seeds:
+        raise ReplayError("--seeds names no seed")
+    rule = rw.Rule.parse(args.reservations)
+    strategies = [p.strip() for p in (args.policy or ",".join(rw.DEFAULT_STRATEGIES)).split(",") if p.strip()]
+    for s in strategies:
+        if ":" in s or s.endswith(".json") or s == "recorded":
+            raise ReplayError(f"--reservations takes plain strategy names as --policy, not {s!r}")
+    quiet = args.quiet or bool(args.json)
+    say = (lambda _s: None) if quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    t0 = time.perf_counter()
+    doc = rw.experiment(args.nodes, args.pods, rules=[rule], strategies=strategies, loads=[args.load], seeds=seeds,
+                        shrink=args.shrink if args.shrink is not None else rw.DEFAULT_SHRINK,
+                        workers=args.workers, say=say, command="suanli " + " ".join(sys.argv[1:]),
+                        headline={"strategy": strategies[0], "load": float(args.load), "share": rule.share})
+    rw.print_summary(doc)
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"\nJSON: {args.json}")
+    out = _report_dir(args, "timed") or Path("whatif-report")
+    page = rw.write_report(doc, out)
+    print(f"report: {page}")
     print(f"whatif: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
 
