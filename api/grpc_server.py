@@ -163,6 +163,19 @@ class SuanliServicer(pb_grpc.SuanliServicer):
         return to_message(result, pb.ListBidsResponse)
 
     @_rpc
+    async def GetBid(self, request: pb.GetBidRequest, tenant: str) -> Message:
+        if not 1 <= len(request.bid_id) <= 200:
+            raise ValidationError("bid_id: give the bid id (1 to 200 characters)")
+        return to_message(await self.service.get_bid(tenant, request.bid_id), pb.BidView)
+
+    @_rpc
+    async def ListReservations(self, request: pb.ListReservationsRequest, tenant: str) -> Message:
+        result = await self.service.list_reservations(tenant, cell=_optional(request, "cell"),
+                                                      status=_optional(request, "status"),
+                                                      mine=request.mine, limit=_limit(request, 100))
+        return to_message(result, pb.ListReservationsResponse)
+
+    @_rpc
     async def ListNodes(self, request: pb.ListNodesRequest, tenant: str) -> Message:
         result = await self.service.list_nodes(tenant, cell=_optional(request, "cell"), limit=_limit(request, 1000))
         return to_message(result, pb.ListNodesResponse)

@@ -22,7 +22,7 @@ __all__ = [
     "WhyPendingResponse", "AcceleratorRequest", "TaskResources", "BidView", "ListBidsResponse",
     "NodeView", "ListNodesResponse", "StrategyRef", "Candidate", "FilterOutcome", "Provenance",
     "AuditDecision", "AuditTrail", "Health", "FieldError", "ErrorResponse", "MAX_EPOCH_MS",
-    "NodeStatusRequest", "NodeStatusResponse",
+    "NodeStatusRequest", "NodeStatusResponse", "ReservationView", "ListReservationsResponse",
 ]
 
 MAX_EPOCH_MS = 253_402_300_799_999      # 9999-12-31T23:59:59.999Z: keeps times inside Avro long and sane
@@ -37,17 +37,29 @@ class _Out(BaseModel):
 
 # ----------------------------------------------------------------------- requests
 class BidSpec(BaseModel):
-    """A bid for advance capacity: becomes a ``ReservationBid`` on the raw tasks topic."""
+    """A bid for advance capacity: becomes a ``ReservationBid`` on the raw tasks topic.
+
+    It asks for ``resources.gpu`` whole GPUs (at least 1, on one node; ``gpu_models`` or
+    ``gpu_memory`` narrow which) and the CPU and memory beside them, for ``duration``,
+    starting between ``start_at`` and ``latest_start_at``, at up to ``price`` per GPU-hour.
+    The cell's auction grants it a token (``rsv-<bid_id>``) or refuses it; see ``GetBid``.
+    """
 
     model_config = ConfigDict(extra="forbid")
     bid_id: str | None = Field(None, min_length=1, max_length=200, description="Bid id; generated when absent.")
     tenant: str | None = Field(None, min_length=1, description="Must be the token's tenant when given.")
     cell: str = Field("openb", min_length=1, max_length=256)
     resources: ResourcesSpec
-    start_at: int = Field(ge=0, le=MAX_EPOCH_MS, description="Start of the wanted window, epoch ms.")
+    start_at: int = Field(ge=0, le=MAX_EPOCH_MS, description="Earliest start of the window, epoch ms.")
     duration: str | None = Field(None, description="Length of the window, e.g. 30m, 2h (or duration_ms).")
     duration_ms: int | None = Field(None, gt=0, le=MAX_EPOCH_MS, description="Length of the window, ms.")
     price: float = Field(ge=0, le=1e9, allow_inf_nan=False, description="Maximum price per GPU-hour.")
+    latest_start_at: int | None = Field(None, ge=0, le=MAX_EPOCH_MS,
+                                        description="Latest start of the window, epoch ms (default: start_at).")
+    gang: bool = Field(True, description="All the GPUs or none (default); false: fewer (at least 1) will do.")
+    gpu_memory: str | None = Field(None, max_length=32,
+                                   description="Memory per GPU, e.g. 40Gi or 40960 (MiB): GPUs with less "
+                                               "do not count.")
 
 
 class CancelRequest(BaseModel):
@@ -219,7 +231,14 @@ class WhyPendingResponse(_Out):
 
 
 class BidView(_Out):
-    """A tenant's ``ReservationBid`` and what became of it (SUBMITTED, GRANTED, EXPIRED, RELEASED)."""
+    """A tenant's ``ReservationBid`` and what became of it (``projections/reservations.py``).
+
+    ``status``: SUBMITTED (no decision yet), GRANTED (``ReservationGranted``: the token
+    ``reservation_id`` on ``node_id`` GPUs ``gpu_devices`` from ``granted_start_at`` to
+    ``granted_end_at`` at ``clearing_price`` per GPU-hour; ``reservation_status`` is the
+    token's) or LOST (``ReservationRejected``: ``reason``, and ``needed_price``, the lowest
+    price that would have won, absent when no price would have: no capacity in the window).
+    """
 
     bid_id: str
     tenant: str
@@ -232,10 +251,63 @@ class BidView(_Out):
     status: str
     reservation_id: str
     node_id: str
+    latest_start_at: int | None = None
+    gang: bool = True
+    gpu_devices: list[int] = []
+    granted_start_at: int = 0
+    granted_end_at: int = 0
+    clearing_price: float | None = None
+    reservation_status: str = ""
+    reason: str = ""
+    needed_price: float | None = None
+    decided_at: int = 0
 
 
 class ListBidsResponse(_Out):
     bids: list[BidView]
+
+
+class ReservationView(_Out):
+    """A reservation token (``projections/reservations.TokenState``).
+
+    ``status``: GRANTED (held for its owner), CLAIMED (a task of the owner's with the label
+    ``reservation`` runs on it), EXPIRED (nobody claimed it in time), ENDED (claimed, and its
+    window closed) or RELEASED (all its GPUs given back unclaimed). ``used_gpus`` of its GPUs
+    were used by its claimants (``use`` = used / all), ``gpus_released`` given back at the
+    claim. Tokens are shared information, like nodes: another tenant's token shows its
+    capacity, window and price, with its ids, its tenant and its claimants hidden
+    (``mine`` false).
+    """
+
+    reservation_id: str
+    bid_id: str
+    tenant: str
+    cell: str
+    node_id: str
+    gpu_devices: list[int]
+    start_at: int
+    end_at: int
+    clearing_price: float
+    status: str
+    claimed_by: list[str]
+    claimed_at: int
+    used_gpus: int
+    gpus_released: int
+    use: float
+    mine: bool
+    bid_price: float = 0.0
+    wanted_gpus: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    granted_at: int = 0
+    ended_at: int = 0
+    reason: str = ""
+    purge_at: int | None = None
+    hold_from: int | None = None
+
+
+class ListReservationsResponse(_Out):
+    reservations: list[ReservationView]
 
 
 class NodeView(_Out):

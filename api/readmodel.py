@@ -8,8 +8,11 @@ the same topics once at start-up and then follows them:
   :class:`~suanli.projections.lifecycle.LifecycleView` (the same fold, fed in the same
   order at start-up: cell log, then decisions, then dead letters, as ``load_lifecycle``);
 * the raw tasks topic for submissions intake has not forwarded yet (shown as SUBMITTED)
-  and for reservation bids (which stop at intake);
-* the decisions, per task, for the audit (:mod:`suanli.api.audit`).
+  and for reservation bids;
+* the decisions, per task, for the audit (:mod:`suanli.api.audit`);
+* the bids, the reservation decisions and the placements of tasks labelled ``reservation``
+  into a :class:`~suanli.projections.reservations.ReservationsView` (bids SUBMITTED ->
+  GRANTED | LOST, tokens GRANTED -> CLAIMED | EXPIRED ...).
 
 Reads are answered from memory (microseconds). Staleness is bounded by the follow loop
 (a fetch every 200 ms at most); :meth:`LogFollower.sync` is a read-your-writes barrier: it
@@ -33,6 +36,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from suanli.config import Settings
 from suanli.errors import DecodeError, UnavailableError
 from suanli.projections.lifecycle import LifecycleView
+from suanli.projections.reservations import KINDS as RESERVATION_KINDS
+from suanli.projections.reservations import BidState, ReservationsView
 from suanli.processors.model import TASK_DECISION_KINDS
 from suanli.schemas.codec import Codec
 from suanli.schemas.models import validate_event
@@ -68,22 +73,13 @@ class Submission:
 
 
 @dataclass
-class Bid:
-    payload: dict[str, Any]
-    status: str = "SUBMITTED"
-    reservation_id: str = ""
-    node_id: str = ""
-
-
-@dataclass
 class ReadModel:
     """Everything the API reads, folded from decoded records. Idempotent on event ids."""
 
     lifecycle: LifecycleView = field(default_factory=LifecycleView)
     submissions: dict[str, Submission] = field(default_factory=dict)
-    bids: dict[str, Bid] = field(default_factory=dict)
+    reservations: ReservationsView = field(default_factory=ReservationsView)
     decisions: dict[str, list[DecisionRecord]] = field(default_factory=dict)
-    _reservations: dict[str, str] = field(default_factory=dict)     # reservation_id -> bid_id
     _seen: set[str] = field(default_factory=set)
     # Called after each record is folded, with apply's arguments (the dashboard, api/ui/state.py,
     # follows node places, conditions and per-tenant counts this way). Same loop, no awaits.
@@ -92,6 +88,8 @@ class ReadModel:
     def apply(self, role: str, kind: str, payload: dict[str, Any], topic: str = "", partition: int = 0,
               offset: int = 0) -> None:
         """Fold one decoded record read from the topic of ``role`` (one of :data:`ROLES`)."""
+        if kind in RESERVATION_KINDS and role != "dead_letters":
+            self.reservations.apply(kind, payload)
         if role in ("cell_log", "dead_letters"):
             self.lifecycle.apply(kind, payload)
         elif role == "decisions":
@@ -101,6 +99,11 @@ class ReadModel:
             self._on_raw(kind, payload)
         for listener in self.listeners:
             listener(role, kind, payload, topic, partition, offset)
+
+    @property
+    def bids(self) -> dict[str, BidState]:
+        """Bid id -> what is known of it (the reservation fold's)."""
+        return self.reservations.bids
 
     def _first(self, payload: dict[str, Any], scope: str) -> bool:
         event_id = payload.get("event_id")
@@ -117,22 +120,11 @@ class ReadModel:
             if validate_event(kind, p) is None and p["task_id"] not in self.submissions:
                 self.submissions[p["task_id"]] = Submission(p["task_id"], p["tenant"], p["cell"], p["submitted_at"],
                                                             p.get("priority", 0), p.get("qos_tier", ""))
-        elif kind == "ReservationBid" and p.get("bid_id") and p["bid_id"] not in self.bids:
-            self.bids[p["bid_id"]] = Bid(p)
 
     def _on_decision(self, kind: str, p: dict[str, Any], topic: str, partition: int, offset: int) -> None:
         if kind in TASK_DECISION_KINDS:
             if self._first(p, "decision"):
                 self.decisions.setdefault(p["task_id"], []).append(DecisionRecord(kind, p, topic, partition, offset))
-        elif kind == "ReservationGranted":
-            bid = self.bids.get(p.get("bid_id", ""))
-            if bid is not None:
-                bid.status, bid.reservation_id, bid.node_id = "GRANTED", p["reservation_id"], p.get("node_id", "")
-                self._reservations[p["reservation_id"]] = p["bid_id"]
-        elif kind in ("ReservationExpired", "ReservationReleased"):
-            bid = self.bids.get(self._reservations.get(p.get("reservation_id", ""), ""))
-            if bid is not None:
-                bid.status = "EXPIRED" if kind == "ReservationExpired" else "RELEASED"
 
 
 class LogFollower:

@@ -5,7 +5,9 @@ preemptor and the other victims (in fields, reasons and the decision path), the
 ``TaskPending`` that queues it again says who preempted it, a ``TaskMigrated`` names the
 tasks it preempted. The REST and gRPC answers (``service.py``) and the dashboard
 (``ui/``) pass what they show a tenant through :class:`Redactor`, which replaces every id
-of a known task of another tenant with :data:`OTHER_TENANT`.
+of a known task of another tenant with :data:`OTHER_TENANT`, and, when it is given the
+reservation fold, every id of another tenant's bid or reservation token (a claimant's
+decision path names its token) with :data:`OTHER_RESERVATION`.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import re
 from typing import Any, Mapping
 
 OTHER_TENANT = "(another tenant's task)"
+OTHER_TENANT_NAME = "(another tenant)"                  # a tenant shown in a shared list (reservations)
+OTHER_RESERVATION = "(another tenant's reservation)"    # a token's and its bid's id, likewise
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]*")
 
 
@@ -20,26 +24,40 @@ class Redactor:
     """Replaces, in any text or payload, every id of a known task that is not ``tenant``'s.
     ``tasks`` and ``submissions``: task id -> a view with a ``tenant`` attribute."""
 
-    def __init__(self, tasks: Mapping[str, Any], submissions: Mapping[str, Any], tenant: str):
+    def __init__(self, tasks: Mapping[str, Any], submissions: Mapping[str, Any], tenant: str,
+                 reservations: Any = None):
         self.tasks = tasks
         self.submissions = submissions
         self.tenant = tenant
-        self._foreign: dict[str, bool] = {}
+        # ``projections/reservations.ReservationsView`` (its ``bids`` and ``tokens``), or None
+        self.bids: Mapping[str, Any] = reservations.bids if reservations is not None else {}
+        self.tokens: Mapping[str, Any] = reservations.tokens if reservations is not None else {}
+        self._foreign: dict[str, str | None] = {}
 
-    def _is_foreign(self, token: str) -> bool:
-        known = self._foreign.get(token)
-        if known is None:
-            view = self.tasks.get(token) or self.submissions.get(token)
-            known = self._foreign[token] = view is not None and view.tenant != self.tenant
-        return known
+    def _is_foreign(self, token: str) -> str | None:
+        """What to show instead of ``token``, when it is another tenant's id (None otherwise)."""
+        if token in self._foreign:
+            return self._foreign[token]
+        view = self.tasks.get(token) or self.submissions.get(token)
+        shown = None
+        if view is not None:
+            shown = OTHER_TENANT if view.tenant != self.tenant else None
+        else:
+            owned = self.tokens.get(token) or self.bids.get(token)
+            if owned is not None and owned.tenant != self.tenant:
+                shown = OTHER_RESERVATION
+        self._foreign[token] = shown
+        return shown
 
     def _token(self, m: re.Match) -> str:
         token = m.group(0)
-        if self._is_foreign(token):
-            return OTHER_TENANT
+        shown = self._is_foreign(token)
+        if shown:
+            return shown
         bare = token.rstrip(".:")          # an id at the end of a sentence or before a colon
-        if bare != token and self._is_foreign(bare):
-            return OTHER_TENANT + token[len(bare):]
+        shown = self._is_foreign(bare) if bare != token else None
+        if shown:
+            return shown + token[len(bare):]
         return token
 
     def text(self, value: str) -> str:

@@ -20,10 +20,10 @@ from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from suanli.api.auth import TokenStore
-from suanli.api.models import (AuditTrail, BidSpec, CancelRequest, CancelTaskResponse, ErrorResponse, Health,
-                               ListBidsResponse, ListNodesResponse, ListTasksResponse, NodeStatusRequest,
-                               NodeStatusResponse, SubmitBidResponse, SubmitTaskResponse, TaskSpec, TaskStatus,
-                               WhyPendingResponse)
+from suanli.api.models import (AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse, ErrorResponse,
+                               Health, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
+                               ListTasksResponse, NodeStatusRequest, NodeStatusResponse, SubmitBidResponse,
+                               SubmitTaskResponse, TaskSpec, TaskStatus, WhyPendingResponse)
 from suanli.api.service import MAX_LIMIT, ApiService
 from suanli.errors import (AuthError, ConflictError, ForbiddenError, NotFoundError, SuanliError, UnavailableError,
                            ValidationError)
@@ -39,7 +39,7 @@ _bearer = HTTPBearer(auto_error=False, description="The API token of your tenant
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     text = {401: "Missing or unknown API token", 403: "Only operators may change nodes",
-            404: "No such task for this tenant (nodes: no such node or cell)",
+            404: "No such task (or bid) for this tenant (nodes: no such node or cell)",
             409: "Refused by the current state", 422: "Invalid request: the message names the field",
             503: "The read model is catching up or Kafka is unavailable"}
     return {c: {"model": ErrorResponse, "description": text[c]} for c in codes}
@@ -51,6 +51,10 @@ TASK_EXAMPLE = {"id": "train-resnet-42", "cell": "openb",
                 "command": ["python", "train.py"]}
 BID_EXAMPLE = {"cell": "openb", "resources": {"cpu": 8, "memory": "32Gi", "gpu": 2}, "start_at": 1_900_000_000_000,
                "duration": "4h", "price": 2.5}
+BID_WINDOW_EXAMPLE = {"bid_id": "b-train-1", "cell": "openb",
+                      "resources": {"cpu": 16, "memory": "64Gi", "gpu": 4, "gpu_models": ["A100"]},
+                      "start_at": 1_900_000_000_000, "latest_start_at": 1_900_007_200_000, "duration": "4h",
+                      "price": 3.0, "gang": False, "gpu_memory": "40Gi"}
 
 
 def _field_of(loc: tuple[Any, ...]) -> str:
@@ -68,10 +72,15 @@ def _tenant(request: Request, _creds: Annotated[Any, Depends(_bearer)]) -> str:
 
 Tenant = Annotated[str, Depends(_tenant)]
 TaskId = Annotated[str, Path(min_length=1, max_length=200, description="Task id.")]
+BidId = Annotated[str, Path(min_length=1, max_length=200, description="Bid id.")]
 NodeId = Annotated[str, Path(min_length=1, max_length=200, description="Node id.")]
 Cell = Annotated[str | None, Query(min_length=1, max_length=256, description="Only this cell.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="At most this many rows.")]
 Status = Annotated[str | None, Query(min_length=1, max_length=32, description="Only tasks in this status.")]
+TokenStatus = Annotated[str | None, Query(min_length=1, max_length=32,
+                                          description="Only tokens in this status (GRANTED, CLAIMED, EXPIRED, "
+                                                      "ENDED, RELEASED).")]
+Mine = Annotated[bool, Query(description="Only your own tokens (default: every tenant's, others' ids hidden).")]
 
 
 def create_app(service: ApiService, tokens: TokenStore) -> FastAPI:
@@ -157,15 +166,38 @@ def create_app(service: ApiService, tokens: TokenStore) -> FastAPI:
     @app.post("/v1/bids", operation_id="SubmitBid", status_code=202, response_model=SubmitBidResponse,
               responses=_errors(401, 409, 422, 503), tags=["bids"])
     async def submit_bid(caller: Tenant, bid: Annotated[BidSpec, Body(openapi_examples={
-        "two-gpus": {"summary": "Two whole GPUs for four hours", "value": BID_EXAMPLE}})]) -> SubmitBidResponse:
-        """Bid for advance capacity (a ReservationBid on the raw tasks topic)."""
+        "two-gpus": {"summary": "Two whole GPUs for four hours", "value": BID_EXAMPLE},
+        "window": {"summary": "Four A100s (40 GiB or more) for 4h starting within 2h; fewer will do",
+                   "value": BID_WINDOW_EXAMPLE}})]) -> SubmitBidResponse:
+        """Bid for advance capacity (a ReservationBid on the raw tasks topic).
+
+        Whole GPUs (``resources.gpu`` >= 1) on one node, for ``duration`` starting between
+        ``start_at`` and ``latest_start_at`` (epoch ms), at up to ``price`` per GPU-hour. The
+        cell's auction grants a token ``rsv-<bid_id>`` or refuses the bid (``GetBid``); a task
+        runs on the token with ``reservation: rsv-<bid_id>`` in its form.
+        """
         return await service.submit_bid(caller, bid)
 
     @app.get("/v1/bids", operation_id="ListBids", response_model=ListBidsResponse,
              responses=_errors(401, 422, 503), tags=["bids"])
     async def list_bids(caller: Tenant, cell: Cell = None, limit: Limit = 100) -> ListBidsResponse:
-        """Your bids and what became of them."""
+        """Your bids and what became of them (SUBMITTED, GRANTED or LOST)."""
         return await service.list_bids(caller, cell=cell, limit=limit)
+
+    @app.get("/v1/bids/{bid_id}", operation_id="GetBid", response_model=BidView,
+             responses=_errors(401, 404, 422, 503), tags=["bids"])
+    async def get_bid(caller: Tenant, bid_id: BidId) -> BidView:
+        """One of your bids: SUBMITTED, GRANTED (token, node, GPUs, window, clearing price) or LOST
+        (reason, and the lowest price that would have won)."""
+        return await service.get_bid(caller, bid_id)
+
+    @app.get("/v1/reservations", operation_id="ListReservations", response_model=ListReservationsResponse,
+             responses=_errors(401, 422, 503), tags=["bids"])
+    async def list_reservations(caller: Tenant, cell: Cell = None, status: TokenStatus = None, mine: Mine = False,
+                                limit: Limit = 100) -> ListReservationsResponse:
+        """Reservation tokens by window start: node, GPUs, window, clearing price, status, claimants and
+        use. Every tenant's are listed (they hold capacity); another tenant's ids are hidden."""
+        return await service.list_reservations(caller, cell=cell, status=status, mine=mine, limit=limit)
 
     @app.get("/v1/nodes", operation_id="ListNodes", response_model=ListNodesResponse,
              responses=_errors(401, 422, 503), tags=["nodes"])

@@ -19,7 +19,15 @@ become the same ``TaskSubmitted`` events a direct producer writes (same codec, t
 key, see ``streams/topics.raw_route``), with ``tenant`` set to the caller's.
 
 Tenant isolation: a task, bid or decision whose tenant is not the caller's is reported as
-not found (404), exactly like one that does not exist.
+not found (404), exactly like one that does not exist. Reservation tokens are listed for
+every tenant (like nodes, they say what capacity is taken), with another tenant's ids,
+tenant, claimants and bid price hidden.
+
+Bids (``submit_bid``) are checked like the bid form of ``suanli reserve``
+(``schemas/task_spec.bid_problems``): whole GPUs (at least one), a window longer than 0, a
+price of at least 0, a latest start not before the earliest. ``get_bid`` / ``list_bids``
+show what became of them (SUBMITTED, GRANTED with the token's terms, LOST with the reason
+and the price that would have won); ``list_reservations`` the tokens.
 
 Nodes are shared: every tenant lists them, and only an *operator* (a tenant named in the
 token file's ``operators``, see ``auth.py``) may change one. ``drain_node`` writes the
@@ -43,16 +51,18 @@ from pydantic import ValidationError as PydanticValidationError
 
 from suanli.api.audit import AuditSource
 from suanli.api.models import (AuditDecision, AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse,
-                               Health, ListBidsResponse, ListNodesResponse, ListTasksResponse, LogPosition,
-                               NodeStatusRequest, NodeStatusResponse, NodeView, PendingReason, Provenance,
-                               SubmitBidResponse, SubmitTaskResponse, TaskResources, TaskSpec, TaskStatus,
-                               WhyPendingResponse)
+                               Health, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
+                               ListTasksResponse, LogPosition, NodeStatusRequest, NodeStatusResponse, NodeView,
+                               PendingReason, Provenance, ReservationView, SubmitBidResponse, SubmitTaskResponse,
+                               TaskResources, TaskSpec, TaskStatus, WhyPendingResponse)
 from suanli.api.readmodel import LogFollower, ReadModel, Submission
 from suanli.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
 from suanli.projections.lifecycle import TERMINAL, TaskView
+from suanli.projections.reservations import BidState, TokenState
 from suanli.schemas.catalog import catalog
 from suanli.schemas.codec import parse_plain
 from suanli.schemas.models import TaskResourcesModel, format_errors, validate_event
+from suanli.schemas.task_spec import bid_problems, memory_mib
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,199}$")
 MAX_LIMIT = 10_000
@@ -200,7 +210,7 @@ class ApiService:
         """``answer`` (a pydantic model) with every other tenant's task id in its text replaced
         (``redact.py``): a victim's decisions name its preemptor and co-victims."""
         from .redact import Redactor
-        hide = Redactor(self.model.lifecycle.tasks, self.model.submissions, tenant)
+        hide = Redactor(self.model.lifecycle.tasks, self.model.submissions, tenant, self.model.reservations)
         return type(answer).model_validate(hide.deep(answer.model_dump()))
 
     async def get_task(self, tenant: str, task_id: str) -> TaskStatus:
@@ -260,38 +270,89 @@ class ApiService:
         try:   # the task form's rules for resources and lengths
             shaped = TaskSpec(resources=bid.resources, duration=bid.duration, duration_ms=bid.duration_ms).to_event(0)
             TaskResourcesModel.model_validate(shaped["resources"])
+            gpu_memory = memory_mib(bid.gpu_memory) if bid.gpu_memory is not None else 0
         except PydanticValidationError as exc:
             raise ValidationError(f"invalid bid: {format_errors(exc)}") from None
         except (ValueError, OverflowError, TypeError) as exc:
-            raise ValidationError(f"invalid bid: {exc}") from None
+            field = "gpu_memory: " if "memory" in str(exc) and bid.gpu_memory is not None else ""
+            raise ValidationError(f"invalid bid: {field}{exc}") from None
         duration_ms = shaped["duration_estimate_ms"]
-        if not duration_ms or duration_ms <= 0:
-            raise ValidationError("invalid bid: duration: the window must be longer than 0 ms")
+        resources = {**shaped["resources"], "gpu_memory_mib": gpu_memory}
+        problems = bid_problems(start_at=bid.start_at, latest_start_at=bid.latest_start_at, duration_ms=duration_ms,
+                                price=bid.price, gpu_count=resources["gpu_count"], gpu_milli=resources["gpu_milli"],
+                                gpus_field="resources.gpu", latest_field="latest_start_at")
+        if problems:
+            raise ValidationError("invalid bid: " + "; ".join(problems))
         await self._ready()
         bid_id = bid.bid_id or f"bid-{uuid.uuid4().hex[:12]}"
-        if bid_id in self.model.bids:
+        if bid_id in self.model.reservations.bids:
             raise ConflictError(f"bid id {bid_id!r} is already in use: choose another id or omit it")
         event = {"event_id": f"bid/{bid_id}/{uuid.uuid4().hex[:8]}", "bid_id": bid_id, "tenant": tenant,
-                 "cell": bid.cell, "resources": shaped["resources"],
-                 "start_at": bid.start_at, "duration_ms": duration_ms, "price": bid.price, "at": self._now_ms()}
+                 "cell": bid.cell, "resources": resources,
+                 "start_at": bid.start_at, "duration_ms": duration_ms, "price": bid.price, "at": self._now_ms(),
+                 "latest_start_at": bid.latest_start_at, "gang": bid.gang}
         check_avro("ReservationBid", event)
         position = await self.sink.publish("ReservationBid", event)
         return SubmitBidResponse(bid_id=bid_id, tenant=tenant, cell=bid.cell, event_id=event["event_id"],
                                  position=position)
 
-    async def list_bids(self, tenant: str, cell: str | None = None, limit: int = 100) -> ListBidsResponse:
+    def _bid_view(self, b: BidState) -> BidView:
+        token = self.model.reservations.tokens.get(b.reservation_id) if b.reservation_id else None
+        resources = b.resources or {"cpu_milli": token.cpu_milli if token else 0,
+                                    "memory_mib": token.memory_mib if token else 0,
+                                    "gpu_count": token.wanted_gpus if token else 0}
+        return BidView(bid_id=b.bid_id, tenant=b.tenant, cell=b.cell, resources=TaskResources.model_validate(resources),
+                       start_at=b.start_at, duration_ms=b.duration_ms, price=b.price, at=b.at, status=b.status,
+                       reservation_id=b.reservation_id, node_id=token.node_id if token else "",
+                       latest_start_at=b.latest_start_at, gang=b.gang,
+                       gpu_devices=list(token.gpu_devices) if token else [],
+                       granted_start_at=token.start_at if token else 0, granted_end_at=token.end_at if token else 0,
+                       clearing_price=token.clearing_price if token else None,
+                       reservation_status=token.status if token else "", reason=b.reason,
+                       needed_price=b.needed_price, decided_at=b.decided_at)
+
+    async def get_bid(self, tenant: str, bid_id: str) -> BidView:
+        """One of the caller's bids and what became of it (NotFoundError for another tenant's)."""
         await self._ready()
-        rows = [b for b in self.model.bids.values()
-                if b.payload["tenant"] == tenant and cell in (None, b.payload["cell"])]
-        rows.sort(key=lambda b: (b.payload["at"], b.payload["bid_id"]))
-        out = []
-        for b in rows[:limit]:
-            p = b.payload
-            out.append(BidView(bid_id=p["bid_id"], tenant=p["tenant"], cell=p["cell"],
-                               resources=TaskResources.model_validate(p["resources"]), start_at=p["start_at"],
-                               duration_ms=p["duration_ms"], price=p["price"], at=p["at"], status=b.status,
-                               reservation_id=b.reservation_id, node_id=b.node_id))
-        return ListBidsResponse(bids=out)
+        bid = self.model.reservations.bid(bid_id)
+        if bid is None or bid.tenant != tenant:
+            await self._sync()          # read your writes
+            bid = self.model.reservations.bid(bid_id)
+        if bid is None or bid.tenant != tenant:
+            raise NotFoundError(f"no bid {bid_id!r}")
+        return self._hide(tenant, self._bid_view(bid))
+
+    async def list_bids(self, tenant: str, cell: str | None = None, limit: int = 100) -> ListBidsResponse:
+        """The caller's bids (optionally of one cell), oldest first, with what became of them."""
+        await self._ready()
+        rows = self.model.reservations.bids_of(tenant, cell)
+        return self._hide(tenant, ListBidsResponse(bids=[self._bid_view(b) for b in rows[:limit]]))
+
+    # ------------------------------------------------------------------ reservations
+    @staticmethod
+    def _token_view(t: TokenState, tenant: str) -> ReservationView:
+        from .redact import OTHER_RESERVATION, OTHER_TENANT, OTHER_TENANT_NAME
+
+        mine = t.tenant == tenant
+        return ReservationView(
+            reservation_id=t.reservation_id if mine else OTHER_RESERVATION,
+            bid_id=t.bid_id if mine else OTHER_RESERVATION, tenant=t.tenant if mine else OTHER_TENANT_NAME,
+            cell=t.cell, node_id=t.node_id, gpu_devices=list(t.gpu_devices), start_at=t.start_at, end_at=t.end_at,
+            clearing_price=t.clearing_price, status=t.status,
+            claimed_by=list(t.claimed_by) if mine else [OTHER_TENANT for _ in t.claimed_by],
+            claimed_at=t.claimed_at, used_gpus=len(t.used_devices), gpus_released=t.gpus_released,
+            use=round(t.use, 4), mine=mine, bid_price=t.bid_price if mine else 0.0, wanted_gpus=t.wanted_gpus,
+            cpu_milli=t.cpu_milli, memory_mib=t.memory_mib, granted_at=t.granted_at, ended_at=t.ended_at,
+            reason=t.reason, purge_at=t.purge_at, hold_from=t.hold_from)
+
+    async def list_reservations(self, tenant: str, cell: str | None = None, status: str | None = None,
+                                mine: bool = False, limit: int = 100) -> ListReservationsResponse:
+        """Reservation tokens by window start: every tenant's (others' ids hidden), or only the
+        caller's (``mine``); optionally of one cell and status."""
+        await self._ready()
+        rows = self.model.reservations.tokens_of(tenant if mine else None, cell, status.upper() if status else None)
+        out = [self._token_view(t, tenant) for t in rows[:limit]]
+        return self._hide(tenant, ListReservationsResponse(reservations=out))
 
     # ------------------------------------------------------------------ nodes
     async def list_nodes(self, tenant: str, cell: str | None = None, limit: int = 1000) -> ListNodesResponse:

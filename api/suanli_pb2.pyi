@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TaskSpec(_message.Message):
-    __slots__ = ("id", "tenant", "cell", "resources", "qos", "priority", "labels", "duration", "duration_ms", "deadline_ms", "command", "env", "scheduling")
+    __slots__ = ("id", "tenant", "cell", "resources", "qos", "priority", "labels", "duration", "duration_ms", "deadline_ms", "command", "env", "scheduling", "reservation")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,7 @@ class TaskSpec(_message.Message):
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     SCHEDULING_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant: str
     cell: str
@@ -48,7 +49,8 @@ class TaskSpec(_message.Message):
     command: _containers.RepeatedScalarFieldContainer[str]
     env: _containers.ScalarMap[str, str]
     scheduling: str
-    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., resources: _Optional[_Union[ResourcesSpec, _Mapping]] = ..., qos: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., duration: _Optional[str] = ..., duration_ms: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., scheduling: _Optional[str] = ...) -> None: ...
+    reservation: str
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., resources: _Optional[_Union[ResourcesSpec, _Mapping]] = ..., qos: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., duration: _Optional[str] = ..., duration_ms: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., scheduling: _Optional[str] = ..., reservation: _Optional[str] = ...) -> None: ...
 
 class ResourcesSpec(_message.Message):
     __slots__ = ("cpu", "cpu_milli", "memory", "memory_mib", "gpu", "gpu_models")
@@ -67,7 +69,7 @@ class ResourcesSpec(_message.Message):
     def __init__(self, cpu: _Optional[float] = ..., cpu_milli: _Optional[int] = ..., memory: _Optional[str] = ..., memory_mib: _Optional[int] = ..., gpu: _Optional[float] = ..., gpu_models: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class BidSpec(_message.Message):
-    __slots__ = ("bid_id", "tenant", "cell", "resources", "start_at", "duration", "duration_ms", "price")
+    __slots__ = ("bid_id", "tenant", "cell", "resources", "start_at", "duration", "duration_ms", "price", "latest_start_at", "gang", "gpu_memory")
     BID_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     CELL_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +78,9 @@ class BidSpec(_message.Message):
     DURATION_FIELD_NUMBER: _ClassVar[int]
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     PRICE_FIELD_NUMBER: _ClassVar[int]
+    LATEST_START_AT_FIELD_NUMBER: _ClassVar[int]
+    GANG_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEMORY_FIELD_NUMBER: _ClassVar[int]
     bid_id: str
     tenant: str
     cell: str
@@ -84,7 +89,10 @@ class BidSpec(_message.Message):
     duration: str
     duration_ms: int
     price: float
-    def __init__(self, bid_id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., resources: _Optional[_Union[ResourcesSpec, _Mapping]] = ..., start_at: _Optional[int] = ..., duration: _Optional[str] = ..., duration_ms: _Optional[int] = ..., price: _Optional[float] = ...) -> None: ...
+    latest_start_at: int
+    gang: bool
+    gpu_memory: str
+    def __init__(self, bid_id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., resources: _Optional[_Union[ResourcesSpec, _Mapping]] = ..., start_at: _Optional[int] = ..., duration: _Optional[str] = ..., duration_ms: _Optional[int] = ..., price: _Optional[float] = ..., latest_start_at: _Optional[int] = ..., gang: _Optional[bool] = ..., gpu_memory: _Optional[str] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ("reason",)
@@ -151,6 +159,24 @@ class ListBidsRequest(_message.Message):
     cell: str
     limit: int
     def __init__(self, cell: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class GetBidRequest(_message.Message):
+    __slots__ = ("bid_id",)
+    BID_ID_FIELD_NUMBER: _ClassVar[int]
+    bid_id: str
+    def __init__(self, bid_id: _Optional[str] = ...) -> None: ...
+
+class ListReservationsRequest(_message.Message):
+    __slots__ = ("cell", "status", "mine", "limit")
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MINE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    cell: str
+    status: str
+    mine: bool
+    limit: int
+    def __init__(self, cell: _Optional[str] = ..., status: _Optional[str] = ..., mine: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class ListNodesRequest(_message.Message):
     __slots__ = ("cell", "limit")
@@ -407,7 +433,7 @@ class WhyPendingResponse(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., status: _Optional[str] = ..., pending: _Optional[bool] = ..., reasons: _Optional[_Iterable[_Union[PendingReason, _Mapping]]] = ..., queue_position: _Optional[int] = ..., queue_length: _Optional[int] = ..., decision_id: _Optional[str] = ..., decided_at: _Optional[int] = ..., strategy: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., explanation: _Optional[str] = ...) -> None: ...
 
 class BidView(_message.Message):
-    __slots__ = ("bid_id", "tenant", "cell", "resources", "start_at", "duration_ms", "price", "at", "status", "reservation_id", "node_id")
+    __slots__ = ("bid_id", "tenant", "cell", "resources", "start_at", "duration_ms", "price", "at", "status", "reservation_id", "node_id", "latest_start_at", "gang", "gpu_devices", "granted_start_at", "granted_end_at", "clearing_price", "reservation_status", "reason", "needed_price", "decided_at")
     BID_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     CELL_FIELD_NUMBER: _ClassVar[int]
@@ -419,6 +445,16 @@ class BidView(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     RESERVATION_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LATEST_START_AT_FIELD_NUMBER: _ClassVar[int]
+    GANG_FIELD_NUMBER: _ClassVar[int]
+    GPU_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_START_AT_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_END_AT_FIELD_NUMBER: _ClassVar[int]
+    CLEARING_PRICE_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    NEEDED_PRICE_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
     bid_id: str
     tenant: str
     cell: str
@@ -430,13 +466,83 @@ class BidView(_message.Message):
     status: str
     reservation_id: str
     node_id: str
-    def __init__(self, bid_id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., resources: _Optional[_Union[TaskResources, _Mapping]] = ..., start_at: _Optional[int] = ..., duration_ms: _Optional[int] = ..., price: _Optional[float] = ..., at: _Optional[int] = ..., status: _Optional[str] = ..., reservation_id: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
+    latest_start_at: int
+    gang: bool
+    gpu_devices: _containers.RepeatedScalarFieldContainer[int]
+    granted_start_at: int
+    granted_end_at: int
+    clearing_price: float
+    reservation_status: str
+    reason: str
+    needed_price: float
+    decided_at: int
+    def __init__(self, bid_id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., resources: _Optional[_Union[TaskResources, _Mapping]] = ..., start_at: _Optional[int] = ..., duration_ms: _Optional[int] = ..., price: _Optional[float] = ..., at: _Optional[int] = ..., status: _Optional[str] = ..., reservation_id: _Optional[str] = ..., node_id: _Optional[str] = ..., latest_start_at: _Optional[int] = ..., gang: _Optional[bool] = ..., gpu_devices: _Optional[_Iterable[int]] = ..., granted_start_at: _Optional[int] = ..., granted_end_at: _Optional[int] = ..., clearing_price: _Optional[float] = ..., reservation_status: _Optional[str] = ..., reason: _Optional[str] = ..., needed_price: _Optional[float] = ..., decided_at: _Optional[int] = ...) -> None: ...
 
 class ListBidsResponse(_message.Message):
     __slots__ = ("bids",)
     BIDS_FIELD_NUMBER: _ClassVar[int]
     bids: _containers.RepeatedCompositeFieldContainer[BidView]
     def __init__(self, bids: _Optional[_Iterable[_Union[BidView, _Mapping]]] = ...) -> None: ...
+
+class ReservationView(_message.Message):
+    __slots__ = ("reservation_id", "bid_id", "tenant", "cell", "node_id", "gpu_devices", "start_at", "end_at", "clearing_price", "status", "claimed_by", "claimed_at", "used_gpus", "gpus_released", "use", "mine", "bid_price", "wanted_gpus", "cpu_milli", "memory_mib", "granted_at", "ended_at", "reason", "purge_at", "hold_from")
+    RESERVATION_ID_FIELD_NUMBER: _ClassVar[int]
+    BID_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    GPU_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    START_AT_FIELD_NUMBER: _ClassVar[int]
+    END_AT_FIELD_NUMBER: _ClassVar[int]
+    CLEARING_PRICE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_BY_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_AT_FIELD_NUMBER: _ClassVar[int]
+    USED_GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_RELEASED_FIELD_NUMBER: _ClassVar[int]
+    USE_FIELD_NUMBER: _ClassVar[int]
+    MINE_FIELD_NUMBER: _ClassVar[int]
+    BID_PRICE_FIELD_NUMBER: _ClassVar[int]
+    WANTED_GPUS_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    PURGE_AT_FIELD_NUMBER: _ClassVar[int]
+    HOLD_FROM_FIELD_NUMBER: _ClassVar[int]
+    reservation_id: str
+    bid_id: str
+    tenant: str
+    cell: str
+    node_id: str
+    gpu_devices: _containers.RepeatedScalarFieldContainer[int]
+    start_at: int
+    end_at: int
+    clearing_price: float
+    status: str
+    claimed_by: _containers.RepeatedScalarFieldContainer[str]
+    claimed_at: int
+    used_gpus: int
+    gpus_released: int
+    use: float
+    mine: bool
+    bid_price: float
+    wanted_gpus: int
+    cpu_milli: int
+    memory_mib: int
+    granted_at: int
+    ended_at: int
+    reason: str
+    purge_at: int
+    hold_from: int
+    def __init__(self, reservation_id: _Optional[str] = ..., bid_id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., node_id: _Optional[str] = ..., gpu_devices: _Optional[_Iterable[int]] = ..., start_at: _Optional[int] = ..., end_at: _Optional[int] = ..., clearing_price: _Optional[float] = ..., status: _Optional[str] = ..., claimed_by: _Optional[_Iterable[str]] = ..., claimed_at: _Optional[int] = ..., used_gpus: _Optional[int] = ..., gpus_released: _Optional[int] = ..., use: _Optional[float] = ..., mine: _Optional[bool] = ..., bid_price: _Optional[float] = ..., wanted_gpus: _Optional[int] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., granted_at: _Optional[int] = ..., ended_at: _Optional[int] = ..., reason: _Optional[str] = ..., purge_at: _Optional[int] = ..., hold_from: _Optional[int] = ...) -> None: ...
+
+class ListReservationsResponse(_message.Message):
+    __slots__ = ("reservations",)
+    RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    reservations: _containers.RepeatedCompositeFieldContainer[ReservationView]
+    def __init__(self, reservations: _Optional[_Iterable[_Union[ReservationView, _Mapping]]] = ...) -> None: ...
 
 class NodeView(_message.Message):
     __slots__ = ("node_id", "cell", "cpu_milli", "memory_mib", "gpus", "gpu_model", "connector", "cpu_used", "memory_used", "gpu_used", "status", "health")

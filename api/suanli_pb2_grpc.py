@@ -79,6 +79,16 @@ class SuanliStub:
                 request_serializer=suanli__pb2.ListBidsRequest.SerializeToString,
                 response_deserializer=suanli__pb2.ListBidsResponse.FromString,
                 _registered_method=True)
+        self.GetBid = channel.unary_unary(
+                '/suanli.v1.Suanli/GetBid',
+                request_serializer=suanli__pb2.GetBidRequest.SerializeToString,
+                response_deserializer=suanli__pb2.BidView.FromString,
+                _registered_method=True)
+        self.ListReservations = channel.unary_unary(
+                '/suanli.v1.Suanli/ListReservations',
+                request_serializer=suanli__pb2.ListReservationsRequest.SerializeToString,
+                response_deserializer=suanli__pb2.ListReservationsResponse.FromString,
+                _registered_method=True)
         self.ListNodes = channel.unary_unary(
                 '/suanli.v1.Suanli/ListNodes',
                 request_serializer=suanli__pb2.ListNodesRequest.SerializeToString,
@@ -153,6 +163,19 @@ class SuanliServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetBid(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListReservations(self, request, context):
+        """Reservation tokens of every tenant (another tenant's ids, tenant and claimants hidden).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListNodes(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -220,6 +243,16 @@ def add_SuanliServicer_to_server(servicer, server):
                     servicer.ListBids,
                     request_deserializer=suanli__pb2.ListBidsRequest.FromString,
                     response_serializer=suanli__pb2.ListBidsResponse.SerializeToString,
+            ),
+            'GetBid': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBid,
+                    request_deserializer=suanli__pb2.GetBidRequest.FromString,
+                    response_serializer=suanli__pb2.BidView.SerializeToString,
+            ),
+            'ListReservations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReservations,
+                    request_deserializer=suanli__pb2.ListReservationsRequest.FromString,
+                    response_serializer=suanli__pb2.ListReservationsResponse.SerializeToString,
             ),
             'ListNodes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListNodes,
@@ -480,6 +513,60 @@ class Suanli:
             '/suanli.v1.Suanli/ListBids',
             suanli__pb2.ListBidsRequest.SerializeToString,
             suanli__pb2.ListBidsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBid(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.v1.Suanli/GetBid',
+            suanli__pb2.GetBidRequest.SerializeToString,
+            suanli__pb2.BidView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReservations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.v1.Suanli/ListReservations',
+            suanli__pb2.ListReservationsRequest.SerializeToString,
+            suanli__pb2.ListReservationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

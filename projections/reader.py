@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from suanli.config import Settings
 from suanli.projections.lifecycle import LifecycleView
+from suanli.projections.reservations import KINDS as RESERVATION_KINDS
+from suanli.projections.reservations import ReservationsView
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer
@@ -40,6 +42,35 @@ async def load_lifecycle(settings: Settings, *, cell: str | None = None, since_m
                         if since_ms is None or r.timestamp >= since_ms:
                             view.apply(r.kind, r.payload)
                     elif cell is None or r.payload.get("cell") == cell:
+                        view.apply(r.kind, r.payload)
+    finally:
+        if registry is not None:
+            registry.close()
+    return view
+
+
+RESERVATION_SOURCES = ("cell_log", "decisions")
+
+
+async def load_reservations(settings: Settings, *, cell: str | None = None, codec: Codec | None = None,
+                            sources: tuple[str, ...] = RESERVATION_SOURCES) -> ReservationsView:
+    """Fold the bids (forwarded to the cell log), the labelled submissions and the reservation
+    decisions of the namespace into a :class:`~suanli.projections.reservations.ReservationsView`
+    (the cell log first, so a claimant's label is known before its placement). ``cell`` keeps
+    one cell; ``sources`` may add ``raw_tasks`` (bids intake has not forwarded yet)."""
+    names = TopicNames(settings.namespace)
+    view = ReservationsView()
+    registry = None
+    if codec is None:
+        registry = RegistryClient(settings.registry_url)
+        codec = Codec(registry)
+    try:
+        for source in ("raw_tasks", "cell_log", "decisions"):
+            if source not in sources:
+                continue
+            async with EventConsumer(settings.bootstrap_servers, codec, [getattr(names, source)]) as consumer:
+                for r in await consumer.read_until_end(idle_ms=1000):
+                    if r.kind in RESERVATION_KINDS and (cell is None or r.payload.get("cell") == cell):
                         view.apply(r.kind, r.payload)
     finally:
         if registry is not None:

@@ -12,17 +12,35 @@ Example::
       gpu_models: [V100M16, V100M32]
     qos: gold                    # gold | silver | bronze
     scheduling: normal           # urgent | normal | batch (the label "scheduling"; C5)
+    reservation: rsv-b-1         # run on a reservation token won at auction (the label "reservation"; #15)
     priority: 10
     labels: {workload: training}
     duration: 2h                 # estimate: ms, s, m, h (or duration_ms)
     command: [python, train.py]  # argv, run without a shell (or one string, split like a shell: "python train.py")
     env: {EPOCHS: "3"}           # added to the command's environment (names and values are strings)
+
+The bid form (``suanli reserve -f bid.yaml``; :class:`BidForm`) asks for advance capacity
+(a ``ReservationBid``, cleared by the cell's auction)::
+
+    id: b-train-1                # optional: a unique id is generated; the token is rsv-<id>
+    tenant: vision
+    cell: openb
+    gpus: 4                      # whole GPUs, on one node
+    gpu_model: A100              # or a list [A100, H800]; or gpu_memory: 40Gi (per device)
+    cpu: 16                      # cores (or cpu_milli)
+    memory: 64Gi                 # or memory_mib
+    start: +10m                  # earliest start: ISO time (UTC if no zone), epoch ms, now, +10m
+    latest_start: +2h            # optional: the latest start (default: start)
+    duration: 4h                 # length of the window
+    price: 2.5                   # the most you pay per GPU-hour
+    gang: true                   # all GPUs or nothing (default); false: fewer (>= 1) will do
 """
 from __future__ import annotations
 
 import re
 import shlex
 import uuid
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -33,6 +51,8 @@ from suanli.schemas.models import format_errors
 _MEM = {"": 1 / (1024 * 1024), "k": 1 / 1024, "ki": 1 / 1024, "m": 1, "mi": 1, "g": 1024, "gi": 1024,
         "t": 1024 * 1024, "ti": 1024 * 1024}
 _DUR = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,203}")
+MAX_EPOCH_MS = 253_402_300_799_999      # 9999-12-31T23:59:59.999Z
 
 
 def _memory_mib(value: Any) -> int:
@@ -42,6 +62,9 @@ def _memory_mib(value: Any) -> int:
     if not m:
         raise ValueError(f"memory {value!r}: use a number of MiB or a size like 512Mi, 12Gi")
     return int(float(m.group(1)) * _MEM[(m.group(2) or "mi").lower()])
+
+
+memory_mib = _memory_mib       # the public name: "12Gi" -> 12288
 
 
 def _duration_ms(value: Any) -> int:
@@ -91,6 +114,9 @@ class TaskSpec(BaseModel):
         None, description="Command line: an argv list (run without a shell), or one string split like a shell "
                           "(shlex) into one")
     env: dict[str, str] = Field({}, description="Environment variables added to the command's environment")
+    reservation: str | None = Field(None, min_length=1, max_length=204,
+                                    description="A reservation token to run on (its id rsv-<bid>, or the bid's "
+                                                "id): written as the label 'reservation'")
 
     @field_validator("command", mode="before")
     @classmethod
@@ -147,7 +173,17 @@ class TaskSpec(BaseModel):
         lab = self.labels.get("scheduling")
         if self.scheduling is not None and lab is not None and lab != self.scheduling:
             raise ValueError(f"scheduling: {self.scheduling!r} contradicts labels.scheduling: {lab!r}; give one")
+        lab = self.labels.get("reservation")
+        if self.reservation is not None and lab is not None and lab != self.reservation:
+            raise ValueError(f"reservation: {self.reservation!r} contradicts labels.reservation: {lab!r}; give one")
         return self
+
+    @field_validator("reservation")
+    @classmethod
+    def _reservation(cls, v: str | None) -> str | None:
+        if v is not None and not _ID.fullmatch(v):
+            raise ValueError(f"{v!r} is not a reservation id: use the token's id (rsv-<bid id>) or the bid's id")
+        return v
 
     def to_event(self, now_ms: int) -> dict[str, Any]:
         """The TaskSubmitted payload (Avro field names) for this spec."""
@@ -164,7 +200,8 @@ class TaskSpec(BaseModel):
                           "gpu_count": gpu_count, "gpu_milli": gpu_milli, "gpu_models": list(r.gpu_models),
                           "gpu_memory_mib": 0, "accelerators": []},
             "qos_tier": self.qos.upper(), "priority": self.priority,
-            "labels": {**self.labels, **({"scheduling": self.scheduling} if self.scheduling else {})},
+            "labels": {**self.labels, **({"scheduling": self.scheduling} if self.scheduling else {}),
+                       **({"reservation": self.reservation} if self.reservation else {})},
             "deadline": self.deadline_ms, "duration_estimate_ms": duration, "command": self.command,
             "profile": None, "env": dict(self.env),
         }
@@ -184,3 +221,177 @@ def task_from_document(doc: Any, now_ms: int) -> dict[str, Any]:
         raise SuanliValidationError(f"invalid task: {format_errors(exc)}") from None
     except ValueError as exc:
         raise SuanliValidationError(f"invalid task: {exc}") from None
+
+
+# ----------------------------------------------------------------------- the bid form
+_REL = re.compile(r"\s*\+\s*((?:[0-9.]+\s*(?:ms|s|m|h|d)\s*)+)")
+_REL_PART = re.compile(r"([0-9.]+)\s*(ms|s|m|h|d)")
+
+
+def time_ms(value: Any, now_ms: int) -> int:
+    """An instant as epoch ms: an int (epoch ms), ``now``, ``+10m`` / ``+1h30m`` (from now), or an
+    ISO 8601 time (``2030-06-01T08:00:00Z``; without a zone it is UTC). YAML's own timestamps
+    (an unquoted ISO time) are accepted too."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a time")
+    if isinstance(value, (int, float)):
+        if value < 0 or value > MAX_EPOCH_MS:
+            raise ValueError(f"{value!r} is not an epoch time in ms")
+        return int(value)
+    if isinstance(value, datetime):
+        when = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return int(when.timestamp() * 1000)
+    if hasattr(value, "isoformat") and hasattr(value, "year"):       # a date
+        return time_ms(datetime(value.year, value.month, value.day, tzinfo=timezone.utc), now_ms)
+    text = str(value).strip()
+    if text.lower() == "now":
+        return now_ms
+    m = _REL.fullmatch(text)
+    if m:
+        return now_ms + int(sum(float(n) * _DUR[u] for n, u in _REL_PART.findall(m.group(1))))
+    if re.fullmatch(r"[0-9]+", text):
+        return time_ms(int(text), now_ms)
+    try:
+        when = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise ValueError(f"{text!r}: use an ISO time (2030-06-01T08:00:00Z), epoch ms, now, or +10m / +2h "
+                         "(from now)") from None
+    return time_ms(when, now_ms)
+
+
+def utc_iso(ms: int) -> str:
+    """Epoch ms as an ISO time in UTC (``2030-06-01T08:00:00Z``)."""
+    try:
+        text = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return text.replace("+00:00", "Z")
+
+
+def bid_problems(*, start_at: int, latest_start_at: int | None, duration_ms: int | None, price: float,
+                 gpu_count: int, gpu_milli: int, gpus_field: str = "gpus",
+                 latest_field: str = "latest_start") -> list[str]:
+    """What is wrong with a bid's window, price and GPUs, one ``field: message`` each (empty:
+    nothing). Shared by the bid form and the API's ``POST /v1/bids``."""
+    out = []
+    if gpu_count < 1:
+        out.append(f"{gpus_field}: a reservation holds whole GPUs: give at least 1")
+    elif gpu_milli != 1000:
+        out.append(f"{gpus_field}: a reservation holds whole GPUs, not a share of one: give an integer >= 1")
+    if duration_ms is None or duration_ms <= 0:
+        out.append("duration: the window must be longer than 0 (e.g. 30m, 4h)")
+    if price < 0:
+        out.append(f"price: {price} is negative: give the most you pay per GPU-hour (>= 0)")
+    if latest_start_at is not None and latest_start_at < start_at:
+        out.append(f"{latest_field}: {utc_iso(latest_start_at)} is before the earliest start {utc_iso(start_at)}: "
+                   "the latest start must be at or after the earliest")
+    if duration_ms and duration_ms > 0 and max(start_at, latest_start_at or 0) + duration_ms > MAX_EPOCH_MS:
+        out.append("duration: the window ends after year 9999")
+    return out
+
+
+class BidForm(BaseModel):
+    """The YAML of ``suanli reserve`` (see the module docstring): one ``ReservationBid``."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str | None = Field(None, min_length=1, max_length=200, description="Bid id; generated when absent.")
+    tenant: str = Field("default", min_length=1)
+    cell: str = Field("openb", min_length=1)
+    gpus: float = Field(0, description="Whole GPUs, on one node")
+    gpu_model: str | list[str] | None = Field(None, description="A GPU model, or a list of acceptable ones")
+    gpu_models: list[str] | None = None
+    gpu_memory: str | int | None = Field(None, description="Memory per GPU, e.g. 40Gi (or MiB)")
+    cpu: float | None = Field(None, ge=0, description="CPU cores")
+    cpu_milli: int | None = Field(None, ge=0)
+    memory: str | int | None = None
+    memory_mib: int | None = Field(None, ge=0)
+    start: Any = Field(None, description="Earliest start: ISO time, epoch ms, now, or +10m")
+    latest_start: Any = Field(None, description="Latest start (default: start)")
+    duration: str | int | None = None
+    duration_ms: int | None = Field(None, ge=0)
+    price: float = Field(allow_inf_nan=False, description="The most you pay per GPU-hour")
+    gang: bool = True
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str | None) -> str | None:
+        if v is not None and not _ID.fullmatch(v):
+            raise ValueError(f"{v!r} is not a valid id: use letters, digits and . _ : @ + - (starting with a "
+                             "letter or digit)")
+        return v
+
+    def models(self) -> list[str]:
+        one = [self.gpu_model] if isinstance(self.gpu_model, str) else list(self.gpu_model or [])
+        return list(dict.fromkeys([*one, *(self.gpu_models or [])]))
+
+    def to_event(self, now_ms: int) -> dict[str, Any]:
+        """The ReservationBid payload (Avro field names); ValueError naming the field otherwise."""
+        problems = []
+        try:
+            resources = ResourcesSpec(cpu=self.cpu, cpu_milli=self.cpu_milli, memory=self.memory,
+                                      memory_mib=self.memory_mib, gpu=0, gpu_models=[])
+        except ValidationError as exc:
+            problems.append(format_errors(exc).removeprefix("(event): "))
+            resources = None
+        gpu_count = int(self.gpus) if self.gpus >= 1 and self.gpus == int(self.gpus) else 0
+        if self.gpus > 64:
+            problems.append(f"gpus: {self.gpus:g} is more than 64 (a token lives on one node)")
+        gpu_milli = 1000 if gpu_count or self.gpus <= 0 else max(1, round((self.gpus % 1) * 1000))
+        times = {}
+        for name, value in (("start", self.start), ("latest_start", self.latest_start)):
+            if value is None:
+                continue
+            try:
+                times[name] = time_ms(value, now_ms)
+            except ValueError as exc:
+                problems.append(f"{name}: {exc}")
+        if self.start is None:
+            problems.append("start: give the earliest start (an ISO time, epoch ms, now, or +10m)")
+        if self.duration is None and self.duration_ms is None:
+            problems.append("duration: give the window's length (e.g. 4h) or duration_ms")
+        duration = None
+        try:
+            duration = self.duration_ms if self.duration_ms is not None else (
+                _duration_ms(self.duration) if self.duration is not None else None)
+        except ValueError as exc:
+            problems.append(f"duration: {exc}")
+        gpu_memory = 0
+        if self.gpu_memory is not None:
+            try:
+                gpu_memory = _memory_mib(self.gpu_memory)
+            except ValueError as exc:
+                problems.append(f"gpu_memory: {exc}")
+        if "start" in times and not any(p.startswith("duration") for p in problems):
+            problems += bid_problems(start_at=times["start"], latest_start_at=times.get("latest_start"),
+                                     duration_ms=duration, price=self.price,
+                                     gpu_count=max(int(self.gpus), 1 if self.gpus > 0 else 0),
+                                     gpu_milli=gpu_milli)
+        if problems or resources is None:
+            raise ValueError("; ".join(dict.fromkeys(problems)))
+        bid_id = self.id or f"bid-{uuid.uuid4().hex[:12]}"
+        r = resources
+        return {
+            "event_id": f"bid/{bid_id}/{uuid.uuid4().hex[:8]}", "bid_id": bid_id, "tenant": self.tenant,
+            "cell": self.cell,
+            "resources": {"cpu_milli": r.cpu_milli if r.cpu_milli is not None else round((r.cpu or 0) * 1000),
+                          "memory_mib": r.memory_mib if r.memory_mib is not None else _memory_mib(r.memory),
+                          "gpu_count": gpu_count, "gpu_milli": 1000, "gpu_models": self.models(),
+                          "gpu_memory_mib": gpu_memory, "accelerators": []},
+            "start_at": times["start"], "duration_ms": duration, "price": float(self.price), "at": now_ms,
+            "latest_start_at": times.get("latest_start"), "gang": self.gang,
+        }
+
+
+def bid_from_document(doc: Any, now_ms: int) -> dict[str, Any]:
+    """Validate a parsed YAML/JSON bid document and return its ReservationBid payload.
+
+    Raises :class:`suanli.errors.ValidationError` naming every bad field.
+    """
+    if not isinstance(doc, dict):
+        raise SuanliValidationError("a bid document must be a mapping (see `suanli reserve --help`)")
+    try:
+        return BidForm.model_validate(doc).to_event(now_ms)
+    except ValidationError as exc:
+        raise SuanliValidationError(f"invalid bid: {format_errors(exc)}") from None
+    except ValueError as exc:
+        raise SuanliValidationError(f"invalid bid: {exc}") from None

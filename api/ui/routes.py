@@ -191,6 +191,20 @@ def _router(ui: Dashboard) -> APIRouter:
         here = f"/ui/tasks?fragment=1&status={quote(status or '')}&q={quote(q[:200])}"
         return _html(views.page("Tasks", "tasks", tenant, body, stream="/ui/events?page=tasks", fragment=here))
 
+    @router.get("/reservations")
+    async def reservations_page(request: Request, status: str | None = None, fragment: int = 0) -> Response:
+        tenant = _tenant(request)
+        if tenant is None:
+            return _unauthorized() if fragment else _to_login(request)
+        await ready(request)
+        status = status.upper()[:32] if status else None
+        body = views.reservations(state, tenant, status)
+        if fragment:
+            return _html(body)
+        here = f"/ui/reservations?fragment=1&status={quote(status or '')}"
+        return _html(views.page("Reservations", "reservations", tenant, body, stream="/ui/events?page=reservations",
+                                fragment=here))
+
     async def _task(request: Request, tenant: str, task_id: str) -> tuple[Any, list[Any]]:
         """The caller's task and its decisions, other tenants' task ids redacted
         (NotFoundError for another tenant's task, as for a missing one)."""
@@ -329,6 +343,7 @@ async def _stream(ui: Dashboard, request: Request, tenant: str, page: str, cell:
     task_seq = state.task_seq.get(task, 0)
     tenant_seq = state.tenant_seq.get(tenant, 0)
     queue_seq = state.queue_seq
+    reservation_seq = state.reservation_seq
     last_sent = time.monotonic()
     yield "retry: 1000\n\n" + _sse("hello", {"page": page, "at": int(time.time() * 1000)})
     while not ui.closing.is_set():
@@ -363,6 +378,10 @@ async def _stream(ui: Dashboard, request: Request, tenant: str, page: str, cell:
             if state.queue_seq != queue_seq or state.tenant_seq.get(tenant, 0) != tenant_seq:
                 queue_seq, tenant_seq = state.queue_seq, state.tenant_seq.get(tenant, 0)
                 out.append(_sse("changed", {"queue": queue_seq}))
+        elif page == "reservations":
+            if state.reservation_seq != reservation_seq:
+                reservation_seq = state.reservation_seq
+                out.append(_sse("changed", {"reservations": reservation_seq}))
         elif page == "tasks":
             seq = state.tenant_seq.get(tenant, 0)
             if seq != tenant_seq:

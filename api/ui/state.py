@@ -12,7 +12,8 @@ browser only what changed since its last message:
   status or condition may have changed, in order;
 * ``task_seq`` / ``tenant_seq`` / ``queue_seq``: the sequence number of the latest change of
   a task, of any task of a tenant, and of any cell's queue (a task entering or leaving
-  PENDING), so a page knows when to re-read its part.
+  PENDING), so a page knows when to re-read its part;
+* ``reservation_seq``: of the latest bid, reservation decision or claim (the reservations page).
 
 Everything runs on the API's event loop, called synchronously from ``ReadModel.apply``.
 """
@@ -30,6 +31,8 @@ TASK_KINDS = frozenset({"TaskSubmitted", "TaskCancelled", "TaskStatusChanged", "
                         "TaskUnschedulable", "TaskReleased", "TaskLost", "TaskPreempted", "TaskMigrated"})
 NODE_KINDS = frozenset({"NodeRegistered", "NodeHealthChanged", "NodeStatusChanged", "NodeConditionChanged"})
 NODE_FIELDS = ("node_id", "from_node", "to_node")
+RESERVATION_KINDS = frozenset({"ReservationBid", "ReservationGranted", "ReservationRejected", "ReservationExpired",
+                               "ReservationReleased"})
 ACTIVE = ("PLACED", "DISPATCHED", "RUNNING")
 # The change log keeps at most this many entries; a browser further behind gets everything again.
 MAX_LOG = 200_000
@@ -67,6 +70,7 @@ class DashboardState:
         self.task_seq: dict[str, int] = {}
         self.tenant_seq: dict[str, int] = {}
         self.queue_seq = 0
+        self.reservation_seq = 0
         self.counts: dict[str, Counter] = {}                 # tenant -> status -> tasks (and "placed")
         self._task: dict[str, tuple[str, str, bool]] = {}    # task -> (tenant, status, placed once)
         self._moving: dict[str, tuple[str, str]] = {}        # task -> old node of a reserve-first move
@@ -89,6 +93,11 @@ class DashboardState:
                 log.exception("dashboard: cannot follow %s %s", kind, p.get("event_id"))
 
     def _observe(self, kind: str, p: dict[str, Any]) -> None:
+        reservations = getattr(self.model, "reservations", None)
+        if kind in RESERVATION_KINDS or (kind == "TaskPlaced" and reservations is not None
+                                         and reservations.labelled(p.get("task_id") or "")):
+            self.seq += 1
+            self.reservation_seq = self.seq
         if kind in TASK_KINDS:
             task_id = p.get("task_id")
             if not task_id:

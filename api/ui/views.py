@@ -69,6 +69,7 @@ def page(title: str, page_name: str, tenant: str, body: str, *, stream: str = ""
     nav = "".join(f'<a href="{href}"{_on(page_name == key)}>{label}</a>'
                   for key, href, label in (("cluster", "/ui/", "Cluster"), ("queues", "/ui/queues", "Queues"),
                                            ("tasks", "/ui/tasks", "Tasks"),
+                                           ("reservations", "/ui/reservations", "Reservations"),
                                            ("whatif", "/ui/whatif", "What-if")))
     return template("layout.html").substitute(title=e(title), page=e(page_name), tenant=e(tenant), nav=nav,
                                               body=body, stream=e(stream), fragment=e(fragment))
@@ -91,7 +92,8 @@ class Redactor(_BaseRedactor):
     """:class:`~suanli.api.redact.Redactor` over the dashboard's read model."""
 
     def __init__(self, state: DashboardState, tenant: str):
-        super().__init__(state.model.lifecycle.tasks, state.model.submissions, tenant)
+        super().__init__(state.model.lifecycle.tasks, state.model.submissions, tenant,
+                         getattr(state.model, "reservations", None))
 
 
 # ====================================================================== the cluster
@@ -348,6 +350,82 @@ def tasks(state: DashboardState, tenant: str, status: str | None, query: str, li
         out.append("</tbody></table>")
         if len(rows) > len(shown):
             out.append(f'<p class="dim">{len(rows) - len(shown)} older tasks not shown: find one by its id.</p>')
+    out.append("</section>")
+    return "".join(out)
+
+
+# ====================================================================== reservations
+TOKEN_STATUSES = ("GRANTED", "CLAIMED", "EXPIRED", "ENDED", "RELEASED")
+
+
+def _price(value: float | None) -> str:
+    return "–" if value is None else f"{value:g}"
+
+
+def reservations(state: DashboardState, tenant: str, status: str | None, limit: int = 300) -> str:
+    """Your bids and what became of them, then every reservation token (another tenant's
+    shown by capacity, window and price only: its ids, tenant and claimants are hidden)."""
+    from suanli.api.redact import OTHER_RESERVATION, OTHER_TENANT_NAME
+
+    view = getattr(state.model, "reservations", None)
+    bids = view.bids_of(tenant) if view is not None else []
+    tokens = view.tokens_of() if view is not None else []
+    hide = Redactor(state, tenant)
+    out = ['<section class="card"><h1>Your bids <small>advance capacity: whole GPUs for a window, cleared by '
+           'the cell\'s auction</small></h1>']
+    if not bids:
+        out.append('<p class="empty">You have no bids. Bid with <code>suanli reserve -f bid.yaml</code> or '
+                   '<code>POST /v1/bids</code>.</p>')
+    else:
+        out.append('<table class="bids"><thead><tr><th>bid</th><th>cell</th><th>GPUs</th><th>earliest start</th>'
+                   '<th>latest start</th><th>hours</th><th>price</th><th>status</th><th>outcome</th></tr></thead><tbody>')
+        for b in sorted(bids, key=lambda b: (-b.at, b.bid_id))[:limit]:
+            token = view.tokens.get(b.reservation_id) if b.reservation_id else None
+            if b.status == "GRANTED" and token is not None:
+                outcome = (f'{e(token.reservation_id)} on {e(token.node_id)} GPU {e(list(token.gpu_devices))} at '
+                           f'{_price(token.clearing_price)} ({e(token.status.lower())})')
+            elif b.status == "LOST":
+                need = (f"; {_price(b.needed_price)} per GPU-hour would have won" if b.needed_price is not None
+                        else "; no capacity in the window")
+                outcome = e(hide.text(b.reason or "refused")) + e(need)
+            else:
+                outcome = "not cleared yet"
+            out.append(f'<tr><td>{e(b.bid_id)}</td><td>{e(b.cell)}</td><td>{b.gpus}{"" if b.gang else " or fewer"}</td>'
+                       f'<td>{fmt_time(b.start_at)}</td><td>{fmt_time(b.latest_start_at or b.start_at)}</td>'
+                       f'<td>{b.duration_ms / 3_600_000:g}</td><td>{_price(b.price)}</td>'
+                       f'<td><span class="st st-{e(b.status.lower())}">{e(b.status)}</span></td><td>{outcome}</td></tr>')
+        out.append("</tbody></table>")
+    out.append("</section>")
+    counts: dict[str, int] = {}
+    for t in tokens:
+        counts[t.status] = counts.get(t.status, 0) + 1
+    chips = [f'<a href="/ui/reservations"{_on(not status)}>all <span>{len(tokens)}</span></a>']
+    chips += [f'<a href="/ui/reservations?status={st}"{_on(status == st)}>{st.lower()} <span>{counts[st]}</span></a>'
+              for st in TOKEN_STATUSES if counts.get(st)]
+    shown = [t for t in tokens if status in (None, t.status)]
+    out.append('<section class="card"><h1>Reservation tokens <small>every tenant\'s: they hold capacity; '
+               'others\' ids are hidden</small></h1>'
+               f'<nav class="chips">{"".join(chips)}</nav>')
+    if not shown:
+        out.append('<p class="empty">No token here.</p>')
+    else:
+        out.append('<table class="tokens"><thead><tr><th>token</th><th>owner</th><th>cell</th><th>node</th>'
+                   '<th>GPUs</th><th>window</th><th>clearing price</th><th>status</th><th>claimed by</th>'
+                   '<th>use</th></tr></thead><tbody>')
+        for t in shown[:limit]:
+            mine = t.tenant == tenant
+            claimed = ", ".join(hide.text(c) for c in t.claimed_by) if mine else \
+                ("(another tenant's task)" if t.claimed_by else "")
+            use = f"{len(t.used_devices)}/{t.gpus}" + (f", {t.gpus_released} given back" if t.gpus_released else "")
+            out.append(f'<tr class="{"mine" if mine else "other"}"><td>{e(t.reservation_id if mine else OTHER_RESERVATION)}</td>'
+                       f'<td>{e(t.tenant if mine else OTHER_TENANT_NAME)}</td><td>{e(t.cell)}</td><td>{e(t.node_id)}</td>'
+                       f'<td>{e(",".join(str(d) for d in t.gpu_devices))}</td>'
+                       f'<td>{fmt_time(t.start_at)} – {fmt_time(t.end_at)}</td><td>{_price(t.clearing_price)}</td>'
+                       f'<td><span class="st st-{e(t.status.lower())}">{e(t.status)}</span></td>'
+                       f'<td>{e(claimed) or "–"}</td><td>{e(use)}</td></tr>')
+        out.append("</tbody></table>")
+        if len(shown) > limit:
+            out.append(f'<p class="dim">{len(shown) - limit} more tokens not shown.</p>')
     out.append("</section>")
     return "".join(out)
 

@@ -135,6 +135,58 @@ def test_bids_round_trip(api):
         assert alpha.get("/v1/bids").json()["bids"] == []
 
 
+def test_a_bid_with_a_window_is_granted_from_the_decisions_topic(api):
+    """The new bid fields reach the raw topic; a ReservationGranted on the decisions topic (the
+    scheduler's, written here by hand) turns the bid GRANTED and lists its token, hidden from
+    the other tenant."""
+    from suanli.processors import model as m
+    from suanli.streams.kafka_io import EventProducer
+
+    bid_id = f"win-{uuid.uuid4().hex[:8]}"
+    bid = {"bid_id": bid_id, "cell": "c1", "resources": {"cpu": 4, "memory": "16Gi", "gpu": 2},
+           "start_at": 1_900_000_000_000, "latest_start_at": 1_900_003_600_000, "duration": "2h", "price": 2.0,
+           "gang": False, "gpu_memory": "40Gi"}
+    with api.client("alpha") as alpha, api.client("beta") as beta:
+        r = alpha.post("/v1/bids", json={**bid, "latest_start_at": 1})
+        assert r.status_code == 422 and "latest_start_at" in r.json()["detail"], r.text
+        r = alpha.post("/v1/bids", json=bid)
+        assert r.status_code == 202, r.text
+        _record_, kind, payload, _ = _record(api, r.json()["position"])
+        assert kind == "ReservationBid" and payload["latest_start_at"] == 1_900_003_600_000
+        assert payload["gang"] is False and payload["resources"]["gpu_memory_mib"] == 40960
+        got = alpha.get(f"/v1/bids/{bid_id}")       # read your writes
+        assert got.status_code == 200 and got.json()["status"] == "SUBMITTED", got.text
+        assert beta.get(f"/v1/bids/{bid_id}").status_code == 404
+
+        grant = m.ReservationGranted(
+            event_id=f"grant/{bid_id}", reservation_id=f"rsv-{bid_id}", bid_id=bid_id, tenant="alpha", cell="c1",
+            node_id="n3", gpu_devices=(0, 1), start_at=1_900_001_000_000, end_at=1_900_008_200_000,
+            clearing_price=1.5, bid_price=2.0, wanted_gpus=2, cpu_milli=4000, memory_mib=16384,
+            provenance=m.Provenance(input=m.LogPosition(topic="x", partition=0, offset=0),
+                                    strategy=m.StrategyRef(name="auction", version="1", config_digest="d"),
+                                    candidates=(), filtered=(), path=("auction: cleared",),
+                                    decided_at=1_900_000_500_000))
+
+        async def decide():
+            with RegistryClient(api.settings.registry_url) as registry:
+                async with EventProducer(api.settings.bootstrap_servers, Codec(registry)) as producer:
+                    topic = TopicNames(api.settings.namespace).decisions
+                    await (await producer.send(topic, grant.KIND, m.to_avro(grant), key="c1"))
+        asyncio.run(decide())
+        for _ in range(100):                              # the follower folds it within a poll or two
+            got = alpha.get(f"/v1/bids/{bid_id}").json()
+            if got["status"] == "GRANTED":
+                break
+            time.sleep(0.1)
+        assert (got["status"], got["reservation_id"], got["node_id"], got["clearing_price"]) == \
+            ("GRANTED", f"rsv-{bid_id}", "n3", 1.5)
+        mine = [t for t in alpha.get("/v1/reservations").json()["reservations"] if t["mine"]]
+        assert [(t["reservation_id"], t["status"], t["gpu_devices"]) for t in mine] == \
+            [(f"rsv-{bid_id}", "GRANTED", [0, 1])]
+        seen_by_beta = beta.get("/v1/reservations").json()["reservations"]
+        assert seen_by_beta and all(not t["mine"] for t in seen_by_beta) and bid_id not in str(seen_by_beta)
+
+
 def test_grpc_submit_and_status_from_python(api):
     task = f"grpc-{uuid.uuid4().hex[:8]}"
 

@@ -38,7 +38,7 @@ ANY = "any"                 # needs no service: may succeed or refuse, never a t
 
 # leaf command -> (argv after it, expectation, mode). Placeholders: {tmp} a scratch directory,
 # {logdir} a small log directory (no broker), {task} a task YAML, {openb} a tiny openb trace,
-# {dead} a loopback port where nothing listens, {taken} a port something else holds.
+# {dead} a loopback port where nothing listens, {taken} a port something else holds, {bid} a bid YAML.
 CASES: dict[str, tuple[list[str], str, str]] = {
     "stack up": ([], STACK, "external"),
     "stack down": ([], ANY, "embedded"),            # pid files under the fresh SUANLI_HOME: nothing to stop
@@ -47,6 +47,8 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "test": (["--skip-setup", "--keep-stack", "--", "--collect-only", "-q", "tests/suanli/none.py"], STACK,
              "external"),
     "submit": (["{task}"], STACK, "embedded"),
+    "reserve": (["-f", "{bid}"], STACK, "embedded"),
+    "reservations": ([], STACK, "embedded"),
     "status": (["t-1"], STACK, "embedded"),
     "nodes": ([], STACK, "embedded"),
     "nodes drain": (["n-1"], STACK, "embedded"),
@@ -123,6 +125,8 @@ def world(tmp_path_factory):
     logdir = make_logdir(tmp / "log", n_tasks=20)
     task = tmp / "task.yaml"
     task.write_text("tenant: t\ncell: c1\nresources: {cpu: 1, memory: 1Gi}\nduration: 1m\n")
+    bid = tmp / "bid.yaml"
+    bid.write_text("tenant: t\ncell: c1\ngpus: 1\ncpu: 1\nmemory: 1Gi\nstart: +10m\nduration: 1h\nprice: 1\n")
     openb = tmp / "openb"
     openb.mkdir()
     nodes = (DATA / "openb_node_list_gpu_node.csv").read_text().splitlines()
@@ -140,14 +144,14 @@ def world(tmp_path_factory):
                SUANLI_PROMETHEUS_PORT=str(dead["prometheus"]), SUANLI_NODE_EXPORTER_PORT=str(dead["exporter"]),
                SUANLI_OPENB_DIR=str(DATA), PYTHONUNBUFFERED="1")
     env.pop("SUANLI_CONFIG", None)
-    yield {"tmp": tmp, "logdir": logdir, "task": task, "openb": openb, "dead": dead, "env": env,
+    yield {"tmp": tmp, "logdir": logdir, "task": task, "bid": bid, "openb": openb, "dead": dead, "env": env,
            "taken": taken.getsockname()[1]}
     taken.close()
 
 
 def _argv(world, words: list[str]) -> list[str]:
     fill = {"tmp": str(world["tmp"]), "logdir": str(world["logdir"]), "task": str(world["task"]),
-            "openb": str(world["openb"]), "dead": str(world["dead"]["other"])}
+            "bid": str(world["bid"]), "openb": str(world["openb"]), "dead": str(world["dead"]["other"])}
     return [w.format(**fill) for w in words]
 
 

@@ -52,6 +52,7 @@ type TaskSpec struct {
 	Command       []string               `protobuf:"bytes,11,rep,name=command,proto3" json:"command,omitempty"`
 	Env           map[string]string      `protobuf:"bytes,12,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added to the command's environment
 	Scheduling    *string                `protobuf:"bytes,13,opt,name=scheduling,proto3,oneof" json:"scheduling,omitempty"`                                                       // urgent | normal | batch (the label 'scheduling')
+	Reservation   *string                `protobuf:"bytes,14,opt,name=reservation,proto3,oneof" json:"reservation,omitempty"`                                                     // a reservation token (rsv-<bid id>, or the bid id): the label 'reservation'
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -177,6 +178,13 @@ func (x *TaskSpec) GetScheduling() string {
 	return ""
 }
 
+func (x *TaskSpec) GetReservation() string {
+	if x != nil && x.Reservation != nil {
+		return *x.Reservation
+	}
+	return ""
+}
+
 type ResourcesSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cpu           *float64               `protobuf:"fixed64,1,opt,name=cpu,proto3,oneof" json:"cpu,omitempty"` // cores (or cpu_milli)
@@ -267,10 +275,13 @@ type BidSpec struct {
 	Tenant        *string                `protobuf:"bytes,2,opt,name=tenant,proto3,oneof" json:"tenant,omitempty"`
 	Cell          *string                `protobuf:"bytes,3,opt,name=cell,proto3,oneof" json:"cell,omitempty"`
 	Resources     *ResourcesSpec         `protobuf:"bytes,4,opt,name=resources,proto3" json:"resources,omitempty"`
-	StartAt       *int64                 `protobuf:"varint,5,opt,name=start_at,json=startAt,proto3,oneof" json:"start_at,omitempty"` // epoch ms
+	StartAt       *int64                 `protobuf:"varint,5,opt,name=start_at,json=startAt,proto3,oneof" json:"start_at,omitempty"` // epoch ms: earliest start
 	Duration      *string                `protobuf:"bytes,6,opt,name=duration,proto3,oneof" json:"duration,omitempty"`
 	DurationMs    *int64                 `protobuf:"varint,7,opt,name=duration_ms,json=durationMs,proto3,oneof" json:"duration_ms,omitempty"`
-	Price         *float64               `protobuf:"fixed64,8,opt,name=price,proto3,oneof" json:"price,omitempty"`
+	Price         *float64               `protobuf:"fixed64,8,opt,name=price,proto3,oneof" json:"price,omitempty"`                                       // the most per GPU-hour
+	LatestStartAt *int64                 `protobuf:"varint,9,opt,name=latest_start_at,json=latestStartAt,proto3,oneof" json:"latest_start_at,omitempty"` // epoch ms (default: start_at)
+	Gang          *bool                  `protobuf:"varint,10,opt,name=gang,proto3,oneof" json:"gang,omitempty"`                                         // default true: all GPUs or none; false: fewer (>= 1) will do
+	GpuMemory     *string                `protobuf:"bytes,11,opt,name=gpu_memory,json=gpuMemory,proto3,oneof" json:"gpu_memory,omitempty"`               // per GPU, e.g. 40Gi (or MiB)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -359,6 +370,27 @@ func (x *BidSpec) GetPrice() float64 {
 		return *x.Price
 	}
 	return 0
+}
+
+func (x *BidSpec) GetLatestStartAt() int64 {
+	if x != nil && x.LatestStartAt != nil {
+		return *x.LatestStartAt
+	}
+	return 0
+}
+
+func (x *BidSpec) GetGang() bool {
+	if x != nil && x.Gang != nil {
+		return *x.Gang
+	}
+	return false
+}
+
+func (x *BidSpec) GetGpuMemory() string {
+	if x != nil && x.GpuMemory != nil {
+		return *x.GpuMemory
+	}
+	return ""
 }
 
 type CancelRequest struct {
@@ -825,6 +857,118 @@ func (x *ListBidsRequest) GetLimit() int32 {
 	return 0
 }
 
+type GetBidRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BidId         string                 `protobuf:"bytes,1,opt,name=bid_id,json=bidId,proto3" json:"bid_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBidRequest) Reset() {
+	*x = GetBidRequest{}
+	mi := &file_suanli_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBidRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBidRequest) ProtoMessage() {}
+
+func (x *GetBidRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBidRequest.ProtoReflect.Descriptor instead.
+func (*GetBidRequest) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetBidRequest) GetBidId() string {
+	if x != nil {
+		return x.BidId
+	}
+	return ""
+}
+
+type ListReservationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cell          *string                `protobuf:"bytes,1,opt,name=cell,proto3,oneof" json:"cell,omitempty"`
+	Status        *string                `protobuf:"bytes,2,opt,name=status,proto3,oneof" json:"status,omitempty"` // GRANTED, CLAIMED, EXPIRED, ENDED, RELEASED
+	Mine          *bool                  `protobuf:"varint,3,opt,name=mine,proto3,oneof" json:"mine,omitempty"`    // only the caller's tokens
+	Limit         *int32                 `protobuf:"varint,4,opt,name=limit,proto3,oneof" json:"limit,omitempty"`  // default 100
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReservationsRequest) Reset() {
+	*x = ListReservationsRequest{}
+	mi := &file_suanli_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReservationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReservationsRequest) ProtoMessage() {}
+
+func (x *ListReservationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReservationsRequest.ProtoReflect.Descriptor instead.
+func (*ListReservationsRequest) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListReservationsRequest) GetCell() string {
+	if x != nil && x.Cell != nil {
+		return *x.Cell
+	}
+	return ""
+}
+
+func (x *ListReservationsRequest) GetStatus() string {
+	if x != nil && x.Status != nil {
+		return *x.Status
+	}
+	return ""
+}
+
+func (x *ListReservationsRequest) GetMine() bool {
+	if x != nil && x.Mine != nil {
+		return *x.Mine
+	}
+	return false
+}
+
+func (x *ListReservationsRequest) GetLimit() int32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cell          *string                `protobuf:"bytes,1,opt,name=cell,proto3,oneof" json:"cell,omitempty"`
@@ -835,7 +979,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_suanli_proto_msgTypes[13]
+	mi := &file_suanli_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +991,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[13]
+	mi := &file_suanli_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1004,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{13}
+	return file_suanli_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListNodesRequest) GetCell() string {
@@ -888,7 +1032,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_suanli_proto_msgTypes[14]
+	mi := &file_suanli_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1044,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[14]
+	mi := &file_suanli_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1057,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{14}
+	return file_suanli_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeStatusRequest) GetCell() string {
@@ -941,7 +1085,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[15]
+	mi := &file_suanli_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1097,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[15]
+	mi := &file_suanli_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1110,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{15}
+	return file_suanli_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DrainNodeRequest) GetNodeId() string {
@@ -1001,7 +1145,7 @@ type UncordonNodeRequest struct {
 
 func (x *UncordonNodeRequest) Reset() {
 	*x = UncordonNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[16]
+	mi := &file_suanli_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1157,7 @@ func (x *UncordonNodeRequest) String() string {
 func (*UncordonNodeRequest) ProtoMessage() {}
 
 func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[16]
+	mi := &file_suanli_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1170,7 @@ func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*UncordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{16}
+	return file_suanli_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UncordonNodeRequest) GetNodeId() string {
@@ -1061,7 +1205,7 @@ type LogPosition struct {
 
 func (x *LogPosition) Reset() {
 	*x = LogPosition{}
-	mi := &file_suanli_proto_msgTypes[17]
+	mi := &file_suanli_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1073,7 +1217,7 @@ func (x *LogPosition) String() string {
 func (*LogPosition) ProtoMessage() {}
 
 func (x *LogPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[17]
+	mi := &file_suanli_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1086,7 +1230,7 @@ func (x *LogPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogPosition.ProtoReflect.Descriptor instead.
 func (*LogPosition) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{17}
+	return file_suanli_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LogPosition) GetTopic() string {
@@ -1120,7 +1264,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_suanli_proto_msgTypes[18]
+	mi := &file_suanli_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1276,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[18]
+	mi := &file_suanli_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1289,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{18}
+	return file_suanli_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PendingReason) GetReason() string {
@@ -1173,7 +1317,7 @@ type AcceleratorRequest struct {
 
 func (x *AcceleratorRequest) Reset() {
 	*x = AcceleratorRequest{}
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1329,7 @@ func (x *AcceleratorRequest) String() string {
 func (*AcceleratorRequest) ProtoMessage() {}
 
 func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1342,7 @@ func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceleratorRequest.ProtoReflect.Descriptor instead.
 func (*AcceleratorRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{19}
+	return file_suanli_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AcceleratorRequest) GetKind() string {
@@ -1237,7 +1381,7 @@ type TaskResources struct {
 
 func (x *TaskResources) Reset() {
 	*x = TaskResources{}
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1393,7 @@ func (x *TaskResources) String() string {
 func (*TaskResources) ProtoMessage() {}
 
 func (x *TaskResources) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1406,7 @@ func (x *TaskResources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResources.ProtoReflect.Descriptor instead.
 func (*TaskResources) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{20}
+	return file_suanli_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TaskResources) GetCpuMilli() int32 {
@@ -1325,7 +1469,7 @@ type StrategyRef struct {
 
 func (x *StrategyRef) Reset() {
 	*x = StrategyRef{}
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1481,7 @@ func (x *StrategyRef) String() string {
 func (*StrategyRef) ProtoMessage() {}
 
 func (x *StrategyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1494,7 @@ func (x *StrategyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StrategyRef.ProtoReflect.Descriptor instead.
 func (*StrategyRef) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{21}
+	return file_suanli_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StrategyRef) GetName() string {
@@ -1385,7 +1529,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1541,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1554,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{22}
+	return file_suanli_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Candidate) GetNodeId() string {
@@ -1445,7 +1589,7 @@ type FilterOutcome struct {
 
 func (x *FilterOutcome) Reset() {
 	*x = FilterOutcome{}
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1601,7 @@ func (x *FilterOutcome) String() string {
 func (*FilterOutcome) ProtoMessage() {}
 
 func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1614,7 @@ func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterOutcome.ProtoReflect.Descriptor instead.
 func (*FilterOutcome) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{23}
+	return file_suanli_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FilterOutcome) GetReason() string {
@@ -1509,7 +1653,7 @@ type Provenance struct {
 
 func (x *Provenance) Reset() {
 	*x = Provenance{}
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1521,7 +1665,7 @@ func (x *Provenance) String() string {
 func (*Provenance) ProtoMessage() {}
 
 func (x *Provenance) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1534,7 +1678,7 @@ func (x *Provenance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provenance.ProtoReflect.Descriptor instead.
 func (*Provenance) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{24}
+	return file_suanli_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Provenance) GetInput() *LogPosition {
@@ -1596,7 +1740,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1752,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1765,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{25}
+	return file_suanli_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Health) GetReady() bool {
@@ -1652,7 +1796,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1808,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1821,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{26}
+	return file_suanli_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubmitTaskResponse) GetTaskId() string {
@@ -1733,7 +1877,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1889,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1902,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{27}
+	return file_suanli_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelTaskResponse) GetTaskId() string {
@@ -1795,7 +1939,7 @@ type SubmitBidResponse struct {
 
 func (x *SubmitBidResponse) Reset() {
 	*x = SubmitBidResponse{}
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +1951,7 @@ func (x *SubmitBidResponse) String() string {
 func (*SubmitBidResponse) ProtoMessage() {}
 
 func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +1964,7 @@ func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBidResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{28}
+	return file_suanli_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SubmitBidResponse) GetBidId() string {
@@ -1886,7 +2030,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2042,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2055,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{29}
+	return file_suanli_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskStatus) GetTaskId() string {
@@ -2063,7 +2207,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2219,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2232,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{30}
+	return file_suanli_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskStatus {
@@ -2117,7 +2261,7 @@ type WhyPendingResponse struct {
 
 func (x *WhyPendingResponse) Reset() {
 	*x = WhyPendingResponse{}
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2273,7 @@ func (x *WhyPendingResponse) String() string {
 func (*WhyPendingResponse) ProtoMessage() {}
 
 func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2286,7 @@ func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingResponse.ProtoReflect.Descriptor instead.
 func (*WhyPendingResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{31}
+	return file_suanli_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WhyPendingResponse) GetTaskId() string {
@@ -2223,25 +2367,35 @@ func (x *WhyPendingResponse) GetExplanation() string {
 }
 
 type BidView struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BidId         string                 `protobuf:"bytes,1,opt,name=bid_id,json=bidId,proto3" json:"bid_id,omitempty"`
-	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
-	Cell          string                 `protobuf:"bytes,3,opt,name=cell,proto3" json:"cell,omitempty"`
-	Resources     *TaskResources         `protobuf:"bytes,4,opt,name=resources,proto3" json:"resources,omitempty"`
-	StartAt       int64                  `protobuf:"varint,5,opt,name=start_at,json=startAt,proto3" json:"start_at,omitempty"`
-	DurationMs    int64                  `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	Price         float64                `protobuf:"fixed64,7,opt,name=price,proto3" json:"price,omitempty"`
-	At            int64                  `protobuf:"varint,8,opt,name=at,proto3" json:"at,omitempty"`
-	Status        string                 `protobuf:"bytes,9,opt,name=status,proto3" json:"status,omitempty"` // SUBMITTED, GRANTED, EXPIRED, RELEASED
-	ReservationId string                 `protobuf:"bytes,10,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
-	NodeId        string                 `protobuf:"bytes,11,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	BidId             string                 `protobuf:"bytes,1,opt,name=bid_id,json=bidId,proto3" json:"bid_id,omitempty"`
+	Tenant            string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Cell              string                 `protobuf:"bytes,3,opt,name=cell,proto3" json:"cell,omitempty"`
+	Resources         *TaskResources         `protobuf:"bytes,4,opt,name=resources,proto3" json:"resources,omitempty"`
+	StartAt           int64                  `protobuf:"varint,5,opt,name=start_at,json=startAt,proto3" json:"start_at,omitempty"`
+	DurationMs        int64                  `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Price             float64                `protobuf:"fixed64,7,opt,name=price,proto3" json:"price,omitempty"`
+	At                int64                  `protobuf:"varint,8,opt,name=at,proto3" json:"at,omitempty"`
+	Status            string                 `protobuf:"bytes,9,opt,name=status,proto3" json:"status,omitempty"`                                     // SUBMITTED, GRANTED, LOST
+	ReservationId     string                 `protobuf:"bytes,10,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"` // GRANTED: the token (rsv-<bid id>)
+	NodeId            string                 `protobuf:"bytes,11,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	LatestStartAt     *int64                 `protobuf:"varint,12,opt,name=latest_start_at,json=latestStartAt,proto3,oneof" json:"latest_start_at,omitempty"`
+	Gang              bool                   `protobuf:"varint,13,opt,name=gang,proto3" json:"gang,omitempty"`
+	GpuDevices        []int32                `protobuf:"varint,14,rep,packed,name=gpu_devices,json=gpuDevices,proto3" json:"gpu_devices,omitempty"`        // GRANTED: the token's GPUs on node_id
+	GrantedStartAt    int64                  `protobuf:"varint,15,opt,name=granted_start_at,json=grantedStartAt,proto3" json:"granted_start_at,omitempty"` // GRANTED: the token's window
+	GrantedEndAt      int64                  `protobuf:"varint,16,opt,name=granted_end_at,json=grantedEndAt,proto3" json:"granted_end_at,omitempty"`
+	ClearingPrice     *float64               `protobuf:"fixed64,17,opt,name=clearing_price,json=clearingPrice,proto3,oneof" json:"clearing_price,omitempty"`     // GRANTED: per GPU-hour
+	ReservationStatus string                 `protobuf:"bytes,18,opt,name=reservation_status,json=reservationStatus,proto3" json:"reservation_status,omitempty"` // the token's status (see ReservationView)
+	Reason            string                 `protobuf:"bytes,19,opt,name=reason,proto3" json:"reason,omitempty"`                                                // LOST: why
+	NeededPrice       *float64               `protobuf:"fixed64,20,opt,name=needed_price,json=neededPrice,proto3,oneof" json:"needed_price,omitempty"`           // LOST: the lowest price that would have won; absent: no capacity
+	DecidedAt         int64                  `protobuf:"varint,21,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *BidView) Reset() {
 	*x = BidView{}
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2407,7 @@ func (x *BidView) String() string {
 func (*BidView) ProtoMessage() {}
 
 func (x *BidView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2420,7 @@ func (x *BidView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidView.ProtoReflect.Descriptor instead.
 func (*BidView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{32}
+	return file_suanli_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BidView) GetBidId() string {
@@ -2346,6 +2500,76 @@ func (x *BidView) GetNodeId() string {
 	return ""
 }
 
+func (x *BidView) GetLatestStartAt() int64 {
+	if x != nil && x.LatestStartAt != nil {
+		return *x.LatestStartAt
+	}
+	return 0
+}
+
+func (x *BidView) GetGang() bool {
+	if x != nil {
+		return x.Gang
+	}
+	return false
+}
+
+func (x *BidView) GetGpuDevices() []int32 {
+	if x != nil {
+		return x.GpuDevices
+	}
+	return nil
+}
+
+func (x *BidView) GetGrantedStartAt() int64 {
+	if x != nil {
+		return x.GrantedStartAt
+	}
+	return 0
+}
+
+func (x *BidView) GetGrantedEndAt() int64 {
+	if x != nil {
+		return x.GrantedEndAt
+	}
+	return 0
+}
+
+func (x *BidView) GetClearingPrice() float64 {
+	if x != nil && x.ClearingPrice != nil {
+		return *x.ClearingPrice
+	}
+	return 0
+}
+
+func (x *BidView) GetReservationStatus() string {
+	if x != nil {
+		return x.ReservationStatus
+	}
+	return ""
+}
+
+func (x *BidView) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BidView) GetNeededPrice() float64 {
+	if x != nil && x.NeededPrice != nil {
+		return *x.NeededPrice
+	}
+	return 0
+}
+
+func (x *BidView) GetDecidedAt() int64 {
+	if x != nil {
+		return x.DecidedAt
+	}
+	return 0
+}
+
 type ListBidsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Bids          []*BidView             `protobuf:"bytes,1,rep,name=bids,proto3" json:"bids,omitempty"`
@@ -2355,7 +2579,7 @@ type ListBidsResponse struct {
 
 func (x *ListBidsResponse) Reset() {
 	*x = ListBidsResponse{}
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2591,7 @@ func (x *ListBidsResponse) String() string {
 func (*ListBidsResponse) ProtoMessage() {}
 
 func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,12 +2604,295 @@ func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsResponse.ProtoReflect.Descriptor instead.
 func (*ListBidsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{33}
+	return file_suanli_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListBidsResponse) GetBids() []*BidView {
 	if x != nil {
 		return x.Bids
+	}
+	return nil
+}
+
+// A reservation token. status: GRANTED, CLAIMED, EXPIRED, ENDED (claimed, window over), RELEASED.
+// Another tenant's token (mine false) shows capacity, window and price, with ids, tenant and
+// claimants hidden.
+type ReservationView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ReservationId string                 `protobuf:"bytes,1,opt,name=reservation_id,json=reservationId,proto3" json:"reservation_id,omitempty"`
+	BidId         string                 `protobuf:"bytes,2,opt,name=bid_id,json=bidId,proto3" json:"bid_id,omitempty"`
+	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Cell          string                 `protobuf:"bytes,4,opt,name=cell,proto3" json:"cell,omitempty"`
+	NodeId        string                 `protobuf:"bytes,5,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	GpuDevices    []int32                `protobuf:"varint,6,rep,packed,name=gpu_devices,json=gpuDevices,proto3" json:"gpu_devices,omitempty"`
+	StartAt       int64                  `protobuf:"varint,7,opt,name=start_at,json=startAt,proto3" json:"start_at,omitempty"`
+	EndAt         int64                  `protobuf:"varint,8,opt,name=end_at,json=endAt,proto3" json:"end_at,omitempty"`
+	ClearingPrice float64                `protobuf:"fixed64,9,opt,name=clearing_price,json=clearingPrice,proto3" json:"clearing_price,omitempty"`
+	Status        string                 `protobuf:"bytes,10,opt,name=status,proto3" json:"status,omitempty"`
+	ClaimedBy     []string               `protobuf:"bytes,11,rep,name=claimed_by,json=claimedBy,proto3" json:"claimed_by,omitempty"`
+	ClaimedAt     int64                  `protobuf:"varint,12,opt,name=claimed_at,json=claimedAt,proto3" json:"claimed_at,omitempty"`
+	UsedGpus      int32                  `protobuf:"varint,13,opt,name=used_gpus,json=usedGpus,proto3" json:"used_gpus,omitempty"`             // of its GPUs, used by its claimants
+	GpusReleased  int32                  `protobuf:"varint,14,opt,name=gpus_released,json=gpusReleased,proto3" json:"gpus_released,omitempty"` // given back at the claim (ReservationReleased)
+	Use           float64                `protobuf:"fixed64,15,opt,name=use,proto3" json:"use,omitempty"`                                      // used_gpus / its GPUs
+	Mine          bool                   `protobuf:"varint,16,opt,name=mine,proto3" json:"mine,omitempty"`
+	BidPrice      float64                `protobuf:"fixed64,17,opt,name=bid_price,json=bidPrice,proto3" json:"bid_price,omitempty"`
+	WantedGpus    int32                  `protobuf:"varint,18,opt,name=wanted_gpus,json=wantedGpus,proto3" json:"wanted_gpus,omitempty"`
+	CpuMilli      int64                  `protobuf:"varint,19,opt,name=cpu_milli,json=cpuMilli,proto3" json:"cpu_milli,omitempty"`
+	MemoryMib     int64                  `protobuf:"varint,20,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	GrantedAt     int64                  `protobuf:"varint,21,opt,name=granted_at,json=grantedAt,proto3" json:"granted_at,omitempty"`
+	EndedAt       int64                  `protobuf:"varint,22,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	Reason        string                 `protobuf:"bytes,23,opt,name=reason,proto3" json:"reason,omitempty"`
+	PurgeAt       *int64                 `protobuf:"varint,24,opt,name=purge_at,json=purgeAt,proto3,oneof" json:"purge_at,omitempty"`
+	HoldFrom      *int64                 `protobuf:"varint,25,opt,name=hold_from,json=holdFrom,proto3,oneof" json:"hold_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReservationView) Reset() {
+	*x = ReservationView{}
+	mi := &file_suanli_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReservationView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReservationView) ProtoMessage() {}
+
+func (x *ReservationView) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReservationView.ProtoReflect.Descriptor instead.
+func (*ReservationView) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ReservationView) GetReservationId() string {
+	if x != nil {
+		return x.ReservationId
+	}
+	return ""
+}
+
+func (x *ReservationView) GetBidId() string {
+	if x != nil {
+		return x.BidId
+	}
+	return ""
+}
+
+func (x *ReservationView) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ReservationView) GetCell() string {
+	if x != nil {
+		return x.Cell
+	}
+	return ""
+}
+
+func (x *ReservationView) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ReservationView) GetGpuDevices() []int32 {
+	if x != nil {
+		return x.GpuDevices
+	}
+	return nil
+}
+
+func (x *ReservationView) GetStartAt() int64 {
+	if x != nil {
+		return x.StartAt
+	}
+	return 0
+}
+
+func (x *ReservationView) GetEndAt() int64 {
+	if x != nil {
+		return x.EndAt
+	}
+	return 0
+}
+
+func (x *ReservationView) GetClearingPrice() float64 {
+	if x != nil {
+		return x.ClearingPrice
+	}
+	return 0
+}
+
+func (x *ReservationView) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ReservationView) GetClaimedBy() []string {
+	if x != nil {
+		return x.ClaimedBy
+	}
+	return nil
+}
+
+func (x *ReservationView) GetClaimedAt() int64 {
+	if x != nil {
+		return x.ClaimedAt
+	}
+	return 0
+}
+
+func (x *ReservationView) GetUsedGpus() int32 {
+	if x != nil {
+		return x.UsedGpus
+	}
+	return 0
+}
+
+func (x *ReservationView) GetGpusReleased() int32 {
+	if x != nil {
+		return x.GpusReleased
+	}
+	return 0
+}
+
+func (x *ReservationView) GetUse() float64 {
+	if x != nil {
+		return x.Use
+	}
+	return 0
+}
+
+func (x *ReservationView) GetMine() bool {
+	if x != nil {
+		return x.Mine
+	}
+	return false
+}
+
+func (x *ReservationView) GetBidPrice() float64 {
+	if x != nil {
+		return x.BidPrice
+	}
+	return 0
+}
+
+func (x *ReservationView) GetWantedGpus() int32 {
+	if x != nil {
+		return x.WantedGpus
+	}
+	return 0
+}
+
+func (x *ReservationView) GetCpuMilli() int64 {
+	if x != nil {
+		return x.CpuMilli
+	}
+	return 0
+}
+
+func (x *ReservationView) GetMemoryMib() int64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *ReservationView) GetGrantedAt() int64 {
+	if x != nil {
+		return x.GrantedAt
+	}
+	return 0
+}
+
+func (x *ReservationView) GetEndedAt() int64 {
+	if x != nil {
+		return x.EndedAt
+	}
+	return 0
+}
+
+func (x *ReservationView) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReservationView) GetPurgeAt() int64 {
+	if x != nil && x.PurgeAt != nil {
+		return *x.PurgeAt
+	}
+	return 0
+}
+
+func (x *ReservationView) GetHoldFrom() int64 {
+	if x != nil && x.HoldFrom != nil {
+		return *x.HoldFrom
+	}
+	return 0
+}
+
+type ListReservationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reservations  []*ReservationView     `protobuf:"bytes,1,rep,name=reservations,proto3" json:"reservations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReservationsResponse) Reset() {
+	*x = ListReservationsResponse{}
+	mi := &file_suanli_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReservationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReservationsResponse) ProtoMessage() {}
+
+func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReservationsResponse.ProtoReflect.Descriptor instead.
+func (*ListReservationsResponse) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListReservationsResponse) GetReservations() []*ReservationView {
+	if x != nil {
+		return x.Reservations
 	}
 	return nil
 }
@@ -2410,7 +2917,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2929,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2942,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{34}
+	return file_suanli_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NodeView) GetNodeId() string {
@@ -2531,7 +3038,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +3050,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +3063,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{35}
+	return file_suanli_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeView {
@@ -2592,7 +3099,7 @@ type AuditDecision struct {
 
 func (x *AuditDecision) Reset() {
 	*x = AuditDecision{}
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2604,7 +3111,7 @@ func (x *AuditDecision) String() string {
 func (*AuditDecision) ProtoMessage() {}
 
 func (x *AuditDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2617,7 +3124,7 @@ func (x *AuditDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditDecision.ProtoReflect.Descriptor instead.
 func (*AuditDecision) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{36}
+	return file_suanli_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AuditDecision) GetKind() string {
@@ -2745,7 +3252,7 @@ type AuditTrail struct {
 
 func (x *AuditTrail) Reset() {
 	*x = AuditTrail{}
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +3264,7 @@ func (x *AuditTrail) String() string {
 func (*AuditTrail) ProtoMessage() {}
 
 func (x *AuditTrail) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +3277,7 @@ func (x *AuditTrail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditTrail.ProtoReflect.Descriptor instead.
 func (*AuditTrail) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{37}
+	return file_suanli_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AuditTrail) GetTaskId() string {
@@ -2818,7 +3325,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +3337,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +3350,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{38}
+	return file_suanli_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FieldError) GetField() string {
@@ -2871,7 +3378,7 @@ type ErrorResponse struct {
 
 func (x *ErrorResponse) Reset() {
 	*x = ErrorResponse{}
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3390,7 @@ func (x *ErrorResponse) String() string {
 func (*ErrorResponse) ProtoMessage() {}
 
 func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3403,7 @@ func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorResponse.ProtoReflect.Descriptor instead.
 func (*ErrorResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{39}
+	return file_suanli_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ErrorResponse) GetDetail() string {
@@ -2929,7 +3436,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3448,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3461,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{40}
+	return file_suanli_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeStatusResponse) GetNodeId() string {
@@ -3003,7 +3510,7 @@ var File_suanli_proto protoreflect.FileDescriptor
 
 const file_suanli_proto_rawDesc = "" +
 	"\n" +
-	"\fsuanli.proto\x12\tsuanli.v1\"\xb9\x05\n" +
+	"\fsuanli.proto\x12\tsuanli.v1\"\xf0\x05\n" +
 	"\bTaskSpec\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x1b\n" +
 	"\x06tenant\x18\x02 \x01(\tH\x01R\x06tenant\x88\x01\x01\x12\x17\n" +
@@ -3022,7 +3529,8 @@ const file_suanli_proto_rawDesc = "" +
 	"\x03env\x18\f \x03(\v2\x1c.suanli.v1.TaskSpec.EnvEntryR\x03env\x12#\n" +
 	"\n" +
 	"scheduling\x18\r \x01(\tH\bR\n" +
-	"scheduling\x88\x01\x01\x1a9\n" +
+	"scheduling\x88\x01\x01\x12%\n" +
+	"\vreservation\x18\x0e \x01(\tH\tR\vreservation\x88\x01\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
@@ -3037,7 +3545,8 @@ const file_suanli_proto_rawDesc = "" +
 	"\t_durationB\x0e\n" +
 	"\f_duration_msB\x0e\n" +
 	"\f_deadline_msB\r\n" +
-	"\v_scheduling\"\xf7\x01\n" +
+	"\v_schedulingB\x0e\n" +
+	"\f_reservation\"\xf7\x01\n" +
 	"\rResourcesSpec\x12\x15\n" +
 	"\x03cpu\x18\x01 \x01(\x01H\x00R\x03cpu\x88\x01\x01\x12 \n" +
 	"\tcpu_milli\x18\x02 \x01(\x05H\x01R\bcpuMilli\x88\x01\x01\x12\x1b\n" +
@@ -3052,7 +3561,7 @@ const file_suanli_proto_rawDesc = "" +
 	"_cpu_milliB\t\n" +
 	"\a_memoryB\r\n" +
 	"\v_memory_mibB\x06\n" +
-	"\x04_gpu\"\xe8\x02\n" +
+	"\x04_gpu\"\xfe\x03\n" +
 	"\aBidSpec\x12\x1a\n" +
 	"\x06bid_id\x18\x01 \x01(\tH\x00R\x05bidId\x88\x01\x01\x12\x1b\n" +
 	"\x06tenant\x18\x02 \x01(\tH\x01R\x06tenant\x88\x01\x01\x12\x17\n" +
@@ -3062,14 +3571,22 @@ const file_suanli_proto_rawDesc = "" +
 	"\bduration\x18\x06 \x01(\tH\x04R\bduration\x88\x01\x01\x12$\n" +
 	"\vduration_ms\x18\a \x01(\x03H\x05R\n" +
 	"durationMs\x88\x01\x01\x12\x19\n" +
-	"\x05price\x18\b \x01(\x01H\x06R\x05price\x88\x01\x01B\t\n" +
+	"\x05price\x18\b \x01(\x01H\x06R\x05price\x88\x01\x01\x12+\n" +
+	"\x0flatest_start_at\x18\t \x01(\x03H\aR\rlatestStartAt\x88\x01\x01\x12\x17\n" +
+	"\x04gang\x18\n" +
+	" \x01(\bH\bR\x04gang\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"gpu_memory\x18\v \x01(\tH\tR\tgpuMemory\x88\x01\x01B\t\n" +
 	"\a_bid_idB\t\n" +
 	"\a_tenantB\a\n" +
 	"\x05_cellB\v\n" +
 	"\t_start_atB\v\n" +
 	"\t_durationB\x0e\n" +
 	"\f_duration_msB\b\n" +
-	"\x06_price\"'\n" +
+	"\x06_priceB\x12\n" +
+	"\x10_latest_start_atB\a\n" +
+	"\x05_gangB\r\n" +
+	"\v_gpu_memory\"'\n" +
 	"\rCancelRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x0f\n" +
 	"\rHealthRequest\"<\n" +
@@ -3097,6 +3614,17 @@ const file_suanli_proto_rawDesc = "" +
 	"\x04cell\x18\x01 \x01(\tH\x00R\x04cell\x88\x01\x01\x12\x19\n" +
 	"\x05limit\x18\x02 \x01(\x05H\x01R\x05limit\x88\x01\x01B\a\n" +
 	"\x05_cellB\b\n" +
+	"\x06_limit\"&\n" +
+	"\rGetBidRequest\x12\x15\n" +
+	"\x06bid_id\x18\x01 \x01(\tR\x05bidId\"\xaa\x01\n" +
+	"\x17ListReservationsRequest\x12\x17\n" +
+	"\x04cell\x18\x01 \x01(\tH\x00R\x04cell\x88\x01\x01\x12\x1b\n" +
+	"\x06status\x18\x02 \x01(\tH\x01R\x06status\x88\x01\x01\x12\x17\n" +
+	"\x04mine\x18\x03 \x01(\bH\x02R\x04mine\x88\x01\x01\x12\x19\n" +
+	"\x05limit\x18\x04 \x01(\x05H\x03R\x05limit\x88\x01\x01B\a\n" +
+	"\x05_cellB\t\n" +
+	"\a_statusB\a\n" +
+	"\x05_mineB\b\n" +
 	"\x06_limit\"Y\n" +
 	"\x10ListNodesRequest\x12\x17\n" +
 	"\x04cell\x18\x01 \x01(\tH\x00R\x04cell\x88\x01\x01\x12\x19\n" +
@@ -3226,7 +3754,7 @@ const file_suanli_proto_rawDesc = "" +
 	"\bstrategy\x18\t \x01(\tR\bstrategy\x12\x12\n" +
 	"\x04path\x18\n" +
 	" \x03(\tR\x04path\x12 \n" +
-	"\vexplanation\x18\v \x01(\tR\vexplanation\"\xbe\x02\n" +
+	"\vexplanation\x18\v \x01(\tR\vexplanation\"\xe2\x05\n" +
 	"\aBidView\x12\x15\n" +
 	"\x06bid_id\x18\x01 \x01(\tR\x05bidId\x12\x16\n" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
@@ -3240,9 +3768,62 @@ const file_suanli_proto_rawDesc = "" +
 	"\x06status\x18\t \x01(\tR\x06status\x12%\n" +
 	"\x0ereservation_id\x18\n" +
 	" \x01(\tR\rreservationId\x12\x17\n" +
-	"\anode_id\x18\v \x01(\tR\x06nodeId\":\n" +
+	"\anode_id\x18\v \x01(\tR\x06nodeId\x12+\n" +
+	"\x0flatest_start_at\x18\f \x01(\x03H\x00R\rlatestStartAt\x88\x01\x01\x12\x12\n" +
+	"\x04gang\x18\r \x01(\bR\x04gang\x12\x1f\n" +
+	"\vgpu_devices\x18\x0e \x03(\x05R\n" +
+	"gpuDevices\x12(\n" +
+	"\x10granted_start_at\x18\x0f \x01(\x03R\x0egrantedStartAt\x12$\n" +
+	"\x0egranted_end_at\x18\x10 \x01(\x03R\fgrantedEndAt\x12*\n" +
+	"\x0eclearing_price\x18\x11 \x01(\x01H\x01R\rclearingPrice\x88\x01\x01\x12-\n" +
+	"\x12reservation_status\x18\x12 \x01(\tR\x11reservationStatus\x12\x16\n" +
+	"\x06reason\x18\x13 \x01(\tR\x06reason\x12&\n" +
+	"\fneeded_price\x18\x14 \x01(\x01H\x02R\vneededPrice\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"decided_at\x18\x15 \x01(\x03R\tdecidedAtB\x12\n" +
+	"\x10_latest_start_atB\x11\n" +
+	"\x0f_clearing_priceB\x0f\n" +
+	"\r_needed_price\":\n" +
 	"\x10ListBidsResponse\x12&\n" +
-	"\x04bids\x18\x01 \x03(\v2\x12.suanli.v1.BidViewR\x04bids\"\xc9\x02\n" +
+	"\x04bids\x18\x01 \x03(\v2\x12.suanli.v1.BidViewR\x04bids\"\xf5\x05\n" +
+	"\x0fReservationView\x12%\n" +
+	"\x0ereservation_id\x18\x01 \x01(\tR\rreservationId\x12\x15\n" +
+	"\x06bid_id\x18\x02 \x01(\tR\x05bidId\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x12\n" +
+	"\x04cell\x18\x04 \x01(\tR\x04cell\x12\x17\n" +
+	"\anode_id\x18\x05 \x01(\tR\x06nodeId\x12\x1f\n" +
+	"\vgpu_devices\x18\x06 \x03(\x05R\n" +
+	"gpuDevices\x12\x19\n" +
+	"\bstart_at\x18\a \x01(\x03R\astartAt\x12\x15\n" +
+	"\x06end_at\x18\b \x01(\x03R\x05endAt\x12%\n" +
+	"\x0eclearing_price\x18\t \x01(\x01R\rclearingPrice\x12\x16\n" +
+	"\x06status\x18\n" +
+	" \x01(\tR\x06status\x12\x1d\n" +
+	"\n" +
+	"claimed_by\x18\v \x03(\tR\tclaimedBy\x12\x1d\n" +
+	"\n" +
+	"claimed_at\x18\f \x01(\x03R\tclaimedAt\x12\x1b\n" +
+	"\tused_gpus\x18\r \x01(\x05R\busedGpus\x12#\n" +
+	"\rgpus_released\x18\x0e \x01(\x05R\fgpusReleased\x12\x10\n" +
+	"\x03use\x18\x0f \x01(\x01R\x03use\x12\x12\n" +
+	"\x04mine\x18\x10 \x01(\bR\x04mine\x12\x1b\n" +
+	"\tbid_price\x18\x11 \x01(\x01R\bbidPrice\x12\x1f\n" +
+	"\vwanted_gpus\x18\x12 \x01(\x05R\n" +
+	"wantedGpus\x12\x1b\n" +
+	"\tcpu_milli\x18\x13 \x01(\x03R\bcpuMilli\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x14 \x01(\x03R\tmemoryMib\x12\x1d\n" +
+	"\n" +
+	"granted_at\x18\x15 \x01(\x03R\tgrantedAt\x12\x19\n" +
+	"\bended_at\x18\x16 \x01(\x03R\aendedAt\x12\x16\n" +
+	"\x06reason\x18\x17 \x01(\tR\x06reason\x12\x1e\n" +
+	"\bpurge_at\x18\x18 \x01(\x03H\x00R\apurgeAt\x88\x01\x01\x12 \n" +
+	"\thold_from\x18\x19 \x01(\x03H\x01R\bholdFrom\x88\x01\x01B\v\n" +
+	"\t_purge_atB\f\n" +
+	"\n" +
+	"_hold_from\"Z\n" +
+	"\x18ListReservationsResponse\x12>\n" +
+	"\freservations\x18\x01 \x03(\v2\x1a.suanli.v1.ReservationViewR\freservations\"\xc9\x02\n" +
 	"\bNodeView\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04cell\x18\x02 \x01(\tR\x04cell\x12\x1b\n" +
@@ -3304,7 +3885,7 @@ const file_suanli_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\tR\x06status\x12\x1a\n" +
 	"\bprevious\x18\x04 \x01(\tR\bprevious\x12\x19\n" +
 	"\bevent_id\x18\x05 \x01(\tR\aeventId\x122\n" +
-	"\bposition\x18\x06 \x01(\v2\x16.suanli.v1.LogPositionR\bposition2\xd4\x06\n" +
+	"\bposition\x18\x06 \x01(\v2\x16.suanli.v1.LogPositionR\bposition2\xe9\a\n" +
 	"\x06Suanli\x128\n" +
 	"\tGetHealth\x12\x18.suanli.v1.HealthRequest\x1a\x11.suanli.v1.Health\x12I\n" +
 	"\n" +
@@ -3317,7 +3898,9 @@ const file_suanli_proto_rawDesc = "" +
 	"WhyPending\x12\x1c.suanli.v1.WhyPendingRequest\x1a\x1d.suanli.v1.WhyPendingResponse\x12=\n" +
 	"\bGetAudit\x12\x1a.suanli.v1.GetAuditRequest\x1a\x15.suanli.v1.AuditTrail\x12F\n" +
 	"\tSubmitBid\x12\x1b.suanli.v1.SubmitBidRequest\x1a\x1c.suanli.v1.SubmitBidResponse\x12C\n" +
-	"\bListBids\x12\x1a.suanli.v1.ListBidsRequest\x1a\x1b.suanli.v1.ListBidsResponse\x12F\n" +
+	"\bListBids\x12\x1a.suanli.v1.ListBidsRequest\x1a\x1b.suanli.v1.ListBidsResponse\x126\n" +
+	"\x06GetBid\x12\x18.suanli.v1.GetBidRequest\x1a\x12.suanli.v1.BidView\x12[\n" +
+	"\x10ListReservations\x12\".suanli.v1.ListReservationsRequest\x1a#.suanli.v1.ListReservationsResponse\x12F\n" +
 	"\tListNodes\x12\x1b.suanli.v1.ListNodesRequest\x1a\x1c.suanli.v1.ListNodesResponse\x12G\n" +
 	"\tDrainNode\x12\x1b.suanli.v1.DrainNodeRequest\x1a\x1d.suanli.v1.NodeStatusResponse\x12M\n" +
 	"\fUncordonNode\x12\x1e.suanli.v1.UncordonNodeRequest\x1a\x1d.suanli.v1.NodeStatusResponseb\x06proto3"
@@ -3334,108 +3917,117 @@ func file_suanli_proto_rawDescGZIP() []byte {
 	return file_suanli_proto_rawDescData
 }
 
-var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_suanli_proto_goTypes = []any{
-	(*TaskSpec)(nil),            // 0: suanli.v1.TaskSpec
-	(*ResourcesSpec)(nil),       // 1: suanli.v1.ResourcesSpec
-	(*BidSpec)(nil),             // 2: suanli.v1.BidSpec
-	(*CancelRequest)(nil),       // 3: suanli.v1.CancelRequest
-	(*HealthRequest)(nil),       // 4: suanli.v1.HealthRequest
-	(*SubmitTaskRequest)(nil),   // 5: suanli.v1.SubmitTaskRequest
-	(*ListTasksRequest)(nil),    // 6: suanli.v1.ListTasksRequest
-	(*GetTaskRequest)(nil),      // 7: suanli.v1.GetTaskRequest
-	(*CancelTaskRequest)(nil),   // 8: suanli.v1.CancelTaskRequest
-	(*WhyPendingRequest)(nil),   // 9: suanli.v1.WhyPendingRequest
-	(*GetAuditRequest)(nil),     // 10: suanli.v1.GetAuditRequest
-	(*SubmitBidRequest)(nil),    // 11: suanli.v1.SubmitBidRequest
-	(*ListBidsRequest)(nil),     // 12: suanli.v1.ListBidsRequest
-	(*ListNodesRequest)(nil),    // 13: suanli.v1.ListNodesRequest
-	(*NodeStatusRequest)(nil),   // 14: suanli.v1.NodeStatusRequest
-	(*DrainNodeRequest)(nil),    // 15: suanli.v1.DrainNodeRequest
-	(*UncordonNodeRequest)(nil), // 16: suanli.v1.UncordonNodeRequest
-	(*LogPosition)(nil),         // 17: suanli.v1.LogPosition
-	(*PendingReason)(nil),       // 18: suanli.v1.PendingReason
-	(*AcceleratorRequest)(nil),  // 19: suanli.v1.AcceleratorRequest
-	(*TaskResources)(nil),       // 20: suanli.v1.TaskResources
-	(*StrategyRef)(nil),         // 21: suanli.v1.StrategyRef
-	(*Candidate)(nil),           // 22: suanli.v1.Candidate
-	(*FilterOutcome)(nil),       // 23: suanli.v1.FilterOutcome
-	(*Provenance)(nil),          // 24: suanli.v1.Provenance
-	(*Health)(nil),              // 25: suanli.v1.Health
-	(*SubmitTaskResponse)(nil),  // 26: suanli.v1.SubmitTaskResponse
-	(*CancelTaskResponse)(nil),  // 27: suanli.v1.CancelTaskResponse
-	(*SubmitBidResponse)(nil),   // 28: suanli.v1.SubmitBidResponse
-	(*TaskStatus)(nil),          // 29: suanli.v1.TaskStatus
-	(*ListTasksResponse)(nil),   // 30: suanli.v1.ListTasksResponse
-	(*WhyPendingResponse)(nil),  // 31: suanli.v1.WhyPendingResponse
-	(*BidView)(nil),             // 32: suanli.v1.BidView
-	(*ListBidsResponse)(nil),    // 33: suanli.v1.ListBidsResponse
-	(*NodeView)(nil),            // 34: suanli.v1.NodeView
-	(*ListNodesResponse)(nil),   // 35: suanli.v1.ListNodesResponse
-	(*AuditDecision)(nil),       // 36: suanli.v1.AuditDecision
-	(*AuditTrail)(nil),          // 37: suanli.v1.AuditTrail
-	(*FieldError)(nil),          // 38: suanli.v1.FieldError
-	(*ErrorResponse)(nil),       // 39: suanli.v1.ErrorResponse
-	(*NodeStatusResponse)(nil),  // 40: suanli.v1.NodeStatusResponse
-	nil,                         // 41: suanli.v1.TaskSpec.LabelsEntry
-	nil,                         // 42: suanli.v1.TaskSpec.EnvEntry
+	(*TaskSpec)(nil),                 // 0: suanli.v1.TaskSpec
+	(*ResourcesSpec)(nil),            // 1: suanli.v1.ResourcesSpec
+	(*BidSpec)(nil),                  // 2: suanli.v1.BidSpec
+	(*CancelRequest)(nil),            // 3: suanli.v1.CancelRequest
+	(*HealthRequest)(nil),            // 4: suanli.v1.HealthRequest
+	(*SubmitTaskRequest)(nil),        // 5: suanli.v1.SubmitTaskRequest
+	(*ListTasksRequest)(nil),         // 6: suanli.v1.ListTasksRequest
+	(*GetTaskRequest)(nil),           // 7: suanli.v1.GetTaskRequest
+	(*CancelTaskRequest)(nil),        // 8: suanli.v1.CancelTaskRequest
+	(*WhyPendingRequest)(nil),        // 9: suanli.v1.WhyPendingRequest
+	(*GetAuditRequest)(nil),          // 10: suanli.v1.GetAuditRequest
+	(*SubmitBidRequest)(nil),         // 11: suanli.v1.SubmitBidRequest
+	(*ListBidsRequest)(nil),          // 12: suanli.v1.ListBidsRequest
+	(*GetBidRequest)(nil),            // 13: suanli.v1.GetBidRequest
+	(*ListReservationsRequest)(nil),  // 14: suanli.v1.ListReservationsRequest
+	(*ListNodesRequest)(nil),         // 15: suanli.v1.ListNodesRequest
+	(*NodeStatusRequest)(nil),        // 16: suanli.v1.NodeStatusRequest
+	(*DrainNodeRequest)(nil),         // 17: suanli.v1.DrainNodeRequest
+	(*UncordonNodeRequest)(nil),      // 18: suanli.v1.UncordonNodeRequest
+	(*LogPosition)(nil),              // 19: suanli.v1.LogPosition
+	(*PendingReason)(nil),            // 20: suanli.v1.PendingReason
+	(*AcceleratorRequest)(nil),       // 21: suanli.v1.AcceleratorRequest
+	(*TaskResources)(nil),            // 22: suanli.v1.TaskResources
+	(*StrategyRef)(nil),              // 23: suanli.v1.StrategyRef
+	(*Candidate)(nil),                // 24: suanli.v1.Candidate
+	(*FilterOutcome)(nil),            // 25: suanli.v1.FilterOutcome
+	(*Provenance)(nil),               // 26: suanli.v1.Provenance
+	(*Health)(nil),                   // 27: suanli.v1.Health
+	(*SubmitTaskResponse)(nil),       // 28: suanli.v1.SubmitTaskResponse
+	(*CancelTaskResponse)(nil),       // 29: suanli.v1.CancelTaskResponse
+	(*SubmitBidResponse)(nil),        // 30: suanli.v1.SubmitBidResponse
+	(*TaskStatus)(nil),               // 31: suanli.v1.TaskStatus
+	(*ListTasksResponse)(nil),        // 32: suanli.v1.ListTasksResponse
+	(*WhyPendingResponse)(nil),       // 33: suanli.v1.WhyPendingResponse
+	(*BidView)(nil),                  // 34: suanli.v1.BidView
+	(*ListBidsResponse)(nil),         // 35: suanli.v1.ListBidsResponse
+	(*ReservationView)(nil),          // 36: suanli.v1.ReservationView
+	(*ListReservationsResponse)(nil), // 37: suanli.v1.ListReservationsResponse
+	(*NodeView)(nil),                 // 38: suanli.v1.NodeView
+	(*ListNodesResponse)(nil),        // 39: suanli.v1.ListNodesResponse
+	(*AuditDecision)(nil),            // 40: suanli.v1.AuditDecision
+	(*AuditTrail)(nil),               // 41: suanli.v1.AuditTrail
+	(*FieldError)(nil),               // 42: suanli.v1.FieldError
+	(*ErrorResponse)(nil),            // 43: suanli.v1.ErrorResponse
+	(*NodeStatusResponse)(nil),       // 44: suanli.v1.NodeStatusResponse
+	nil,                              // 45: suanli.v1.TaskSpec.LabelsEntry
+	nil,                              // 46: suanli.v1.TaskSpec.EnvEntry
 }
 var file_suanli_proto_depIdxs = []int32{
 	1,  // 0: suanli.v1.TaskSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	41, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
-	42, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
+	45, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
+	46, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
 	1,  // 3: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
 	0,  // 4: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
 	2,  // 5: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
-	19, // 6: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
-	17, // 7: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
-	21, // 8: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
-	22, // 9: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
-	23, // 10: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
-	17, // 11: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
-	17, // 12: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
-	17, // 13: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
-	18, // 14: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
-	29, // 15: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
-	18, // 16: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
-	20, // 17: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
-	32, // 18: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
-	34, // 19: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
-	18, // 20: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
-	24, // 21: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
-	17, // 22: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
-	36, // 23: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
-	38, // 24: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
-	17, // 25: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
-	4,  // 26: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
-	5,  // 27: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
-	6,  // 28: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
-	7,  // 29: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
-	8,  // 30: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
-	9,  // 31: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
-	10, // 32: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
-	11, // 33: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
-	12, // 34: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
-	13, // 35: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
-	15, // 36: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
-	16, // 37: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
-	25, // 38: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
-	26, // 39: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
-	30, // 40: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
-	29, // 41: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
-	27, // 42: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
-	31, // 43: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
-	37, // 44: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
-	28, // 45: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
-	33, // 46: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
-	35, // 47: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
-	40, // 48: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
-	40, // 49: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
-	38, // [38:50] is the sub-list for method output_type
-	26, // [26:38] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	21, // 6: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
+	19, // 7: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
+	23, // 8: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
+	24, // 9: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
+	25, // 10: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
+	19, // 11: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
+	19, // 12: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
+	19, // 13: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
+	20, // 14: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
+	31, // 15: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
+	20, // 16: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
+	22, // 17: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
+	34, // 18: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
+	36, // 19: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
+	38, // 20: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
+	20, // 21: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
+	26, // 22: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
+	19, // 23: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
+	40, // 24: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
+	42, // 25: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
+	19, // 26: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
+	4,  // 27: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
+	5,  // 28: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
+	6,  // 29: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
+	7,  // 30: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
+	8,  // 31: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
+	9,  // 32: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
+	10, // 33: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
+	11, // 34: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
+	12, // 35: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
+	13, // 36: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
+	14, // 37: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
+	15, // 38: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
+	17, // 39: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
+	18, // 40: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
+	27, // 41: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
+	28, // 42: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
+	32, // 43: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
+	31, // 44: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
+	29, // 45: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
+	33, // 46: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
+	41, // 47: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
+	30, // 48: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
+	35, // 49: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
+	34, // 50: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
+	37, // 51: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
+	39, // 52: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
+	44, // 53: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
+	44, // 54: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
+	41, // [41:55] is the sub-list for method output_type
+	27, // [27:41] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_suanli_proto_init() }
@@ -3448,18 +4040,21 @@ func file_suanli_proto_init() {
 	file_suanli_proto_msgTypes[2].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[6].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[12].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[13].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[14].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[15].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[16].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[24].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[17].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[18].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[26].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[34].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[36].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_suanli_proto_rawDesc), len(file_suanli_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

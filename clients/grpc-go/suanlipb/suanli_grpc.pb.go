@@ -33,18 +33,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Suanli_GetHealth_FullMethodName    = "/suanli.v1.Suanli/GetHealth"
-	Suanli_SubmitTask_FullMethodName   = "/suanli.v1.Suanli/SubmitTask"
-	Suanli_ListTasks_FullMethodName    = "/suanli.v1.Suanli/ListTasks"
-	Suanli_GetTask_FullMethodName      = "/suanli.v1.Suanli/GetTask"
-	Suanli_CancelTask_FullMethodName   = "/suanli.v1.Suanli/CancelTask"
-	Suanli_WhyPending_FullMethodName   = "/suanli.v1.Suanli/WhyPending"
-	Suanli_GetAudit_FullMethodName     = "/suanli.v1.Suanli/GetAudit"
-	Suanli_SubmitBid_FullMethodName    = "/suanli.v1.Suanli/SubmitBid"
-	Suanli_ListBids_FullMethodName     = "/suanli.v1.Suanli/ListBids"
-	Suanli_ListNodes_FullMethodName    = "/suanli.v1.Suanli/ListNodes"
-	Suanli_DrainNode_FullMethodName    = "/suanli.v1.Suanli/DrainNode"
-	Suanli_UncordonNode_FullMethodName = "/suanli.v1.Suanli/UncordonNode"
+	Suanli_GetHealth_FullMethodName        = "/suanli.v1.Suanli/GetHealth"
+	Suanli_SubmitTask_FullMethodName       = "/suanli.v1.Suanli/SubmitTask"
+	Suanli_ListTasks_FullMethodName        = "/suanli.v1.Suanli/ListTasks"
+	Suanli_GetTask_FullMethodName          = "/suanli.v1.Suanli/GetTask"
+	Suanli_CancelTask_FullMethodName       = "/suanli.v1.Suanli/CancelTask"
+	Suanli_WhyPending_FullMethodName       = "/suanli.v1.Suanli/WhyPending"
+	Suanli_GetAudit_FullMethodName         = "/suanli.v1.Suanli/GetAudit"
+	Suanli_SubmitBid_FullMethodName        = "/suanli.v1.Suanli/SubmitBid"
+	Suanli_ListBids_FullMethodName         = "/suanli.v1.Suanli/ListBids"
+	Suanli_GetBid_FullMethodName           = "/suanli.v1.Suanli/GetBid"
+	Suanli_ListReservations_FullMethodName = "/suanli.v1.Suanli/ListReservations"
+	Suanli_ListNodes_FullMethodName        = "/suanli.v1.Suanli/ListNodes"
+	Suanli_DrainNode_FullMethodName        = "/suanli.v1.Suanli/DrainNode"
+	Suanli_UncordonNode_FullMethodName     = "/suanli.v1.Suanli/UncordonNode"
 )
 
 // SuanliClient is the client API for Suanli service.
@@ -60,6 +62,9 @@ type SuanliClient interface {
 	GetAudit(ctx context.Context, in *GetAuditRequest, opts ...grpc.CallOption) (*AuditTrail, error)
 	SubmitBid(ctx context.Context, in *SubmitBidRequest, opts ...grpc.CallOption) (*SubmitBidResponse, error)
 	ListBids(ctx context.Context, in *ListBidsRequest, opts ...grpc.CallOption) (*ListBidsResponse, error)
+	GetBid(ctx context.Context, in *GetBidRequest, opts ...grpc.CallOption) (*BidView, error)
+	// Reservation tokens of every tenant (another tenant's ids, tenant and claimants hidden).
+	ListReservations(ctx context.Context, in *ListReservationsRequest, opts ...grpc.CallOption) (*ListReservationsResponse, error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	// Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
 	// elsewhere reserve-first, the others finish) or READY (new work again).
@@ -165,6 +170,26 @@ func (c *suanliClient) ListBids(ctx context.Context, in *ListBidsRequest, opts .
 	return out, nil
 }
 
+func (c *suanliClient) GetBid(ctx context.Context, in *GetBidRequest, opts ...grpc.CallOption) (*BidView, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BidView)
+	err := c.cc.Invoke(ctx, Suanli_GetBid_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *suanliClient) ListReservations(ctx context.Context, in *ListReservationsRequest, opts ...grpc.CallOption) (*ListReservationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReservationsResponse)
+	err := c.cc.Invoke(ctx, Suanli_ListReservations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *suanliClient) ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListNodesResponse)
@@ -208,6 +233,9 @@ type SuanliServer interface {
 	GetAudit(context.Context, *GetAuditRequest) (*AuditTrail, error)
 	SubmitBid(context.Context, *SubmitBidRequest) (*SubmitBidResponse, error)
 	ListBids(context.Context, *ListBidsRequest) (*ListBidsResponse, error)
+	GetBid(context.Context, *GetBidRequest) (*BidView, error)
+	// Reservation tokens of every tenant (another tenant's ids, tenant and claimants hidden).
+	ListReservations(context.Context, *ListReservationsRequest) (*ListReservationsResponse, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	// Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
 	// elsewhere reserve-first, the others finish) or READY (new work again).
@@ -249,6 +277,12 @@ func (UnimplementedSuanliServer) SubmitBid(context.Context, *SubmitBidRequest) (
 }
 func (UnimplementedSuanliServer) ListBids(context.Context, *ListBidsRequest) (*ListBidsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBids not implemented")
+}
+func (UnimplementedSuanliServer) GetBid(context.Context, *GetBidRequest) (*BidView, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBid not implemented")
+}
+func (UnimplementedSuanliServer) ListReservations(context.Context, *ListReservationsRequest) (*ListReservationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReservations not implemented")
 }
 func (UnimplementedSuanliServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
@@ -442,6 +476,42 @@ func _Suanli_ListBids_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Suanli_GetBid_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBidRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SuanliServer).GetBid(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Suanli_GetBid_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SuanliServer).GetBid(ctx, req.(*GetBidRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Suanli_ListReservations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReservationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SuanliServer).ListReservations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Suanli_ListReservations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SuanliServer).ListReservations(ctx, req.(*ListReservationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Suanli_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListNodesRequest)
 	if err := dec(in); err != nil {
@@ -538,6 +608,14 @@ var Suanli_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListBids",
 			Handler:    _Suanli_ListBids_Handler,
+		},
+		{
+			MethodName: "GetBid",
+			Handler:    _Suanli_GetBid_Handler,
+		},
+		{
+			MethodName: "ListReservations",
+			Handler:    _Suanli_ListReservations_Handler,
 		},
 		{
 			MethodName: "ListNodes",
