@@ -584,23 +584,36 @@ class _Decider:
         row = s.node_index[tok["node"]]
         if not s.ready[row] or s.health[row] != READY:
             return None
-        in_use = {d for c in tok["claimed_by"] if (ct := s.tasks.get(c)) is not None and ct.status in HOLDING
-                  and ct.node == tok["node"] for d in ct.devices}
+        users: dict[int, list[str]] = {}
+        for tid in s.holding(tok["node"]):
+            for d in s.tasks[tid].devices:
+                users.setdefault(d, []).append(tid)
+        in_use = {d for c in tok["claimed_by"] for d in users if c in users[d]}
         mine = [d for d in tok["devices"] if d not in in_use]
-        lent = {int(k): v for k, v in tok["lent"].items()}
         held = [d for d in mine if d in tok["held"]]
-        free = [d for d in mine if d not in tok["held"] and d not in lent and s.gpu_free[row, d] == 1000]
-        borrowed = [d for d in mine if d in lent]
+        free = [d for d in mine if d not in tok["held"] and d not in users and s.gpu_free[row, d] == 1000]
+        # GPUs of the token that only bronze work uses (lent, or placed there before the hold)
+        borrowed = [d for d in mine if d in users and all(s.tasks[u].task.qos_tier == "BRONZE" for u in users[d])]
         chosen = (held + free + borrowed)[:g]
         if len(chosen) < g:
             return None
-        victims = sorted({v for d in chosen for v in lent.get(d, ())
-                          if (vt := s.tasks.get(v)) is not None and vt.status in HOLDING},
-                         key=lambda v: s.tasks[v].seq)
+        victims = sorted({v for d in chosen for v in users.get(d, ())}, key=lambda v: s.tasks[v].seq)
         cpu = s.cpu_free[row] + sum(s.tasks[v].task.request.cpu for v in victims)
         mem = s.mem_free[row] + sum(s.tasks[v].task.request.mem for v in victims)
         if cpu < req.cpu or mem < req.mem:
-            return None
+            # tokens hold GPUs only: CPU and memory come from bronze work on the node, the most
+            # recently placed first (the least work lost)
+            others = sorted((tid for tid in s.holding(tok["node"]) if tid not in victims
+                             and s.tasks[tid].task.qos_tier == "BRONZE"),
+                            key=lambda tid: (-s.tasks[tid].placed_at, tid))
+            for tid in others:
+                if cpu >= req.cpu and mem >= req.mem:
+                    break
+                victims.append(tid)
+                cpu += s.tasks[tid].task.request.cpu
+                mem += s.tasks[tid].task.request.mem
+            if cpu < req.cpu or mem < req.mem:
+                return None
         path = ["retry from queue" if retry else "submitted",
                 f"reservation {rid}: claimed gpu{sorted(chosen)} on {tok['node']} "
                 f"(window {tok['start']}..{tok['end']}, paid {tok['price']:g} per GPU-hour)"]

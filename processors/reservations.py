@@ -139,21 +139,26 @@ def _on_node(s: Any, node: str) -> list[dict[str, Any]]:
     return [b["tokens"][rid] for rid in b["by_node"].get(node, ())]
 
 
-def _users(s: Any, node: str, d: int) -> list[str]:
-    """Tasks holding GPU ``d`` of ``node`` now."""
-    return sorted((tid for tid, t in s.tasks.items()
-                   if t.node == node and d in t.devices and t.status in ("PLACED", "DISPATCHED", "RUNNING")),
-                  key=lambda tid: s.tasks[tid].seq)
-
-
 def fill(s: Any, node: str) -> None:
-    """Held tokens on ``node`` take their GPUs that are free now (earliest window first) and
-    forget borrowers that no longer hold them."""
+    """Held tokens on ``node`` take their GPUs that are free now (earliest window first),
+    count GPUs that only bronze work uses as lent (if the token lends), and forget borrowers
+    that no longer hold them."""
     toks = [t for t in _on_node(s, node) if t["status"] in (HELD, CLAIMED)]
     if not toks:
         return
     row = s.node_index[node]
     taken = {d for t in toks for d in t["held"]}
+    users_of: dict[int, list[str]] = {}
+
+    def users(d: int) -> list[str]:          # one scan of the tasks per call, only if needed
+        if not users_of:
+            for tid, t in sorted(s.tasks.items(), key=lambda kv: kv[1].seq):
+                if t.node == node and t.status in ("PLACED", "DISPATCHED", "RUNNING"):
+                    for x in t.devices:
+                        users_of.setdefault(x, []).append(tid)
+            users_of.setdefault(-1, [])
+        return users_of.get(d, [])
+
     for tok in sorted(toks, key=lambda t: (t["start"], t["rid"])):
         for key in list(tok["lent"]):
             still = [tid for tid in tok["lent"][key]
@@ -166,22 +171,24 @@ def fill(s: Any, node: str) -> None:
         if tok["status"] == CLAIMED:
             continue                 # what a claim left unused either went back or stays held as it is
         for d in tok["devices"]:
-            if d not in taken and str(d) not in tok["lent"] and s.gpu_free[row, d] == GPU_MILLI:
+            if d in taken or str(d) in tok["lent"]:
+                continue
+            if s.gpu_free[row, d] == GPU_MILLI:
                 _hold(s, row, d)
                 tok["held"].append(d)
                 taken.add(d)
+            elif tok.get("lend"):     # busy with bronze work only: it runs on, lent, until the claim
+                on = users(d)
+                if on and all(s.tasks[u].task.qos_tier == BRONZE for u in on):
+                    tok["lent"][str(d)] = list(on)
 
 
 def begin_hold(s: Any, rid: str, lend: bool) -> None:
-    """The token starts to hold: free GPUs now, bronze-busy ones lent (when ``lend``), the
-    others as they free."""
+    """The token starts to hold: free GPUs now, GPUs busy with bronze work only are lent
+    (when ``lend``: the work runs on until the claim), the others as they free."""
     tok = book(s)["tokens"][rid]
     tok["status"] = HELD
-    if lend:
-        for d in tok["devices"]:
-            users = _users(s, tok["node"], d)
-            if users and all(s.tasks[u].task.qos_tier == BRONZE for u in users):
-                tok["lent"][str(d)] = users
+    tok["lend"] = lend
     fill(s, tok["node"])
 
 

@@ -185,3 +185,32 @@ def test_replay_and_snapshot_restore_are_identical():
     assert a == run() == run(snapshot_at=4) == run(snapshot_at=6)
     assert {"ReservationGranted", "ReservationExpired"} <= set(kinds(a))
     assert any("lent" in step for p in of(a, "TaskPlaced") for step in p["provenance"]["path"])
+
+
+def test_the_owner_preempts_every_bronze_task_sharing_a_gpu_of_its_token():
+    f = cell(nodes=1)
+    f.task("z1", gpus=1, milli=500, at=1, qos="BRONZE")            # before the bid: shares of one GPU
+    f.task("z2", gpus=1, milli=500, at=2, qos="BRONZE")
+    bid(f, "b1", gpus=8, at=3)
+    tick(f, MIN)
+    f.task("z3", gpus=1, milli=300, at=MIN + 1, qos="BRONZE")       # lent a held GPU
+    tick(f, 10 * MIN)
+    out = f.task("own", gpus=8, milli=1000, at=10 * MIN + 1, labels={"reservation": "rsv-b1"})
+    assert {p["task_id"] for p in of(out, "TaskPreempted")} == {"z1", "z2", "z3"}
+    [placed] = of(out, "TaskPlaced")
+    assert placed["task_id"] == "own" and len(placed["gpu_devices"]) == 8
+    f.state.check()
+
+
+def test_a_silver_task_on_a_gpu_of_the_token_is_waited_for_not_preempted():
+    f = cell(nodes=1)
+    f.task("s1", gpus=1, milli=1000, at=1, qos="SILVER")
+    bid(f, "b1", gpus=8, at=3)
+    [g] = of(tick(f, MIN), "ReservationGranted")
+    assert g["gpu_devices"] == list(range(8))
+    tick(f, 10 * MIN)
+    out = f.task("own", gpus=8, milli=1000, at=10 * MIN + 1, labels={"reservation": "rsv-b1"})
+    assert of(out, "TaskPreempted") == [] and kinds(out) == ["TaskPending"]
+    out = f.status("s1", "COMPLETED", at=10 * MIN + 2)
+    assert "TaskPlaced" in kinds(out) and of(out, "TaskPlaced")[0]["task_id"] == "own"
+    f.state.check()
