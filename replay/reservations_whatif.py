@@ -893,6 +893,33 @@ def plots(doc: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
         fig.suptitle(f"{strategy}: {100 * share:g} % of multi-GPU tasks reserve (mean, 95 % bootstrap CI, "
                      f"{len(doc['grid']['seeds'])} seeds)", fontsize=10)
         paths[f"by_load_{strategy}"] = _save(fig, out_dir / f"by_load_{strategy}.png", plt)
+        # the paired change vs none, with the goals
+        rel_panels = [("reserved_q_mean", "reserved: mean queueing", GOALS["reserved_queueing_rel"]),
+                      ("others_q_mean", "others: mean queueing", GOALS["others_queueing_rel"]),
+                      ("frag_idle_pct", "fragmentation", GOALS["frag_rel"])]
+        fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+        for ax, (key, title, goal) in zip(axes, rel_panels):
+            for j, arm in enumerate(a for a in ARMS if a != "none"):
+                xs, ys, lo, hi = [], [], [], []
+                for load in loads:
+                    cell = agg.get(f"{strategy}/k={load:g}/share={share:g}")
+                    p = cell and cell["arms"].get(arm, {}).get("vs_none", {}).get(key)
+                    if not p or p.get("rel") is None or p.get("rel_lo") is None:
+                        continue
+                    xs.append(load + (j - 1) * 0.04)
+                    ys.append(100 * p["rel"])
+                    lo.append(100 * (p["rel"] - p["rel_lo"]))
+                    hi.append(100 * (p["rel_hi"] - p["rel"]))
+                if xs:
+                    ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=4, capsize=3, color=COLORS[j + 1], label=arm)
+            ax.axhline(0, color="#888", lw=0.8)
+            ax.axhline(100 * goal, color="#d62728", lw=0.8, ls="--")
+            ax.set_title(f"{title}, % vs none")
+            ax.set_xlabel("arrival compression k")
+            ax.set_xticks(loads)
+        axes[0].legend(fontsize=8)
+        fig.suptitle(f"{strategy}: paired change vs none (95 % bootstrap CI); dashed: the goal", fontsize=10)
+        paths[f"vs_none_{strategy}"] = _save(fig, out_dir / f"vs_none_{strategy}.png", plt)
     shares = sorted(doc["grid"]["shares"])
     if len(shares) > 1:
         load = doc["headline"]["load"]
@@ -940,7 +967,9 @@ def html_report(doc: Mapping[str, Any], images: Mapping[str, Path], path: Path) 
                      f"{len(acc['seeds'])} seeds</h2>")
         header, body = acceptance_rows(acc)
         parts.append(_table_html(header, body))
-    captions = {k: f"by arrival compression: {k.split('_', 2)[-1]}" for k in images}
+    captions = {k: (f"{k.split('_', 2)[-1]}: paired change vs none by arrival compression (95 % CI)"
+                    if k.startswith("vs_none") else f"{k.split('_', 2)[-1]}: by arrival compression (mean, 95 % CI)")
+                for k in images}
     captions["by_share"] = "by share of multi-GPU tasks reserving"
     parts.append("<h2>Plots</h2>")
     for key, img in images.items():
@@ -991,6 +1020,7 @@ def experiment(nodes_csv: str, pods_csv: str, *, rules: Sequence[Rule], strategi
     if "none" not in arms:
         arms = ("none", *arms)
     started = time.perf_counter()
+    version = core_version()
     head = dict(headline or {})
     head.setdefault("strategy", "default" if "default" in strategies else strategies[0])
     head.setdefault("load", 2.0 if 2.0 in [float(x) for x in loads] else float(loads[0]))
@@ -1027,8 +1057,8 @@ def experiment(nodes_csv: str, pods_csv: str, *, rules: Sequence[Rule], strategi
                  "the last input until nothing is due",
         "seeds": f"{seeds[0]}-{seeds[-1]}" if list(seeds) == list(range(seeds[0], seeds[-1] + 1)) else
                  ",".join(map(str, seeds)),
-        "core": "processors.reservations present" if _rsv is not None else "processors.reservations MISSING "
-                                                                         "(no tokens: bids are ignored)",
+        "core": (f"commit {version}" if _rsv is not None else "processors.reservations MISSING (no tokens: bids "
+                                                                "are ignored)"),
     }
     return {"command": command, "setup": setup,
             "grid": {"strategies": list(strategies), "loads": [float(x) for x in loads], "seeds": list(seeds),
@@ -1036,6 +1066,21 @@ def experiment(nodes_csv: str, pods_csv: str, *, rules: Sequence[Rule], strategi
                      "shrink": shrink, "rules": [r.text() for r in [*rules, *sweep]]},
             "headline": head, "acceptance": acc, "aggregate": agg, "runs": rows,
             "seconds": round(time.perf_counter() - started, 1)}
+
+
+def core_version() -> str:
+    """The repository commit the run used, and whether processors/ differed from it."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "processors"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{head}{' + uncommitted changes in processors/' if dirty else ''}" if head else "unknown"
 
 
 def write_report(doc: Mapping[str, Any], out_dir: Path) -> Path:
