@@ -264,8 +264,9 @@ _EVOLVE: dict[type, Any] = {
     m.ReservationExpired: lambda s, e: reservations.expired(s, e),
 }
 
-# facts that may free GPUs on a node, and which node: tokens holding there take them first
-_FREES: dict[type, str] = {m.TaskReleased: "node_id", m.TaskPreempted: "node_id", m.TaskLost: "node_id",
+# facts that may free GPUs on a node (or leave part of one free beside new work), and which
+# node: tokens holding there take what is free first
+_FREES: dict[type, str] = {m.TaskPlaced: "node_id", m.TaskReleased: "node_id", m.TaskPreempted: "node_id", m.TaskLost: "node_id",
                            m.TaskMigrated: "from_node", m.TaskStatusChanged: "node_id",
                            m.NodeStatusChanged: "node_id", m.NodeHealthChanged: "node_id"}
 
@@ -308,7 +309,7 @@ def event_time(e: Any) -> int:
 
 class _Decider:
     """Builds the outputs of one input; keeps the per-input sequence for decision ids."""
-    __slots__ = ("s", "strategy", "pos", "at", "outs", "n", "topic_seed")
+    __slots__ = ("s", "strategy", "pos", "at", "outs", "n", "topic_seed", "note")
 
     def __init__(self, s: CellState, pos: Position, at: int):
         self.s = s
@@ -319,6 +320,7 @@ class _Decider:
         self.outs: list[Any] = []
         self.n = 0
         self.topic_seed = rng.str_seed(pos[0])
+        self.note: Optional[str] = None       # why a task's reservation could not serve it (its path says so)
 
     def _ids(self, kind: str) -> tuple[str, str]:
         t, p, o = self.pos
@@ -458,6 +460,9 @@ class _Decider:
                 res, ctx = lres, lctx
                 notes.append("reservation: lent GPUs a token holds (preempted when its owner claims them)")
         path = ["retry from queue" if retry else "submitted", *mpath, *notes, *res.path]
+        if self.note:
+            path.insert(1, self.note)
+            self.note = None
         if ctx.scratch.get("batch_note"):
             path.insert(len(path) - 1 if res.plan is not None else len(path), ctx.scratch["batch_note"])
         return res, ctx, strategy, rule, path
@@ -520,6 +525,7 @@ class _Decider:
         the batch window). A gold or silver task that does not fit may preempt (qos)."""
         s, t = self.s, self.s.tasks[task_id]
         label = t.task.labels.get(reservations.LABEL)
+        self.note = None
         if label:
             claimed = self.claim(task_id, t, label, retry)
             if claimed is not None:
@@ -569,6 +575,8 @@ class _Decider:
         s = self.s
         tok = reservations.find(s, label)
         if tok is None or tok["tenant"] != t.task.tenant:
+            self.note = (f"reservation {label}: no live token of tenant {t.task.tenant} by that name "
+                         "-> scheduled as any task")
             return None
         rid = tok["rid"]
         if s.now < tok["start"]:
@@ -583,6 +591,8 @@ class _Decider:
         g = req.gpu_count if req.kind == "whole" else 1 if req.kind == "shared" else 0
         row = s.node_index[tok["node"]]
         if not s.ready[row] or s.health[row] != READY:
+            self.note = (f"reservation {rid}: its node {tok['node']} is {s.node_status[row]}/{s.health[row]} "
+                         "-> scheduled as any task")
             return None
         users: dict[int, list[str]] = {}
         for tid in s.holding(tok["node"]):
@@ -590,12 +600,16 @@ class _Decider:
                 users.setdefault(d, []).append(tid)
         in_use = {d for c in tok["claimed_by"] for d in users if c in users[d]}
         mine = [d for d in tok["devices"] if d not in in_use]
-        held = [d for d in mine if d in tok["held"]]
-        free = [d for d in mine if d not in tok["held"] and d not in users and s.gpu_free[row, d] == 1000]
+        held = [d for d in mine if tok["held"].get(str(d), 0) >= 1000]
+        free = [d for d in mine if str(d) not in tok["held"] and d not in users and s.gpu_free[row, d] == 1000]
         # GPUs of the token that only bronze work uses (lent, or placed there before the hold)
         borrowed = [d for d in mine if d in users and all(s.tasks[u].task.qos_tier == "BRONZE" for u in users[d])]
         chosen = (held + free + borrowed)[:g]
         if len(chosen) < g:
+            busy = {d: users.get(d) for d in mine if d not in chosen}
+            self.note = (f"reservation {rid}: {len(chosen)} of the {g} GPUs asked are free on {tok['node']} "
+                         f"(token gpu{tok['devices']}, held {tok['held']}, others busy: {busy}) "
+                         "-> scheduled as any task")
             return None
         victims = sorted({v for d in chosen for v in users.get(d, ())}, key=lambda v: s.tasks[v].seq)
         cpu = s.cpu_free[row] + sum(s.tasks[v].task.request.cpu for v in victims)
@@ -613,6 +627,8 @@ class _Decider:
                 cpu += s.tasks[tid].task.request.cpu
                 mem += s.tasks[tid].task.request.mem
             if cpu < req.cpu or mem < req.mem:
+                self.note = (f"reservation {rid}: not enough CPU or memory on {tok['node']} even without its "
+                             "bronze work -> scheduled as any task")
                 return None
         path = ["retry from queue" if retry else "submitted",
                 f"reservation {rid}: claimed gpu{sorted(chosen)} on {tok['node']} "
@@ -703,7 +719,8 @@ class _Decider:
                 if tok["held"]:
                     eid, _ = self._ids(m.ReservationReleased.KIND)
                     self.emit(m.ReservationReleased(
-                        event_id=eid, reservation_id=rid, cell=s.cell, at=s.now, gpu_devices=tuple(tok["held"]),
+                        event_id=eid, reservation_id=rid, cell=s.cell, at=s.now,
+                        gpu_devices=tuple(sorted(int(k) for k in tok["held"])),
                         node_id=tok["node"], claimed_by=",".join(tok["claimed_by"]),
                         reason="its window ended: GPUs its claimants did not use go back",
                         provenance=self.provenance(None, [f"cell clock {s.now}", f"reservation {rid} window ended"])))

@@ -5,7 +5,9 @@ Pure: reads a :class:`~.state.CellState`, changes nothing; the core turns a
 
 **Who may be a victim.** A task holding resources whose QoS tier is lower than the
 preemptor's and listed in ``qos.preemptible`` (default: BRONZE only), that is not a gang
-member (a gang runs all or nothing) and is not in the middle of a reserve-first move.
+member (a gang runs all or nothing), is not in the middle of a reserve-first move, and is
+not on the GPUs of a reservation token that holds them (that work is *lent* those GPUs:
+freeing them would give them back to the token, not to the preemptor; ``reservations.py``).
 So a gold or silver task is never a victim of a lower tier.
 
 **Which victims.** Among the nodes where the task would fit once some victims are gone
@@ -86,8 +88,12 @@ def _scan(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...]) -
     for key in [k for k in state._derived if isinstance(k, tuple) and k and k[0] == "victims"]:
         del state._derived[key]                 # only the newest scan is worth keeping
     out: dict[int, list[Victim]] = {}
+    from .reservations import promised_devices
+    promised = promised_devices(state)   # bronze on a token's GPUs is lent: freeing them serves the token
     for tid, t in state.tasks.items():
         if t.status not in HOLDING or t.node is None or t.moving_from is not None:
+            continue
+        if promised and t.devices and promised.get(t.node, set()).intersection(t.devices):
             continue
         task = t.task
         if task.qos_tier not in preemptible or not outranks(preemptor_tier, task.qos_tier):

@@ -120,16 +120,18 @@ def plan_of(s: Any) -> auction.Plan:
 
 
 # ------------------------------------------------------------------------------ holds
-def _hold(s: Any, row: int, d: int) -> None:
-    s.gpu_free[row, d] -= GPU_MILLI
+# ``held`` maps a device (str, for JSON) to the milli the token holds on it: all of a free
+# GPU, or the free part of one that work still uses (so nothing new lands beside that work).
+def _hold(s: Any, row: int, d: int, milli: int) -> None:
+    s.gpu_free[row, d] -= milli
     s._refresh_gpu_row(row)
-    s._tag_delta(row, 1, GPU_MILLI, +1)
+    s._tag_delta(row, 1, milli, +1)
     s.touch(row)
 
 
-def _unhold(s: Any, row: int, d: int) -> None:
-    s._tag_delta(row, 1, GPU_MILLI, -1)
-    s.gpu_free[row, d] += GPU_MILLI
+def _unhold(s: Any, row: int, d: int, milli: int) -> None:
+    s._tag_delta(row, 1, milli, -1)
+    s.gpu_free[row, d] += milli
     s._refresh_gpu_row(row)
     s.touch(row)
 
@@ -140,14 +142,12 @@ def _on_node(s: Any, node: str) -> list[dict[str, Any]]:
 
 
 def fill(s: Any, node: str) -> None:
-    """Held tokens on ``node`` take their GPUs that are free now (earliest window first),
-    count GPUs that only bronze work uses as lent (if the token lends), and forget borrowers
-    that no longer hold them."""
-    toks = [t for t in _on_node(s, node) if t["status"] in (HELD, CLAIMED)]
+    """Held tokens on ``node`` (earliest window first) take whatever is free on their GPUs,
+    and count GPUs that only bronze work uses as lent (if the token lends)."""
+    toks = [t for t in _on_node(s, node) if t["status"] == HELD]
     if not toks:
         return
     row = s.node_index[node]
-    taken = {d for t in toks for d in t["held"]}
     users_of: dict[int, list[str]] = {}
 
     def users(d: int) -> list[str]:          # one scan of the tasks per call, only if needed
@@ -159,28 +159,24 @@ def fill(s: Any, node: str) -> None:
             users_of.setdefault(-1, [])
         return users_of.get(d, [])
 
+    taken: set[int] = set()
     for tok in sorted(toks, key=lambda t: (t["start"], t["rid"])):
-        for key in list(tok["lent"]):
-            still = [tid for tid in tok["lent"][key]
-                     if (t := s.tasks.get(tid)) is not None and t.node == node and int(key) in t.devices
-                     and t.status in ("PLACED", "DISPATCHED", "RUNNING")]
-            if still:
-                tok["lent"][key] = still
-            else:
-                del tok["lent"][key]
-        if tok["status"] == CLAIMED:
-            continue                 # what a claim left unused either went back or stays held as it is
         for d in tok["devices"]:
-            if d in taken or str(d) in tok["lent"]:
+            if d in taken:
+                continue                  # an earlier window on this GPU holds it first
+            taken.add(d)
+            free = int(s.gpu_free[row, d])
+            if free > 0:
+                _hold(s, row, d, free)
+                tok["held"][str(d)] = tok["held"].get(str(d), 0) + free
+            if tok["held"].get(str(d), 0) >= GPU_MILLI:
+                tok["lent"].pop(str(d), None)
                 continue
-            if s.gpu_free[row, d] == GPU_MILLI:
-                _hold(s, row, d)
-                tok["held"].append(d)
-                taken.add(d)
-            elif tok.get("lend"):     # busy with bronze work only: it runs on, lent, until the claim
-                on = users(d)
-                if on and all(s.tasks[u].task.qos_tier == BRONZE for u in on):
-                    tok["lent"][str(d)] = list(on)
+            on = users(d)
+            if tok.get("lend") and on and all(s.tasks[u].task.qos_tier == BRONZE for u in on):
+                tok["lent"][str(d)] = list(on)
+            else:
+                tok["lent"].pop(str(d), None)
 
 
 def begin_hold(s: Any, rid: str, lend: bool) -> None:
@@ -203,23 +199,23 @@ def granted(s: Any, e: m.ReservationGranted, args: ReservationArgs) -> None:
         "start": e.start_at, "end": e.end_at, "occupied_until": auction._round_up(e.end_at, args.slot_ms),
         "hold_from": e.hold_from if e.hold_from is not None else e.start_at, "purge_at": e.purge_at,
         "price": e.clearing_price, "cpu": e.cpu_milli, "mem": e.memory_mib, "status": GRANTED,
-        "held": [], "lent": {}, "claimed_by": [], "waiting": []}
+        "held": {}, "lent": {}, "claimed_by": [], "waiting": []}
     b["by_node"].setdefault(e.node_id, []).append(rid)
     if b["tokens"][rid]["hold_from"] <= s.now:
         begin_hold(s, rid, args.lend_bronze)
 
 
 def _drop(s: Any, rid: str, devices: Optional[Iterable[int]] = None) -> None:
-    """Give back the held GPUs among ``devices`` (all when None); with None the token ends."""
+    """Give back what the token holds on ``devices`` (all when None) and forget them; with
+    None the token ends."""
     b = book(s)
     tok = b["tokens"].get(rid)
     if tok is None:
         return
     row = s.node_index[tok["node"]]
     give = set(tok["devices"] if devices is None else devices)
-    for d in [d for d in tok["held"] if d in give]:
-        _unhold(s, row, d)
-        tok["held"].remove(d)
+    for key in [k for k in tok["held"] if int(k) in give]:
+        _unhold(s, row, int(key), tok["held"].pop(key))
     if devices is None:
         del b["tokens"][rid]
         b["by_node"][tok["node"]].remove(rid)
@@ -229,6 +225,7 @@ def _drop(s: Any, rid: str, devices: Optional[Iterable[int]] = None) -> None:
         tok["devices"] = [d for d in tok["devices"] if d not in give]
         for d in give:
             tok["lent"].pop(str(d), None)
+    fill(s, tok["node"])              # another token may want what this one gave back
 
 
 def released(s: Any, e: m.ReservationReleased) -> None:
@@ -255,8 +252,9 @@ def find(s: Any, label: Optional[str]) -> Optional[dict[str, Any]]:
 
 
 def on_placed(s: Any, e: m.TaskPlaced) -> None:
-    """Evolve hook, before the allocation: GPUs of ``e`` that a token holds are handed over —
-    to the token's claimant (the token is CLAIMED) or lent to a bronze borrower."""
+    """Evolve hook, before the allocation: what a token holds on the GPUs of ``e`` is given
+    back for it (``fill`` holds what is left afterwards). A claimant marks its token CLAIMED;
+    a bronze task there is lent the GPUs."""
     toks = _on_node(s, e.node_id)
     if not toks:
         return
@@ -265,10 +263,10 @@ def on_placed(s: Any, e: m.TaskPlaced) -> None:
     mine = find(s, t.task.labels.get(LABEL))
     for tok in toks:
         for d in e.gpu_devices:
-            if d in tok["held"]:
-                _unhold(s, row, d)
-                tok["held"].remove(d)
-                if tok is not mine:
+            milli = tok["held"].pop(str(d), 0)
+            if milli:
+                _unhold(s, row, d, milli)
+                if tok is not mine and t.task.qos_tier == BRONZE:
                     tok["lent"].setdefault(str(d), []).append(e.task_id)
         if tok is mine:
             tok["status"] = CLAIMED
@@ -278,22 +276,22 @@ def on_placed(s: Any, e: m.TaskPlaced) -> None:
                 tok["waiting"].remove(e.task_id)
 
 
-def unhold_all(s: Any) -> list[tuple[int, int]]:
-    """Give back every GPU held by an unclaimed token, for one lending cycle; returns what to
+def unhold_all(s: Any) -> list[tuple[int, int, int]]:
+    """Give back everything unclaimed tokens hold, for one lending cycle; returns what to
     :func:`rehold` after it."""
     out = []
     for tok in book(s)["tokens"].values():
         if tok["status"] == HELD:
             row = s.node_index[tok["node"]]
-            for d in tok["held"]:
-                _unhold(s, row, d)
-                out.append((row, d))
+            for key, milli in tok["held"].items():
+                _unhold(s, row, int(key), milli)
+                out.append((row, int(key), milli))
     return out
 
 
-def rehold(s: Any, undone: list[tuple[int, int]]) -> None:
-    for row, d in undone:
-        _hold(s, row, d)
+def rehold(s: Any, undone: list[tuple[int, int, int]]) -> None:
+    for row, d, milli in undone:
+        _hold(s, row, d, milli)
 
 
 # ------------------------------------------------------------------------------ readings
@@ -302,9 +300,9 @@ def tokens(s: Any) -> list[dict[str, Any]]:
     return sorted((dict(t) for t in book(s)["tokens"].values()), key=lambda t: (t["start"], t["rid"]))
 
 
-def held_devices(s: Any) -> int:
-    """GPUs held by tokens now and used by nobody (reserved but idle)."""
-    return sum(len(t["held"]) for t in book(s)["tokens"].values())
+def held_devices(s: Any) -> float:
+    """GPUs held by tokens now and used by nobody (reserved but idle), in GPUs (milli / 1000)."""
+    return sum(sum(t["held"].values()) for t in book(s)["tokens"].values()) / GPU_MILLI
 
 
 def lent_devices(s: Any) -> int:
@@ -313,19 +311,29 @@ def lent_devices(s: Any) -> int:
 
 
 def free_view(s: Any) -> np.ndarray:
-    """``gpu_free`` with the idle held GPUs counted free: what the cluster would look like
-    without the holds (for honest fragmentation figures)."""
+    """``gpu_free`` with what tokens hold counted free: what the cluster would look like
+    without the holds (for honest fragmentation figures: a held idle GPU is idle)."""
     g = s.gpu_free.copy()
     for t in book(s)["tokens"].values():
         row = s.node_index[t["node"]]
-        for d in t["held"]:
-            g[row, d] += GPU_MILLI
+        for key, milli in t["held"].items():
+            g[row, int(key)] += milli
     return g
 
 
-def held_pairs(s: Any) -> list[tuple[int, int]]:
-    """(row, device) of every held GPU (``CellState.check`` counts them as used)."""
-    return [(s.node_index[t["node"]], d) for t in book(s)["tokens"].values() for d in t["held"]]
+def promised_devices(s: Any) -> dict[str, set[int]]:
+    """Per node, the GPUs of tokens that hold and are not claimed yet: work on them is lent,
+    and a GPU freed there goes to the token (so evicting that work frees nothing for others)."""
+    out: dict[str, set[int]] = {}
+    for t in book(s)["tokens"].values() if s.reservations else ():
+        if t["status"] == HELD:
+            out.setdefault(t["node"], set()).update(t["devices"])
+    return out
+
+
+def held_pairs(s: Any) -> list[tuple[int, int, int]]:
+    """(row, device, milli) of every hold (``CellState.check`` counts them as used)."""
+    return [(s.node_index[t["node"]], int(k), v) for t in book(s)["tokens"].values() for k, v in t["held"].items()]
 
 
 def next_due(s: Any) -> Optional[int]:

@@ -420,8 +420,8 @@ class CellState:
                     used_gpu[row, d] += t.task.request.gpu_milli
         assert (self.cpu_cap - self.cpu_free == used_cpu).all()
         from .reservations import held_pairs      # GPUs held by reservation tokens count as used
-        for row, d in held_pairs(self):
-            used_gpu[row, d] += GPU_MILLI
+        for row, d, milli in held_pairs(self):
+            used_gpu[row, d] += milli
         real = self.gpu_free >= 0
         assert (np.where(real, GPU_MILLI - self.gpu_free, 0) == used_gpu).all()
 

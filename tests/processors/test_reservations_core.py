@@ -214,3 +214,25 @@ def test_a_silver_task_on_a_gpu_of_the_token_is_waited_for_not_preempted():
     out = f.status("s1", "COMPLETED", at=10 * MIN + 2)
     assert "TaskPlaced" in kinds(out) and of(out, "TaskPlaced")[0]["task_id"] == "own"
     f.state.check()
+
+
+def test_silver_does_not_preempt_bronze_lent_a_token_s_gpus_it_could_never_use():
+    f = cell(nodes=1)
+    bid(f, "b1", gpus=8, at=0)
+    tick(f, MIN)
+    f.task("z1", gpus=2, milli=1000, at=MIN + 1, qos="BRONZE")       # lent two held GPUs
+    out = f.task("s1", gpus=1, milli=1000, at=MIN + 2, qos="SILVER")
+    assert of(out, "TaskPreempted") == [] and kinds(out) == ["TaskPending"]
+    f.state.check()
+
+
+def test_the_free_part_of_a_token_gpu_shared_with_bronze_is_held_too():
+    f = cell(nodes=1)
+    f.task("z1", gpus=1, milli=500, at=1, qos="BRONZE")            # half of gpu0
+    bid(f, "b1", gpus=8, at=3)
+    tick(f, MIN)
+    tok = reservations.tokens(f.state)[0]
+    assert tok["held"]["0"] == 500 and tok["lent"] == {"0": ["z1"]}
+    assert kinds(f.task("s1", gpus=1, milli=300, at=MIN + 1, qos="SILVER")) == ["TaskPending"]
+    assert reservations.held_devices(f.state) == 7.5
+    f.state.check()
