@@ -30,8 +30,10 @@
 on it (``busy``). A window ``[start, end)`` occupies its device until ``end`` rounded up to
 ``slot_ms`` (the time grid). Candidate starts are the bid's earliest start and the ends of
 windows on fitting nodes within its start range (where capacity appears). Work running now
-is not in the plan — its end is unknown — except that a window opening within one clearing
-period avoids devices that non-bronze work holds now (``busy_now``).
+outside the plan (``busy_now``) keeps its GPUs until its expected end — placed time plus
+its ``duration_estimate_ms`` — or, with no estimate, for ever: a token is never promised
+GPUs that a gold or silver task may still hold when the window opens. Bronze work does not
+count: it is lent the GPUs and preempted at the claim.
 
 **Packing** (``packing``): among the nodes that fit at the earliest start, ``frag`` takes
 the node whose chosen GPUs are least busy now, then the one left with the fewest free GPUs
@@ -105,7 +107,7 @@ class Plan:
     ``busy[row][device]`` lists ``(start, end)``; a row without windows is absent (fast path)."""
     nodes: list[NodeCap]
     busy: dict[int, dict[int, list[tuple[int, int]]]] = field(default_factory=dict)
-    busy_now: dict[int, frozenset[int]] = field(default_factory=dict)
+    busy_now: dict[int, dict[int, int]] = field(default_factory=dict)   # row -> {device: busy until ms}
     rows_cache: dict[tuple, list[int]] = field(default_factory=dict)   # shared by copies: nodes do not change
 
     def copy(self) -> "Plan":
@@ -151,12 +153,11 @@ def _row_start(plan: Plan, r: int, want: int, first: int, latest: int, dur: int,
     cands = [first]
     if devs:
         cands += sorted({e for windows in devs.values() for _, e in windows if first < e <= latest})
-    busy_now = plan.busy_now.get(r, frozenset())
+    busy_now = plan.busy_now.get(r, {})
     for start in cands:
         until = _round_up(start + dur, args.slot_ms)
-        free = _free_devices(plan, r, start, until)
-        if start <= now + args.clear_every_ms:      # opens soon: not on GPUs non-bronze work holds now
-            free = [d for d in free if d not in busy_now]
+        # not on GPUs that work outside the plan holds past the start (unknown end: forever)
+        free = [d for d in _free_devices(plan, r, start, until) if busy_now.get(d, 0) <= start]
         if len(free) >= want:
             free.sort(key=lambda d: (d in busy_now, d))
             return start, free
@@ -179,7 +180,7 @@ def place(plan: Plan, b: Bid, now: int, args: ReservationArgs, gpus: Optional[in
         if args.packing == "first_fit":
             key: tuple = (start, r)
         else:
-            busy_now = plan.busy_now.get(r, frozenset())
+            busy_now = plan.busy_now.get(r, {})
             key = (start, sum(d in busy_now for d in free[:want]), len(free) - want, r)
         if best is None or key < best[0]:
             best = (key, r, tuple(sorted(free[:want])), len(free) - want)

@@ -101,7 +101,7 @@ def take_bids(s: Any, args: ReservationArgs) -> list[auction.Bid]:
 # ------------------------------------------------------------------------------ the plan
 def plan_of(s: Any) -> auction.Plan:
     """The capacity plan: every node, the windows of live tokens, and the GPUs non-bronze
-    work holds now."""
+    work holds now, until its expected end (placed + ``duration_estimate_ms``; none: for ever)."""
     nodes = []
     for r, nid in enumerate(s.node_ids):
         n = s.nodes[nid]
@@ -110,12 +110,17 @@ def plan_of(s: Any) -> auction.Plan:
     plan = auction.Plan(nodes)
     for tok in book(s)["tokens"].values():
         plan.add(s.node_index[tok["node"]], tuple(tok["devices"]), tok["start"], tok["occupied_until"])
-    busy: dict[int, set[int]] = {}
+    forever = 2 ** 62
+    busy: dict[int, dict[int, int]] = {}
     for t in s.tasks.values():
         if t.node is not None and t.devices and t.status in ("PLACED", "DISPATCHED", "RUNNING") \
                 and t.task.qos_tier != BRONZE:
-            busy.setdefault(s.node_index[t.node], set()).update(t.devices)
-    plan.busy_now = {r: frozenset(d) for r, d in busy.items()}
+            est = t.task.duration_estimate_ms
+            until = t.placed_at + est if est else forever
+            row = busy.setdefault(s.node_index[t.node], {})
+            for d in t.devices:
+                row[d] = max(row.get(d, 0), until)
+    plan.busy_now = busy
     return plan
 
 

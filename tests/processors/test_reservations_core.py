@@ -202,9 +202,20 @@ def test_the_owner_preempts_every_bronze_task_sharing_a_gpu_of_its_token():
     f.state.check()
 
 
+def test_gpus_silver_work_may_still_hold_are_never_promised():
+    f = cell(nodes=1)
+    f.task("s1", gpus=1, milli=1000, at=1, qos="SILVER")          # no estimate: it may run for ever
+    bid(f, "b1", gpus=8, at=3)
+    [lost] = of(tick(f, MIN), "ReservationRejected")
+    assert "no capacity" in lost["reason"]
+
+
 def test_a_silver_task_on_a_gpu_of_the_token_is_waited_for_not_preempted():
     f = cell(nodes=1)
-    f.task("s1", gpus=1, milli=1000, at=1, qos="SILVER")
+    f.send("TaskSubmitted", {"task_id": "s1", "tenant": "t", "cell": "test", "submitted_at": 1,
+                             "resources": {"cpu_milli": 1000, "memory_mib": 1024, "gpu_count": 1, "gpu_milli": 1000},
+                             "qos_tier": "SILVER", "priority": 0, "labels": {},
+                             "duration_estimate_ms": 5 * MIN})       # expected to end before the window
     bid(f, "b1", gpus=8, at=3)
     [g] = of(tick(f, MIN), "ReservationGranted")
     assert g["gpu_devices"] == list(range(8))
