@@ -332,8 +332,9 @@ class Integral:
 
 
 # ============================================================================ one run
-def _held(state: CellState) -> int:
-    return int(_rsv.held_devices(state)) if _rsv is not None else 0
+def _held(state: CellState) -> float:
+    """GPUs held and idle now (fractional: a token holds the free part of a GPU bronze shares)."""
+    return float(_rsv.held_devices(state)) if _rsv is not None else 0.0
 
 
 def _lent(state: CellState) -> int:
