@@ -14,7 +14,8 @@ A plane of its own (intake, scheduler and telemetry workers and the simulated cl
 3. Nine in ten winners get a claimant (label ``reservation``) submitted before their window
    opens; a few ask fewer GPUs than they reserved. The tenth are never claimed.
 4. Checks: every claimant is placed on its token's node within one tick (``tick_ms``) of its
-   window opening (cell clock: the decision's ``decided_at``); bronze work lent the held GPUs is
+   window opening (cell clock: the decision's ``decided_at``), dispatched there and reported
+   RUNNING by the simulated connector; bronze work lent the held GPUs is
    preempted by the owner; every unclaimed token expires; unused GPUs of short claims are
    released; the cell log, exported up to the last input decided, replays IDENTICAL.
 """
@@ -189,6 +190,13 @@ async def _scenario(plane: StackPlane, api: ApiProcess, produce: Path, tmp: Path
             unclaimed_rids = {grants[b]["reservation_id"] for b in unclaimed}
             await f.until(lambda v: set(placed(v)) == set(claims) and unclaimed_rids <= expired(v), 240,
                           "every claimant placed and every unclaimed token expired")
+
+            def ran(v):          # the connector ran it where the decision put it: the whole way back
+                return {p["task_id"] for _, p in v.statuses.values()
+                        if p["status"] == "RUNNING" and p["task_id"] in claims
+                        and p["node_id"] == placed(v)[p["task_id"]]["node_id"]}
+            await f.until(lambda v: ran(v) == set(claims), 120,
+                          "every claimant reported RUNNING by the simulated connector on its token's node")
             await f.catch_up()
             v = f.view
 
