@@ -12,10 +12,11 @@ Modes:
 ``gap_weight`` (default 0, the paper's FGD) adds, for a shared task, ``gap_weight`` times
 the drop in the chosen GPU gap's expected final waste (``frag.gap_waste_table``) to delta.
 
-Per-node results are cached per task shape in ``state._derived`` and recomputed only for
-rows whose stamp changed since (a placement changes one row), which keeps a decision at
-O(changed rows), not O(nodes x classes x devices). The cache is a pure function of the
-state, so results are identical with or without it.
+Results are cached per task shape in ``state._derived``, per *node class* (nodes with the
+same free CPU, free GPU vector and model score the same: ``processors/node_classes.py``),
+and computed only for classes not scored before (a placement makes at most one new
+class), which keeps a decision at O(new classes), not O(nodes x classes x devices). The
+cache is a pure function of the state, so results are identical with or without it.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from ..args import DEFAULT, arg, explicit
 from ..frag import (TypicalTasks, frag_after_shared, gap_waste_table, node_frag, shape_key,
                     typical_from_counts)
 from ..framework import REGISTRY, CycleContext, Plugin
+from ..node_classes import classes_present, node_classes, representatives
 from ..state import GPU_MILLI, CellState
 
 
@@ -78,13 +80,27 @@ class ScarcityArgs(TypicalArgs):
 
 
 class _Entry:
-    __slots__ = ("n", "stamp", "score", "dev")
+    """Scores of one task shape under one typical distribution and one set of plugin
+    arguments, per node class (``processors/node_classes.py``) of one id generation."""
+    __slots__ = ("generation", "known", "score", "dev")
 
-    def __init__(self, n: int):
-        self.n = n
-        self.stamp = np.full(n, -1, dtype=np.int64)
-        self.score = np.zeros(n, dtype=np.float64)
-        self.dev = np.full(n, -1, dtype=np.int64)
+    def __init__(self, generation: int):
+        self.generation = generation
+        self.known = np.zeros(0, dtype=bool)
+        self.score = np.zeros(0, dtype=np.float64)
+        self.dev = np.zeros(0, dtype=np.int64)
+
+    def grow(self, count: int) -> None:
+        extra = count - self.known.size
+        if extra > 0:
+            extra = max(extra, self.known.size)         # amortised doubling
+            self.known = np.concatenate([self.known, np.zeros(extra, dtype=bool)])
+            self.score = np.concatenate([self.score, np.zeros(extra, dtype=np.float64)])
+            self.dev = np.concatenate([self.dev, np.full(extra, -1, dtype=np.int64)])
+
+
+# per-shape entries kept at most (old typical distributions' entries are dead weight)
+_MAX_ENTRIES = 256
 
 
 def gpu_weighted(tt: TypicalTasks) -> TypicalTasks:
@@ -155,32 +171,48 @@ class FGD(Plugin):
     def _acc(self, state: CellState, tt: TypicalTasks) -> np.ndarray:
         return state.derived(("fgd-acc", tt.digest, len(state.models)), lambda: tt.access_table(state))
 
-    def _entry(self, ctx: CycleContext, rows: np.ndarray) -> _Entry:
+    def _entry(self, ctx: CycleContext, rows: np.ndarray) -> tuple[_Entry, np.ndarray]:
+        """(entry, class ids of ``rows``): the entry has a score for every class among
+        ``rows``; classes not seen before are scored now, once each."""
         s, r = ctx.state, ctx.req
         tt = self.typical(s)
         # every argument that changes a score is in the key: plugins with different
         # settings (a blend, a PolicyChanged) may share one state's cache
         a = self.args
-        k = ("fgd", tt.digest, self.mode, self.ign, a.quantum, a.device_tie, a.gap_weight,
+        k = (tt.digest, self.mode, self.ign, a.quantum, a.device_tie, a.gap_weight,
              r.cpu, r.gpu_count, r.gpu_milli, r.models)
-        e = s._derived.get(k)
-        if e is None or e.n != s.n_nodes:
-            e = s._derived[k] = _Entry(s.n_nodes)
-        dirty = rows[e.stamp[rows] != s.stamp[rows]]
-        if dirty.size:
-            self._compute(s, tt, r, e, dirty)
-            e.stamp[dirty] = s.stamp[dirty]
-        return e
+        nc = node_classes(s)
+        cache: dict = s._derived.setdefault("fgd-scores", {})
+        e = cache.get(k)
+        if e is None or e.generation != nc.generation:
+            if len(cache) >= _MAX_ENTRIES:
+                for old in list(cache)[: _MAX_ENTRIES // 2]:
+                    del cache[old]
+            e = cache[k] = _Entry(nc.generation)
+        e.grow(nc.count)
+        cids = nc.ids[rows]
+        missing = cids[~e.known[cids]]
+        if missing.size:
+            classes = classes_present(missing, nc.count)
+            reps = representatives(s, nc, classes)
+            score, dev = self._score_states(s, tt, r, s.cpu_free[reps], s.gpu_free[reps], s.model_idx[reps])
+            e.score[classes] = score
+            if dev is not None:
+                e.dev[classes] = dev
+            e.known[classes] = True
+        return e, cids
 
-    def _compute(self, s: CellState, tt: TypicalTasks, r, e: _Entry, rows: np.ndarray) -> None:
-        cpu = s.cpu_free[rows]
-        gpu = s.gpu_free[rows]
+    def _score_states(self, s: CellState, tt: TypicalTasks, r, cpu: np.ndarray, gpu: np.ndarray,
+                      midx: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """(score, device or None) of placing ``r`` on k node states (free CPU [k], free
+        GPU [k, G], model index [k]); the device only for a shared task."""
+        k = cpu.size
         if tt.total == 0:                       # nothing observed yet: neutral scores, best-fit device
-            e.score[rows] = 0.0
+            dev = None
             if r.kind == "shared":
-                e.dev[rows] = np.argmin(np.where(gpu >= r.gpu_milli, gpu, np.iinfo(np.int64).max), axis=1)
-            return
-        acc = self._acc(s, tt)[:, s.model_idx[rows]].T
+                dev = np.argmin(np.where(gpu >= r.gpu_milli, gpu, np.iinfo(np.int64).max), axis=1)
+            return np.zeros(k), dev
+        acc = self._acc(s, tt)[:, midx].T
         before = node_frag(tt, cpu, gpu, acc, self.ign)
         if r.kind == "shared":
             after = frag_after_shared(tt, cpu, gpu, acc, r.cpu, r.gpu_milli, self.ign)      # [k,G]
@@ -206,9 +238,7 @@ class FGD(Plugin):
                 # ties: least free milli, then lowest index
                 key = np.where(fits & (sc == best), gpu, np.iinfo(np.int64).max)
                 dev = np.argmin(key, axis=1)
-            e.score[rows] = sc[np.arange(rows.size), dev]
-            e.dev[rows] = dev
-            return
+            return sc[np.arange(k), dev], dev
         g2 = gpu.copy()
         if r.kind == "whole":
             # take the lowest-index devices with >= gpu_milli free (whole devices are alike)
@@ -218,22 +248,22 @@ class FGD(Plugin):
         after = node_frag(tt, cpu - r.cpu, g2, acc, self.ign)
         delta = (before - after) / tt.total
         if self.mode == "sigmoid":
-            e.score[rows] = np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0)))
-        else:
-            e.score[rows] = self._quantize(delta)
+            return np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0))), None
+        return self._quantize(delta), None
 
     def _quantize(self, delta: np.ndarray) -> np.ndarray:
         q = self.args.quantum
         return np.floor(delta / q) if q > 0 else delta
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
-        return self._entry(ctx, rows).score[rows]
+        e, cids = self._entry(ctx, rows)
+        return e.score[cids]
 
     def select_devices(self, ctx: CycleContext, row: int) -> Optional[list[int]]:
         if ctx.req.kind != "shared":
             return None
-        e = self._entry(ctx, np.array([row]))
-        return [int(e.dev[row])]
+        e, cids = self._entry(ctx, np.array([row]))
+        return [int(e.dev[cids[0]])]
 
 
 @REGISTRY.register

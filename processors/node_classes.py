@@ -1,0 +1,87 @@
+"""Equivalence classes of node states, for scorers whose value depends only on them.
+
+A GPU node's fragmentation score depends on its free CPU, its free-milli vector and its
+GPU model, nothing else. Node states repeat heavily: a fresh cluster has a handful of node
+types (the openb cluster: 1,213 GPU nodes, a few dozen distinct states), and a placement
+makes one new state out of one old one. So a scorer can compute once per *class* and read
+the value of a row through its class id, instead of once per row.
+
+:func:`node_classes` keeps a dense class id per row in the state's derived cache. Ids are
+assigned in order of first sight and refreshed only for rows whose ``stamp`` changed (a
+row's state changes only through ``CellState.touch``), so keeping them costs O(changed
+rows) per decision. Ids are a cache, never part of a decision: a value read through a
+class is the value of any of its rows, so results are identical with or without it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .state import CellState
+
+_KEY = "node-classes"
+
+
+class NodeClasses:
+    """Class ids of a state's rows (``ids[row]``), ``count`` classes seen so far."""
+    __slots__ = ("ids", "stamp", "table", "width", "generation", "clock")
+
+    def __init__(self, n: int, width: int, generation: int):
+        self.ids = np.full(n, -1, dtype=np.int64)
+        self.stamp = np.full(n, -1, dtype=np.int64)
+        self.table: dict[bytes, int] = {}
+        self.width = width
+        # changes whenever ids may have been renumbered: per-class caches key on it
+        self.generation = generation
+        self.clock = -1                  # the state's clock when the ids were last refreshed
+
+    @property
+    def count(self) -> int:
+        return len(self.table)
+
+
+def _state_keys(s: CellState, rows: np.ndarray) -> np.ndarray:
+    """[k, G + 2] int64: free CPU, free milli per device (-1 = none), model index."""
+    return np.ascontiguousarray(np.column_stack([s.cpu_free[rows], s.gpu_free[rows], s.model_idx[rows]]),
+                                dtype=np.int64)
+
+
+def node_classes(s: CellState) -> NodeClasses:
+    """The state's node classes, brought up to date with its stamps.
+
+    Renumbers from scratch (a new ``generation``) when the node count or the device width
+    changed, or when retired classes outnumber live rows four to one (ids are never reused
+    otherwise, so a long run would grow the table without bound)."""
+    width = s.max_gpus + 2
+    nc: NodeClasses | None = s._derived.get(_KEY)
+    if nc is None or nc.ids.size != s.n_nodes or nc.width != width or nc.count > 4 * max(s.n_nodes, 256):
+        generation = 0 if nc is None else nc.generation + 1
+        nc = s._derived[_KEY] = NodeClasses(s.n_nodes, width, generation)
+    if nc.clock == s.clock:             # every change of a row ticks the clock (touch)
+        return nc
+    nc.clock = s.clock
+    dirty = np.flatnonzero(nc.stamp != s.stamp)
+    if dirty.size:
+        keys = _state_keys(s, dirty)
+        table, ids = nc.table, nc.ids
+        for i, row in enumerate(dirty.tolist()):
+            k = keys[i].tobytes()
+            cid = table.get(k)
+            if cid is None:
+                cid = table[k] = len(table)
+            ids[row] = cid
+        nc.stamp[dirty] = s.stamp[dirty]
+    return nc
+
+
+def classes_present(ids: np.ndarray, count: int) -> np.ndarray:
+    """The distinct class ids among ``ids`` (ascending), in O(len(ids) + count)."""
+    seen = np.zeros(count, dtype=bool)
+    seen[ids] = True
+    return np.flatnonzero(seen)
+
+
+def representatives(s: CellState, nc: NodeClasses, classes: np.ndarray) -> np.ndarray:
+    """One row of each class in ``classes`` (every class must have a live row)."""
+    rep = np.full(nc.count, -1, dtype=np.int64)
+    rep[nc.ids] = np.arange(nc.ids.size, dtype=np.int64)
+    return rep[classes]
