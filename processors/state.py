@@ -72,8 +72,9 @@ class TaskRecord:
     requeue_at: int = 0
     moving_from: Optional[tuple[str, tuple[int, ...]]] = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"task": self.task.to_json(), "seq": self.seq, "status": self.status, "node": self.node,
+    def to_json(self, task_json: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``task_json``: ``self.task.to_json()`` when the caller has it already."""
+        return {"task": self.task.to_json() if task_json is None else task_json, "seq": self.seq, "status": self.status, "node": self.node,
                 "devices": list(self.devices), "queued_at": self.queued_at, "placed_at": self.placed_at,
                 "key": self.key, "requeue_at": self.requeue_at,
                 "moving_from": [self.moving_from[0], list(self.moving_from[1])] if self.moving_from else None}
@@ -426,6 +427,17 @@ class CellState:
         assert (np.where(real, GPU_MILLI - self.gpu_free, 0) == used_gpu).all()
 
     # -------------------------------------------------------------- snapshot
+    def _json_of(self, kind: str, key: str, obj: Any) -> dict[str, Any]:
+        """``obj.to_json()`` of an immutable registration or submission, memoised per key
+        while the same object is held (snapshots repeat every few seconds, and encoding
+        thousands of unchanged nodes and tasks each time was most of their cost). Callers
+        must not mutate the returned dict."""
+        cache = self._derived.setdefault(("json", kind), {})
+        hit = cache.get(key)
+        if hit is None or hit[0] is not obj:
+            hit = cache[key] = (obj, obj.to_json())
+        return hit[1]
+
     def to_snapshot(self) -> dict[str, Any]:
         """A plain JSON-able dict holding everything that is not derivable."""
         return {
@@ -433,7 +445,7 @@ class CellState:
             "cell": self.cell,
             "models": list(self.models),
             "nodes": [
-                {"node_id": nid, "status": self.node_status[r], "node": self.nodes[nid].to_json(),
+                {"node_id": nid, "status": self.node_status[r], "node": self._json_of("node", nid, self.nodes[nid]),
                  "health": self.health[r], "last_heartbeat": int(self.last_heartbeat[r]),
                  "condition": self.condition[r],
                  "cpu_cap": int(self.cpu_cap[r]), "cpu_free": int(self.cpu_free[r]),
@@ -448,7 +460,7 @@ class CellState:
             "now": self.now,
             "next_retry_at": self.next_retry_at,
             "stamps": [int(x) for x in self.stamp],
-            "tasks": {tid: t.to_json() for tid, t in self.tasks.items()},
+            "tasks": {tid: t.to_json(self._json_of("task", tid, t.task)) for tid, t in self.tasks.items()},
             "queue": [list(q) for q in self.queue],
             "seq": self.seq,
             "offsets": dict(self.offsets),
