@@ -48,6 +48,8 @@ BATCH = 512
 
 # Called after each input with the record and the decision records it produced.
 Observer = Callable[[RawRecord, list[bytes]], None]
+# The core step, ``processors.core.decide`` unless a caller times it (bench/replay_speed.py).
+Core = Callable[[CellState, Any, tuple[str, int, int]], tuple[CellState, list[Any]]]
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class Divergence:
 
 
 def regenerate(codec: Codec, cell_log: Iterable[RawRecord], *, runner: CellRunner | None = None,
-               observer: Observer | None = None) -> list[bytes]:
+               observer: Observer | None = None, core: Core = decide) -> list[bytes]:
     """The decision records (wire-format values) the core produces for ``cell_log``: the
     values ``runner.apply`` would send to ``runner.topics.decisions``, in order.
 
@@ -68,12 +70,13 @@ def regenerate(codec: Codec, cell_log: Iterable[RawRecord], *, runner: CellRunne
     fresh runner in :data:`REPLAY_NAMESPACE` with ``codec``); its codec decodes and encodes,
     its ``observer`` (if set) sees the typed outputs as in the worker. ``observer`` sees
     every input with its decisions (progress, metrics). ``cell_log`` is read up to
-    :data:`BATCH` records ahead of the record being decided.
+    :data:`BATCH` records ahead of the record being decided. ``core`` must behave as
+    ``decide`` (it is there to be timed).
     """
     runner = runner or CellRunner(codec, TopicNames(REPLAY_NAMESPACE))
     out: list[bytes] = []
     for record, decoded in decoded_batches(runner.codec, cell_log):
-        produced = decisions_of(runner, record, decoded)
+        produced = decisions_of(runner, record, decoded, core)
         out.extend(produced)
         if observer is not None:
             observer(record, produced)
@@ -88,7 +91,8 @@ def decoded_batches(codec: Codec, records: Iterable[RawRecord], batch: int = BAT
         yield from zip(chunk, codec.decode_many([r.value for r in chunk]))
 
 
-def decisions_of(runner: CellRunner, record: RawRecord, decoded: tuple[str, dict] | DecodeError) -> list[bytes]:
+def decisions_of(runner: CellRunner, record: RawRecord, decoded: tuple[str, dict] | DecodeError,
+                 core: Core = decide) -> list[bytes]:
     """``CellRunner.apply(record)`` reduced to its decisions-topic values.
 
     Same state changes, same checks in the same order (redelivery, decode, kind, model,
@@ -116,7 +120,7 @@ def decisions_of(runner: CellRunner, record: RawRecord, decoded: tuple[str, dict
     if kind in NODE_EVENT_KINDS and event.node_id not in state.node_index:
         return []
     try:
-        _, outputs = decide(state, event, (record.topic, record.partition, record.offset))
+        _, outputs = core(state, event, (record.topic, record.partition, record.offset))
     except RejectedInput:
         return []
     if runner.observer is not None:
