@@ -6,6 +6,8 @@ decode, core ``decide`` with provenance, encode — the path ``suanli replay`` t
 headline ``events_per_s`` is that run, unchanged since the first benchmark (same events,
 same entry point). The same run also reports:
 
+- ``cpu_seconds`` / ``events_per_cpu_s``: the same run in process CPU time, the figure to
+  compare on a machine shared with other work (wall time there counts other processes);
 - ``core_seconds`` / ``core_share``: the time inside ``processors.core.decide`` (timed
   around each call), and what is left around it (decode, model conversion, encode);
 - ``by_kind``: events/s per input kind, wall time between consecutive inputs (a batch's
@@ -71,9 +73,11 @@ def replay_events_per_second(codec: Codec, node_count: int, task_count: int,
         slot[1] += now - last[0]
         last[0] = now
 
+    cpu = time.process_time()
     started = last[0] = time.perf_counter()
     decisions = regenerate(codec, records, runner=runner, observer=observe, core=core)
     seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu
 
     # The verify path's extra work: the redelivery filter and the comparison.
     recorded = [bytes(v) for v in decisions]             # equal values, not the same objects
@@ -84,6 +88,7 @@ def replay_events_per_second(codec: Codec, node_count: int, task_count: int,
 
     out = {"events": len(records), "decisions": len(decisions), "seconds": round(seconds, 3),
            "events_per_s": round(len(records) / seconds, 1),
+           "cpu_seconds": round(cpu, 3), "events_per_cpu_s": round(len(records) / cpu, 1) if cpu else 0.0,
            "core_seconds": round(sum(core.seconds.values()), 3),
            "core_share": round(sum(core.seconds.values()) / seconds, 3),
            "by_kind": {k: _figures(int(n), s, core.seconds.get(k, 0.0)) for k, (n, s) in per_kind.items()},

@@ -11,7 +11,7 @@ def _codec() -> Codec:
 
 def test_replay_figures_add_up():
     r = replay_events_per_second(_codec(), 30, 60, heartbeat_rounds=2)
-    assert r["events"] == 90 and r["decisions"] >= 60 and r["events_per_s"] > 0
+    assert r["events"] == 90 and r["decisions"] >= 60 and r["events_per_s"] > 0 and r["events_per_cpu_s"] > 0
     assert set(r["by_kind"]) == {"NodeRegistered", "TaskSubmitted"}
     assert sum(k["events"] for k in r["by_kind"].values()) == r["events"]
     assert sum(k["seconds"] for k in r["by_kind"].values()) <= r["seconds"] + 0.01
