@@ -112,8 +112,10 @@ def _replay(args: argparse.Namespace) -> int:
         code = 0 if report.identical else 1
     else:
         counts: dict[str, int] = {}
-        for value in replayed.regenerated:
-            kind = summary(*replayed.codec.decode(value))["kind"]
+        for decoded in replayed.codec.decode_many(replayed.regenerated):
+            if isinstance(decoded, Exception):
+                raise decoded                     # our own encoding: cannot happen, never hide it
+            kind = summary(*decoded)["kind"]
             counts[kind] = counts.get(kind, 0) + 1
         doc["decisions"] = counts
         print(f"replayed {replayed.inputs:,} inputs of cell {log.cell} in {replayed.seconds:.2f}s "

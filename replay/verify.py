@@ -107,8 +107,9 @@ def verify(log: LogDir, replayed: Replayed) -> VerifyReport:
 def _strategies(codec: Codec, values: list[bytes]) -> list[str]:
     """``name@version`` of every strategy that made these decisions (first-seen order)."""
     seen: dict[str, None] = {}
-    for v in values:
-        ref = ((_decode(codec, v)[1] or {}).get("provenance") or {}).get("strategy") or {}
+    for decoded in codec.decode_many(values):
+        payload = None if isinstance(decoded, Exception) else decoded[1]
+        ref = ((payload or {}).get("provenance") or {}).get("strategy") or {}
         if ref:
             seen.setdefault(f"{ref.get('name')}@{ref.get('version')}", None)
     return list(seen)
