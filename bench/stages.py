@@ -359,18 +359,21 @@ class StageProbe:
             await follower.start()
             try:
                 await follower.wait_ready(self.timeout)
-                before = await fresh_latency(path, int(time.time() * 1000))
+                try:
+                    before: dict[str, Any] | None = await fresh_latency(path, int(time.time() * 1000))
+                except TimeoutError as exc:     # no split then, but the per-task stages still stand
+                    before, self.latency_window = None, {"error": str(exc)}
                 await drive(recording, tasks, self.rate)
                 try:
                     await asyncio.wait_for(self._all_folded.wait(), self.timeout)
                 except TimeoutError:
                     self.notes.append(f"read model folded a decision for {len(self.applied)} of "
                                       f"{len(self.task_ids)} tasks within {self.timeout:.0f} s")
-                after = await self._latency_counting(path, before)
-                try:
-                    self.latency_window = worker_window(before, after)
-                except RuntimeError as exc:
-                    self.latency_window = {"error": str(exc)}
+                if before is not None:
+                    try:
+                        self.latency_window = worker_window(before, await self._latency_counting(path, before))
+                    except (RuntimeError, TimeoutError) as exc:     # a restarted or silent scheduler
+                        self.latency_window = {"error": str(exc)}
             finally:
                 await follower.stop()
 
