@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import typing
 from dataclasses import dataclass, field
 from types import NoneType, UnionType
-from typing import Any, ClassVar, Mapping, Optional, Union
+from typing import Any, Callable, ClassVar, Mapping, Optional, Union
 
 from suanli.errors import ModelError
 
@@ -897,15 +898,37 @@ def from_avro(kind: str | type, payload: Mapping[str, Any]) -> Any:
     return cls(**kwargs)
 
 
+# types whose values to_avro returns as they are (never dataclasses, tuples or maps)
+_LEAF = frozenset({str, int, float, bool, bytes, type(None)})
+_TO_AVRO: dict[type, Callable[[Any], Any]] = {}
+
+
 def to_avro(value: Any) -> Any:
-    """The Avro dict of a record value (recursively); lists for tuples, dicts for maps."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_avro(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple):
-        return [to_avro(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: to_avro(v) for k, v in value.items()}
-    return value
+    """The Avro dict of a record value (recursively); lists for tuples, dicts for maps.
+
+    Whether a value is a dataclass, a tuple or a Mapping (an ABC check, the slow part)
+    depends on its type only, so it is asked once per type and kept as a converter: the
+    encoder of every decision the scheduler emits runs through here."""
+    convert = _TO_AVRO.get(type(value))
+    if convert is None:
+        convert = _TO_AVRO[type(value)] = _avro_converter(type(value))
+    return convert(value)
+
+
+def _avro_converter(cls: type) -> Callable[[Any], Any]:
+    """``cls``'s converter, classified in this order: dataclass, tuple, Mapping, leaf."""
+    if dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        if not names:
+            return lambda value: {}
+        get = operator.attrgetter(*names)
+        fetch = get if len(names) > 1 else (lambda value: (get(value),))
+        return lambda value: {n: (v if type(v) in _LEAF else to_avro(v)) for n, v in zip(names, fetch(value))}
+    if issubclass(cls, tuple):
+        return lambda value: [v if type(v) in _LEAF else to_avro(v) for v in value]
+    if issubclass(cls, Mapping):
+        return lambda value: {k: (v if type(v) in _LEAF else to_avro(v)) for k, v in value.items()}
+    return lambda value: value
 
 
 def kind_of(value: Any) -> str:

@@ -134,6 +134,23 @@ class Codec:
                               f"(schema id {schema_id})", schema_id=schema_id, **where)
         return kind, payload
 
+    def kind_of(self, data: bytes | None) -> str | None:
+        """The event kind a record claims by its schema id (the Confluent frame's first 5
+        bytes), without decoding its body: None for a bad frame or an id the registry does
+        not know. Workers use it to skip kinds they do not handle at next to no cost; it
+        does not prove the body is valid (:meth:`decode` does)."""
+        try:
+            schema_id, _body = split_frame(data)
+        except ValueError:
+            return None
+        cached = self._readers.get(schema_id)
+        if cached is not None:
+            return cached[0]
+        try:
+            return self._reader(schema_id, {})[0]
+        except DecodeError:
+            return None
+
     def _reader(self, schema_id: int, where: dict) -> tuple[str, Any, Any]:
         cached = self._readers.get(schema_id)
         if cached is not None:

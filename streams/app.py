@@ -257,15 +257,12 @@ class DecisionLatency:
 
 
 def build_scheduler(settings: Settings) -> faust.App:
-    from suanli.streams.telemetry_app import KindOf     # (that module imports this one)
-
     app = make_app("scheduler", settings)
     codec = Codec(RegistryClient(settings.registry_url))
     topics = TopicNames(settings.namespace)
     runner = CellRunner(codec, topics)
     metrics = SchedulerMetrics(settings.namespace, codec, [topics.cell_log]).bind(runner).attach(app)
     latency = DecisionLatency(latency_path(settings))
-    kind_of = KindOf(codec)
     cell_log = app.topic(topics.cell_log, key_type=bytes, value_type=bytes, partitions=settings.partitions)
     table = app.Table("cell-snapshots", key_type=str, value_type=bytes, partitions=settings.partitions)
     snapshots = SnapshotStore(table)
@@ -300,7 +297,7 @@ def build_scheduler(settings: Settings) -> faust.App:
                 t0 = time.perf_counter()
                 out = runner.apply(raw)
                 t1 = time.perf_counter()
-                kind = kind_of(raw.value) or "?"
+                kind = codec.kind_of(raw.value) or "?"
                 latency.applied(kind, (t1 - t0) * 1e6)
                 if any(r.topic == topics.decisions for r in out):
                     answered.append((kind, raw.timestamp, time.time() * 1000))

@@ -17,7 +17,10 @@ from suanli.schemas.models import validate_event
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
 
-__all__ = ["dead_letter", "ticks", "triage"]
+__all__ = ["OWNED_ELSEWHERE", "dead_letter", "ticks", "triage"]
+
+# kinds on the raw topics that another worker decodes, validates and dead-letters
+OWNED_ELSEWHERE = frozenset({"NodeMetrics"})       # streams/telemetry_app.py
 
 
 def dead_letter(codec: Codec, record: RawRecord, topics: TopicNames, error_kind: str, reason: str,
@@ -41,9 +44,13 @@ def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecor
       heartbeats, telemetry condition changes, policies, ticks, links of a cell) -> forwarded
       verbatim to the cell log, keyed by its cell (a link with no cell: nothing)
     - a DispatchAck -> TaskStatusChanged DISPATCHED (accepted) or FAILED (refused)
-    - anything else (raw metrics) -> nothing here: the telemetry worker reads the
-      metrics, so the scheduler's input stays small
+    - NodeMetrics -> nothing, and not even decoded (``OWNED_ELSEWHERE``): the telemetry
+      worker decodes, validates and dead-letters them, so the scheduler's input stays small
+      and intake does not pay ~1 ms a sample for records it drops
+    - anything else -> nothing
     """
+    if codec.kind_of(record.value) in OWNED_ELSEWHERE:
+        return []
     try:
         kind, payload = codec.decode(record.value, topic=record.topic, partition=record.partition,
                                      offset=record.offset)

@@ -39,29 +39,6 @@ class ReadStats:
                 "scanned": self.scanned, "decoded": self.decoded, "undecodable": self.undecodable}
 
 
-class _KindOf:
-    """The event kind of a record from its schema id (the Confluent frame's first 5 bytes):
-    each schema id is decoded once, so skipped kinds (heartbeats, ticks) cost next to nothing."""
-
-    def __init__(self, codec: Any):
-        self.codec = codec
-        self.by_id: dict[int, Optional[str]] = {}
-
-    def __call__(self, value: Optional[bytes]) -> Optional[str]:
-        from suanli.schemas.codec import split_frame
-
-        try:
-            schema_id, _body = split_frame(value)
-        except ValueError:
-            return None
-        if schema_id not in self.by_id:
-            try:
-                self.by_id[schema_id] = self.codec.decode(value)[0]
-            except DecodeError:
-                self.by_id[schema_id] = None
-        return self.by_id[schema_id]
-
-
 async def scan_to_end(bootstrap: str, topic: str, codec: Any, kinds: Iterable[str], *, key: Optional[bytes] = None,
                       stats: Optional[ReadStats] = None, timeout: float = 600.0) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """``(kind, payload)`` of every record of ``kinds`` (and key ``key``, if given) in
@@ -73,7 +50,7 @@ async def scan_to_end(bootstrap: str, topic: str, codec: Any, kinds: Iterable[st
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     wanted = frozenset(kinds)
-    kind_of = _KindOf(codec)
+    kind_of = codec.kind_of
     stats = stats if stats is not None else ReadStats()
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                 auto_offset_reset="earliest", max_partition_fetch_bytes=4 << 20)

@@ -92,3 +92,11 @@ def test_random_garbage_never_raises_anything_but_decode_error(codec):
             codec.decode(data, topic="fuzz", partition=0, offset=i)
         except DecodeError:
             pass
+
+
+def test_kind_of_reads_the_kind_from_the_schema_id_without_the_body(codec):
+    data = codec.encode("TaskSubmitted", task_submitted())
+    assert codec.kind_of(data) == "TaskSubmitted"
+    assert codec.kind_of(data[:5] + b"\xff\xff not an avro body") == "TaskSubmitted"   # the body is not read
+    assert codec.kind_of(b"\x00\x7f\xff\xff\xf0") is None                              # an id the registry lacks
+    assert codec.kind_of(b"\x01\x00\x00\x00\x01") is None and codec.kind_of(None) is None and codec.kind_of(b"") is None

@@ -115,3 +115,45 @@ def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
     assert unpack_row(rows["cool-1"])[0].condition == "NORMAL"
     stats = json.loads(stats_path(settings).read_text())      # the restarted worker's own figures
     assert stats["records"] >= 6 and stats["samples"] >= 6 * 200 and sum(stats["lag_ms"].values()) == stats["records"]
+
+
+def test_bad_node_metrics_are_dead_lettered_by_the_telemetry_worker_not_dropped(stack):
+    """Intake skips NodeMetrics undecoded; the telemetry worker owns their dead letters."""
+    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=1)
+    topics = TopicNames(settings.namespace)
+    asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace)))
+    service, argv = worker_processes(settings)["telemetry"]
+    gen = TelemetryGenerator(seed=1)
+
+    async def scenario() -> list:
+        good = gen.node_metrics(COOL_NODE, [], int(time.time() * 1000), 1, "sim/cool-1/metrics/1", "c1")
+        from aiokafka import AIOKafkaProducer
+        producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers)
+        await producer.start()
+        try:
+            frame = codec.encode("NodeMetrics", good)
+            await producer.send_and_wait(topics.raw_nodes, frame[:5] + b"\x02 broken body", key=b"cool-1")
+            bad = {**good, "event_id": "sim/cool-1/metrics/2", "cell": ""}
+            await producer.send_and_wait(topics.raw_nodes, codec.encode("NodeMetrics", bad), key=b"cool-1")
+        finally:
+            await producer.stop()
+        async with EventConsumer(settings.bootstrap_servers, codec, [topics.dead_letters]) as consumer:
+            out: list = []
+            deadline = time.monotonic() + 120
+            async for batch in consumer.batches(timeout_ms=500):
+                out += [r for r in batch if r.kind == "DeadLetter"]
+                if len(out) >= 2 or time.monotonic() > deadline:
+                    return out
+        return out
+
+    with RegistryClient(settings.registry_url) as registry:
+        codec = Codec(registry)
+        service.start(argv, env=to_env(settings))
+        try:
+            letters = asyncio.run(scenario())
+        finally:
+            service.stop()
+    kinds = sorted(r.payload["error_kind"] for r in letters)
+    assert kinds == ["INVALID", "UNDECODABLE"], (kinds, service.log_tail())
+    invalid = next(r.payload for r in letters if r.payload["error_kind"] == "INVALID")
+    assert "cell" in invalid["reason"] and invalid["source_topic"] == topics.raw_nodes
