@@ -24,19 +24,22 @@ system itself records (no processor reads a clock for this; the workers are unch
     CreateTime of intake's forwarded record on ``<ns>.cells``: intake's producer's clock when
     it appended the record, after fetching the raw record, waiting for its micro-batch
     (``take_events``, up to ``BATCH_WITHIN`` = 20 ms) and triaging it. raw -> cell log is the
-    driver's linger + produce + broker + intake's fetch, micro-batch and triage.
+    driver's linger + produce + broker + intake's fetch, micro-batch and triage; intake's own
+    linger (2 ms, ``make_app``) and produce request fall into cell log -> decisions topic.
 ``decision``
     CreateTime of the task's first decision on ``<ns>.decisions``: the scheduler's producer's
     clock when it sent its micro-batch's outputs, i.e. after *every* input of the batch was
-    decided and before the broker's acknowledgement. Only tasks whose first decision is
+    decided and before the broker's acknowledgement (its linger, 2 ms, and produce request
+    fall into decisions topic -> read model). Only tasks whose first decision is
     TaskPlaced are measured; one answered TaskPending first waited in the queue for
     capacity (scheduling, not the pipeline) and is counted apart.
 ``applied``
     The bench process's clock when the real :class:`~suanli.api.readmodel.ReadModel`, fed by
     the real :class:`~suanli.api.readmodel.LogFollower` (as ``suanli api`` runs it: the
     namespace's topics, default poll), called its listeners after folding that TaskPlaced.
-    It runs in the driver process, on the driver's event loop (beside the plane's own
-    follower), started and caught up before the first submission.
+    It runs in the driver process, on the driver's event loop (beside the submissions and
+    the plane's own follower, so their turns on the loop are in this stage too), started
+    and caught up before the first submission.
 
 The scheduler's own split of cell log -> decisions topic: the worker does not expose a
 per-task "decided" time, only :class:`~suanli.streams.app.DecisionLatency` histograms
