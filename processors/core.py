@@ -47,16 +47,25 @@ from .strategies import Strategy, config_digest, fallback_of, get_strategy, stra
 Position = tuple[str, int, int]
 
 
+def policy_strategy(s: CellState) -> Strategy:
+    """The strategy of the cell's policy, kept in the derived cache while the same policy
+    object is in force (a PolicyChanged replaces it): building its lookup key hashes the
+    config's canonical JSON, which every input, heartbeats included, would pay otherwise."""
+    pol = s.policy
+    hit = s._derived.get("policy-strategy")
+    if hit is None or hit[0] is not pol:
+        hit = s._derived["policy-strategy"] = (pol, get_strategy(pol.strategy, dict(pol.config), pol.digest))
+    return hit[1]
+
+
 def qos_of(s: CellState) -> QosArgs:
     """The cell policy's QoS arguments (``qos.py``)."""
-    pol = s.policy
-    return get_strategy(pol.strategy, dict(pol.config), pol.digest).args.qos
+    return policy_strategy(s).args.qos
 
 
 def reservation_args_of(s: CellState) -> ReservationArgs:
     """The cell policy's reservation arguments (``reservation_args.py``)."""
-    pol = s.policy
-    return get_strategy(pol.strategy, dict(pol.config), pol.digest).args.reservations
+    return policy_strategy(s).args.reservations
 
 
 def _key(s: CellState, t: TaskRecord, lost: bool) -> list:
@@ -313,8 +322,7 @@ class _Decider:
 
     def __init__(self, s: CellState, pos: Position, at: int):
         self.s = s
-        pol = s.policy
-        self.strategy: Strategy = get_strategy(pol.strategy, dict(pol.config), pol.digest)
+        self.strategy: Strategy = policy_strategy(s)
         self.pos = pos
         self.at = at
         self.outs: list[Any] = []

@@ -6,6 +6,7 @@ so a replay draws exactly the same numbers.
 """
 from __future__ import annotations
 
+import functools
 import zlib
 
 _MASK = (1 << 64) - 1
@@ -32,6 +33,7 @@ def draw(n: int, *values: int) -> int:
     return mix(*values) % n
 
 
+@functools.lru_cache(maxsize=1024)
 def str_seed(s: str) -> int:
     """A stable int for a string (e.g. a topic name)."""
     return zlib.crc32(s.encode("utf-8"))
