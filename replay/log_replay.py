@@ -11,11 +11,10 @@ to the same output), made cheap around the core because a replay runs whole logs
   results), read ahead :data:`BATCH` records at a time;
 - dispatch commands and dead letters, which go to other topics and which a replay throws
   away, are never built or encoded;
-- decisions become Avro dicts through :func:`avro_of`, ``model.to_avro`` specialised per
-  class (the same dicts at about a third of the cost).
+- decisions become Avro dicts through ``model.to_avro`` (converters cached per class).
 
 Decisions are still encoded, provenance included, when only verifying. Comparing decoded
-values instead would need the regenerated decision's Avro dict anyway (``avro_of``, or
+values instead would need the regenerated decision's Avro dict anyway (``to_avro``, or
 ``model.from_avro`` of the recorded one, slower still) plus a decode of the recorded record,
 and decoding costs more than encoding (on a 10,000-decision log: encode 18 us a decision,
 decode 21 us, 32 us for a TaskPlaced); and comparing bytes is exact by construction (map
@@ -26,19 +25,15 @@ A replay produces to no topic: the runner's :class:`~suanli.streams.topics.Topic
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
-from suanli.errors import DecodeError, ModelError, RejectedInput
+from suanli.errors import DecodeError
 from suanli.processors import model
 from suanli.processors.core import decide
-from suanli.processors.model import CELL_INPUT_KINDS, NODE_EVENT_KINDS
-from suanli.processors.state import CellState
 from suanli.schemas.codec import HEADER, MAGIC, Codec
-from suanli.streams.cell_runner import CellRunner
+from suanli.streams.cell_runner import CellRunner, Core, Refused
 from suanli.streams.records import RawRecord
 from suanli.streams.topics import TopicNames
 
@@ -51,8 +46,6 @@ BATCH = 512
 
 # Called after each input with the record and the decision records it produced.
 Observer = Callable[[RawRecord, list[bytes]], None]
-# The core step, ``processors.core.decide`` unless a caller times it (bench/replay_speed.py).
-Core = Callable[[CellState, Any, tuple[str, int, int]], tuple[CellState, list[Any]]]
 
 
 @dataclass(frozen=True)
@@ -96,94 +89,19 @@ def decoded_batches(codec: Codec, records: Iterable[RawRecord], batch: int = BAT
 
 def decisions_of(runner: CellRunner, record: RawRecord, decoded: tuple[str, dict] | DecodeError,
                  core: Core = decide) -> list[bytes]:
-    """``CellRunner.apply(record)`` reduced to its decisions-topic values.
-
-    Same state changes, same checks in the same order (redelivery, decode, kind, model,
-    unknown node, refused input); where ``apply`` dead-letters a record this returns
-    nothing, and the dispatch commands and StopCommands it adds go to other topics.
-    ``decoded`` is ``runner.codec.decode(record.value)`` or the error it raised.
+    """``CellRunner.apply(record)`` reduced to its decisions-topic values: the same
+    ``CellRunner.step``, then only the decisions are encoded (where ``apply`` dead-letters
+    a record this returns nothing; its dispatch commands and StopCommands go to other
+    topics). ``decoded`` is ``runner.codec.decode(record.value)`` or the error it raised.
     """
-    part = runner.partition(record.partition)
-    if record.offset <= part.as_of:
-        return []                                   # already applied (redelivery)
-    part.as_of = record.offset
-    if isinstance(decoded, DecodeError):
+    result = runner.step(record, decoded, core)
+    if result is None or isinstance(result, Refused):
         return []
-    kind, payload = decoded
-    if kind not in CELL_INPUT_KINDS:
-        return []
-    try:
-        event = model.from_avro(kind, payload)
-    except ModelError:
-        return []
-    cell = event.cell or (record.key or b"").decode(errors="replace")
-    state = part.cells.get(cell)
-    if state is None:
-        state = part.cells[cell] = CellState(cell)
-    if kind in NODE_EVENT_KINDS and event.node_id not in state.node_index:
-        return []
-    try:
-        _, outputs = core(state, event, (record.topic, record.partition, record.offset))
-    except RejectedInput:
-        return []
+    cell, state, outputs = result
     if runner.observer is not None:
         runner.observer(record, cell, state, outputs)
     encode = runner.codec.encode
-    return [encode(d.KIND, avro_of(d)) for d in outputs if not isinstance(d, model.StopCommand)]
-
-
-# --------------------------------------------------------------------------- to_avro
-# Types whose values model.to_avro returns as they are (not dataclasses, tuples or maps).
-_LEAF: frozenset[type] = frozenset((str, int, float, bool, type(None), bytes))
-_CONVERTERS: dict[type, Callable[[Any], Any]] = {}
-
-
-def avro_of(value: Any) -> Any:
-    """``model.to_avro(value)``, equal for every value, about three times faster.
-
-    ``to_avro`` asks of every value whether it is a dataclass, a tuple or a Mapping (an ABC
-    check, the slow part). The answer depends on the value's type only, so it is asked once
-    per type and kept as a converter; a dataclass's converter is compiled from its field
-    list and copies leaf values (:data:`_LEAF`) without a call.
-    """
-    convert = _CONVERTERS.get(type(value))
-    if convert is None:
-        convert = _converter(type(value))
-    return convert(value)
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-def _list(value: Any) -> list:
-    return [v if type(v) in _LEAF else avro_of(v) for v in value]
-
-
-def _dict(value: Any) -> dict:
-    return {k: (v if type(v) in _LEAF else avro_of(v)) for k, v in value.items()}
-
-
-def _converter(cls: type) -> Callable[[Any], Any]:
-    """The converter of ``cls``, classified in ``to_avro``'s order: dataclass instance,
-    tuple, Mapping, anything else as it is."""
-    if dataclasses.is_dataclass(cls) and not issubclass(cls, type):
-        names = [f.name for f in dataclasses.fields(cls)]
-        for name in names:
-            if not name.isidentifier():
-                raise TypeError(f"{cls.__name__}: field {name!r} is not an identifier")
-        body = ", ".join(f"{n!r}: (_v if type(_v := value.{n}) in _LEAF else avro_of(_v))" for n in names)
-        scope: dict[str, Any] = {"_LEAF": _LEAF, "avro_of": avro_of}
-        exec(f"def convert(value):\n    return {{{body}}}\n", scope)  # noqa: S102 - names checked above
-        convert = scope["convert"]
-    elif issubclass(cls, tuple):
-        convert = _list
-    elif issubclass(cls, Mapping):
-        convert = _dict
-    else:
-        convert = _identity
-    _CONVERTERS[cls] = convert
-    return convert
+    return [encode(d.KIND, model.to_avro(d)) for d in outputs if not isinstance(d, model.StopCommand)]
 
 
 # --------------------------------------------------------------------------- comparing

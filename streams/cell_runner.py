@@ -22,7 +22,7 @@ import hashlib
 import json
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from suanli.errors import DecodeError, ModelError, RejectedInput
 from suanli.processors import model
@@ -35,6 +35,24 @@ from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
 
 SNAPSHOT_FORMAT = 4       # 4: cell states with reservation tokens (processors/state.py SNAPSHOT_VERSION 4)
+
+
+# The core step: processors.core.decide unless a caller times it (bench/replay_speed.py).
+Core = Callable[[CellState, Any, tuple[str, int, int]], tuple[CellState, list[Any]]]
+
+
+class Applied(NamedTuple):
+    """A record the core took: its cell, the cell's state after it, the core's outputs."""
+    cell: str
+    state: CellState
+    outputs: list[Any]
+
+
+class Refused(NamedTuple):
+    """A record the runner dead-letters, and why (a DeadLetter's error kind and reason)."""
+    error_kind: str
+    reason: str
+    schema_id: int | None = None
 
 
 @dataclass
@@ -60,39 +78,54 @@ class CellRunner:
     def partition(self, partition: int) -> PartitionState:
         return self.partitions.setdefault(partition, PartitionState())
 
-    def apply(self, record: RawRecord, *, emit: bool = True) -> list[OutRecord]:
-        """Apply one cell-log record; return what to produce (nothing when ``emit`` is False)."""
+    def step(self, record: RawRecord, decoded: tuple[str, dict] | DecodeError,
+             core: Core = decide) -> Applied | Refused | None:
+        """Apply one cell-log record to its cell's state, given ``decoded`` (the codec's
+        ``decode`` of its value, or the error it raised): the part of :meth:`apply` that
+        changes state, shared with replay (``replay/log_replay.py``), which encodes only
+        the decisions. None: nothing to do (a redelivery, a kind the core does not take);
+        :class:`Refused`: the record is dead-lettered (the state is unchanged). ``core``
+        must behave as ``processors.core.decide`` (it is there to be timed)."""
         part = self.partition(record.partition)
         if record.offset <= part.as_of:
-            return []                                   # already applied (redelivery)
+            return None                                 # already applied (redelivery)
         part.as_of = record.offset
-        try:
-            kind, payload = self.codec.decode(record.value, topic=record.topic,
-                                              partition=record.partition, offset=record.offset)
-        except DecodeError as exc:
+        if isinstance(decoded, DecodeError):
             # Intake validated it, so this means a registry outage or a foreign writer.
-            return [dead_letter(self.codec, record, self.topics, "UNDECODABLE", str(exc), exc.schema_id)] if emit else []
+            return Refused("UNDECODABLE", str(decoded), decoded.schema_id)
+        kind, payload = decoded
         if kind not in CELL_INPUT_KINDS:
-            return []
+            return None
         try:
             event = model.from_avro(kind, payload)
         except ModelError as exc:
-            return [dead_letter(self.codec, record, self.topics, "INVALID", str(exc))] if emit else []
+            return Refused("INVALID", str(exc))
         cell = event.cell or (record.key or b"").decode(errors="replace")
         state = part.cells.get(cell)
         if state is None:
             state = part.cells[cell] = CellState(cell)
         if kind in NODE_EVENT_KINDS and event.node_id not in state.node_index:
-            if not emit:
-                return []
-            return [dead_letter(self.codec, record, self.topics, "UNKNOWN_NODE",
-                                f"{kind} names node {event.node_id!r}, which is not registered in cell {cell!r}")]
+            return Refused("UNKNOWN_NODE",
+                           f"{kind} names node {event.node_id!r}, which is not registered in cell {cell!r}")
         try:
-            _, outputs = decide(state, event, (record.topic, record.partition, record.offset))
+            _, outputs = core(state, event, (record.topic, record.partition, record.offset))
         except RejectedInput as exc:
-            return [dead_letter(self.codec, record, self.topics, "INVALID", str(exc))] if emit else []
-        if not emit:
+            return Refused("INVALID", str(exc))
+        return Applied(cell, state, outputs)
+
+    def apply(self, record: RawRecord, *, emit: bool = True) -> list[OutRecord]:
+        """Apply one cell-log record; return what to produce (nothing when ``emit`` is False)."""
+        try:
+            decoded: tuple[str, dict] | DecodeError = self.codec.decode(
+                record.value, topic=record.topic, partition=record.partition, offset=record.offset)
+        except DecodeError as exc:
+            decoded = exc
+        result = self.step(record, decoded)
+        if not emit or result is None:
             return []
+        if isinstance(result, Refused):
+            return [dead_letter(self.codec, record, self.topics, result.error_kind, result.reason, result.schema_id)]
+        cell, state, outputs = result
         if self.observer is not None:
             self.observer(record, cell, state, outputs)
         out: list[OutRecord] = []
