@@ -68,9 +68,6 @@ class Codec:
         self._ids: dict[str, int] = {}
         self._writers: dict[str, Any] = {}
         self._readers: dict[int, tuple[str, Any]] = {}
-        # decode_many's plan per schema id: (kind, writer, reader or None); see _bulk_reader.
-        # decode_many's plan per schema id: (kind, writer, reader or None), see _bulk_reader.
-        self._bulk: dict[int, tuple[str, Any, Any]] = {}
         self._lock = threading.Lock()
 
     # -- registration ---------------------------------------------------------------
@@ -165,7 +162,13 @@ class Codec:
             raise DecodeError(f"schema id {schema_id} is not an Avro record", schema_id=schema_id, **where)
         name = schema["name"]
         current = self.events.get(name)
-        same = current is not None and current.schema == schema
+        # Read with the writer schema alone when the two have the same Parsing Canonical
+        # Form: same fields, types and order, so resolution would map every field onto
+        # itself (no default is ever used) and skipping it changes no value but halves the
+        # cost. Schemas fetched from a registry differ from ours in docs, attribute order
+        # and explicit namespaces, so plain equality almost never holds.
+        same = current is not None and (current.schema == schema or to_parsing_canonical_form(
+            strip_logical_types(schema)) == to_parsing_canonical_form(strip_logical_types(current.schema)))
         reader = None if current is None or same else parse_plain(current.schema)
         entry = (name, parse_plain(schema), reader)
         with self._lock:
@@ -177,45 +180,11 @@ class Codec:
         """:meth:`decode` of every value, in order, for replays that decode a whole log.
 
         Item ``i`` is exactly what ``decode(values[i])`` returns, or the :class:`DecodeError`
-        it raises (returned, not raised, so one bad record does not stop the batch). It is
-        cheaper in one way only: when a writer schema has the same Parsing Canonical Form
-        as the current schema of its name, the body is read with the writer schema alone.
-        Same canonical form means the same fields, types and order, so schema resolution
-        would map every field onto itself (no default is ever used): skipping it changes
-        no value and halves the cost (schemas fetched from a registry differ from ours in
-        docs, attribute order and explicit namespaces, so the plain equality ``decode``
-        tests almost never holds). Any failure on the cheap path is redone by ``decode``,
-        so errors carry its exact messages.
-        """
+        it raises (returned, not raised, so one bad record does not stop the batch)."""
         out: list[tuple[str, dict] | DecodeError] = []
-        bulk = self._bulk
         for data in values:
             try:
-                schema_id, body = split_frame(data)
-                plan = bulk.get(schema_id) or self._bulk_reader(schema_id)
-                stream = io.BytesIO(body)
-                payload = fastavro.schemaless_reader(stream, plan[1], plan[2])
-                if stream.tell() != len(body):
-                    raise ValueError("trailing bytes")
-                out.append((plan[0], payload))
-            except Exception:  # noqa: BLE001 - redo on the reference path for its exact outcome
-                try:
-                    out.append(self.decode(data))
-                except DecodeError as exc:
-                    out.append(exc)
+                out.append(self.decode(data))
+            except DecodeError as exc:
+                out.append(exc)
         return out
-
-    def _bulk_reader(self, schema_id: int) -> tuple[str, Any, Any]:
-        """``(kind, writer, reader)`` for :meth:`decode_many`: :meth:`_reader`'s entry with
-        the reader dropped when the two schemas have the same Parsing Canonical Form."""
-        name, writer, reader = self._reader(schema_id, {"topic": None, "partition": None, "offset": None})
-        if reader is not None:
-            schema = self.registry.schema_by_id(schema_id)
-            current = self.events[name].schema
-            if to_parsing_canonical_form(strip_logical_types(schema)) == \
-                    to_parsing_canonical_form(strip_logical_types(current)):
-                reader = None
-        entry = (name, writer, reader)
-        with self._lock:
-            self._bulk[schema_id] = entry
-        return entry

@@ -11,7 +11,7 @@ import random
 from collections.abc import Mapping
 
 import pytest
-from fastavro import schemaless_writer
+from fastavro import schemaless_reader as fastavro_reader, schemaless_writer
 
 import synth
 from synth import make_logdir
@@ -152,7 +152,8 @@ def test_decode_many_is_decode_item_by_item():
 def test_decode_many_reads_an_older_writer_like_decode():
     """An exported directory's schemas come back from the registry re-serialised (another
     attribute order, explicit namespaces): decode_many drops the resolution only when the
-    canonical forms agree, and still resolves a writer that lacks a field."""
+    canonical forms agree (``Codec._reader``, which ``decode`` uses too), and still resolves a
+    writer that lacks a field."""
     codec, _ = synth.offline_codec()
     schema = dict(codec.events["TaskCancelled"].schema)
     older = dict(schema, fields=[f for f in schema["fields"] if f["name"] != "reason"])
@@ -168,7 +169,11 @@ def test_decode_many_reads_an_older_writer_like_decode():
     values = [framed(901, older, payload), framed(902, reordered, dict(payload, reason="r"))]
     assert codec.decode_many(values) == [codec.decode(v) for v in values]
     assert codec.decode_many(values)[0][1]["reason"] == ""          # the reader's default
-    assert codec._bulk[901][2] is not None and codec._bulk[902][2] is None   # noqa: SLF001
+    assert codec._readers[901][2] is not None and codec._readers[902][2] is None   # noqa: SLF001
+    # reading 902 with resolution gives the same value the shortcut gave
+    from suanli.schemas.codec import parse_plain
+    resolved = fastavro_reader(io.BytesIO(values[1][5:]), parse_plain(reordered), parse_plain(schema))
+    assert resolved == codec.decode(values[1])[1]
 
 
 def test_drop_redeliveries_prefix_shortcut_agrees_with_decoding_everything():
