@@ -45,6 +45,10 @@ class Store(Protocol):
 
     def get(self, key: bytes) -> bytes | None: ...
 
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        """``[get(k) for k in keys]``, in one call where the backend can (RocksDB multi-get)."""
+        ...
+
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` for every key starting with ``prefix`` (and ``>= start``), ascending."""
         ...
@@ -65,6 +69,9 @@ class MemoryStore:
 
     def get(self, key: bytes) -> bytes | None:
         return self._data.get(key)
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return [self._data.get(k) for k in keys]
 
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         lo = start if start is not None and start > prefix else prefix
@@ -123,6 +130,9 @@ class RocksStore:
     def get(self, key: bytes) -> bytes | None:
         return self._db.get(key)
 
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        return self._db.get(keys) if keys else []
+
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         it = self._db.iter()
         it.seek(start if start is not None and start > prefix else prefix)
@@ -139,11 +149,14 @@ class RocksStore:
         if self.read_only:
             raise AuditError(f"the audit index at {self.path} is open read-only")
         wb = WriteBatch(raw_mode=True)
-        for key, value in batch.ops.items():
+        put, delete = wb.put, wb.delete
+        # In key order: RocksDB's memtable takes sorted inserts much faster (measured about
+        # 1.5x on a rebuild's batches), and the keys are distinct, so order changes nothing else.
+        for key, value in sorted(batch.ops.items()):
             if value is None:
-                wb.delete(key)
+                delete(key)
             else:
-                wb.put(key, value)
+                put(key, value)
         self._db.write(wb)
 
     def close(self) -> None:
