@@ -18,13 +18,22 @@ keys of one prefix sort by time):
 
     pos  NUL topic NUL partition                    -> next offset to read (decimal)
     meta NUL decisions                              -> count of stored decisions
-    row  NUL event_id                               -> the decision as JSON (see :func:`entry`)
+    row  NUL event_id                               -> the decision as JSON (see :func:`entry`),
+                                                       or raw: RAW_ROW + header + its wire bytes
+    schema NUL digest (hex)                         -> a writer schema raw rows name (JSON)
     ix   NUL task     NUL task_id  NUL tenant NUL TS NUL event_id -> b""
     ix   NUL node     NUL node_id  NUL tenant NUL TS NUL event_id
     ix   NUL strategy NUL name     NUL tenant NUL TS NUL event_id
     ix   NUL kind     NUL kind     NUL tenant NUL TS NUL event_id
     ix   NUL tenant   NUL tenant   NUL TS NUL event_id
     ix   NUL time     NUL TS NUL event_id
+
+Raw rows (issue 16). The follower folds with :meth:`AuditIndex.apply_raw`: a decision is
+indexed from a few fields read straight from its Avro bytes (``audit_avro.py``) and its row
+is those bytes, decoded only when a query reads it, into exactly the dict a JSON row reads
+back as. Rebuilding from Kafka no longer decodes, re-shapes and re-encodes every decision
+(the cost the profile showed); the index keys, positions and count are byte for byte what
+:meth:`AuditIndex.apply` writes, and every answer is the same (tests/projections/test_audit_raw.py).
 
 Every secondary key carries the tenant, and every row fetched for an answer is checked
 against the query's tenant again, so a tenant's query never returns another tenant's rows.
@@ -40,12 +49,17 @@ them to the answer about T.
 """
 from __future__ import annotations
 
+import io
 import json
+import struct
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Protocol, Sequence
+
+from fastavro import schemaless_reader as _schemaless_reader
 
 from suanli.errors import AuditError
 from suanli.processors import model as m
+from suanli.projections.audit_avro import EXTRACT_ERRORS, Extractor, Fields, canonical_json
 from suanli.projections.audit_store import Batch, Store
 
 # Event record name -> decision kind of the audit vocabulary: one name for each decision
@@ -63,8 +77,13 @@ KIND_ALIASES = {"unschedulable": "rejection", "placed": "placement", "released":
                 "preempted": "preemption", "migrated": "migration", **{k.lower(): v for k, v in KINDS.items()}}
 
 SEP = b"\x00"
-_POS, _META, _ROW, _IX = b"pos", b"meta", b"row", b"ix"
+_POS, _META, _ROW, _IX, _SCHEMA = b"pos", b"meta", b"row", b"ix", b"schema"
 _COUNT = _META + SEP + b"decisions"
+# A row is either JSON (starts with "{", from :meth:`AuditIndex.apply`) or, from
+# :meth:`AuditIndex.apply_raw`, RAW_ROW + header + the decision record's own wire bytes.
+RAW_ROW = b"\x01"
+_RAW_HEADER = struct.Struct(">8sIqH")      # writer-schema digest, partition, offset, len(topic)
+_UNREADABLE = object()
 
 
 class SourceRecord(NamedTuple):
@@ -75,6 +94,30 @@ class SourceRecord(NamedTuple):
     offset: int
     kind: str | None
     payload: dict[str, Any] | None
+
+
+class RawRecord(Protocol):
+    """One consumed record as Kafka gave it (aiokafka's ConsumerRecord fits)."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+class WriterSchema(NamedTuple):
+    """A writer schema of the decisions topic, as :meth:`AuditIndex.apply_raw` uses it."""
+
+    name: str                     # the record's name: the event kind
+    schema: dict[str, Any]        # as the registry holds it (stored in the index for queries)
+    digest: bytes                 # audit_avro.schema_digest(schema): the rows' name for it
+    extract: Extractor | None     # None: every record of it goes through the codec
+
+
+# schema id (Confluent header) -> the writer schema, or None if it cannot be had.
+SchemaLookup = Callable[[int], "WriterSchema | None"]
+# The codec's full decode of one record, undecodable ones as kind None (the old path).
+Decode = Callable[[RawRecord], SourceRecord]
 
 
 @dataclass
@@ -228,12 +271,71 @@ def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str).encode()
 
 
+def _canonical(obj: Any) -> Any:
+    """``json.loads(_dumps(obj))`` for decoded Avro values (dicts, lists, str, int, float,
+    bool, None, bytes), without the text round trip: what a JSON row reads back as."""
+    if isinstance(obj, dict):
+        return {k: _canonical(obj[k]) for k in sorted(obj)}
+    if isinstance(obj, list):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, (bytes, bytearray)):
+        return str(obj)           # _dumps' default=str
+    return obj
+
+
+def _esc(part: bytes) -> bytes:
+    """:func:`_part` of the UTF-8 bytes of a string (backslash and NUL are single bytes in
+    UTF-8, never inside a multi-byte character, so escaping bytes equals escaping text)."""
+    if b"\\" in part or SEP in part:
+        return part.replace(b"\\", b"\\\\").replace(SEP, b"\\0")
+    return part
+
+
+_KIND_PART = {name: _part(kind) for name, kind in KINDS.items()}
+
+
+def raw_index_keys(event: str, fields: tuple) -> list[bytes]:
+    """:func:`index_keys` from an extractor's values (see :class:`Fields`): equal to
+    ``index_keys(entry(event, payload, ...))`` of the same record decoded (checked by
+    tests/projections/test_audit_raw.py). Runs for every record: escaping is inlined for
+    the common case (no backslash, no NUL) and each key is one concatenation."""
+    eid, task, tenant, node, from_node, strategy, decided_at = fields
+    if b"\\" in eid or SEP in eid:
+        eid = _esc(eid)
+    if b"\\" in tenant or SEP in tenant:
+        tenant = _esc(tenant)
+    if b"\\" in task or SEP in task:
+        task = _esc(task)
+    if b"\\" in strategy or SEP in strategy:
+        strategy = _esc(strategy)
+    ts_eid = (b"%016x\x00" % decided_at if decided_at > 0 else _ts(0) + SEP) + eid
+    tail = SEP + tenant + SEP + ts_eid
+    keys = [b"ix\x00task\x00" + task + tail, b"ix\x00strategy\x00" + strategy + tail,
+            b"ix\x00kind\x00" + _KIND_PART[event] + tail, b"ix\x00tenant\x00" + tenant + SEP + ts_eid,
+            b"ix\x00time\x00" + ts_eid]
+    if node:
+        keys.append(b"ix\x00node\x00" + _esc(node) + tail)
+    if from_node and from_node != node and event == _MIGRATED:
+        keys.append(b"ix\x00node\x00" + _esc(from_node) + tail)
+    return keys
+
+
+_MIGRATED = m.TaskMigrated.KIND
+
+
+def schema_key(digest: bytes) -> bytes:
+    return _key(_SCHEMA, digest.hex())
+
+
 # ------------------------------------------------------------------------------ the index
 class AuditIndex:
     """The fold and the queries over one :class:`Store`."""
 
     def __init__(self, store: Store):
         self.store = store
+        self._schemas_stored: set[bytes] = set()          # digests known to be in the store
+        self._parsed: dict[bytes, tuple[str, Any]] = {}   # digest -> (name, fastavro schema)
+        self._field_readers: dict[tuple[bytes, str], Any] = {}
 
     # ---------------------------------------------------------------- fold
     def positions(self) -> dict[tuple[str, int], int]:
@@ -285,10 +387,164 @@ class AuditIndex:
         result.applied = added
         return result
 
+    def apply_raw(self, records: Sequence[RawRecord], schemas: SchemaLookup, decode: Decode) -> ApplyResult:
+        """:meth:`apply` for records as Kafka gave them: the same positions, skips,
+        duplicates and counts, one atomic write; the same query answers afterwards.
+
+        A decision whose writer schema has an extractor (``WriterSchema.extract``) is not
+        decoded: its index keys come from the extracted fields and its row is the record's
+        own bytes behind a small header (decoded when a query reads it). Every other record
+        (no extractor, the extractor refuses it, an unknown schema id) goes through
+        ``decode`` and is stored as :meth:`apply` stores it.
+        """
+        result = ApplyResult()
+        store = self.store
+        next_offsets: dict[tuple[str, int], int] = {}
+        # (row key, what to store): (writer, fields, record), or a decoded SourceRecord.
+        pending: list[tuple[bytes, Any]] = []
+        writers: dict[bytes, WriterSchema | None] = {}     # Confluent header -> writer, this batch
+        tp: tuple[str, int] | None = None
+        expected = 0
+        for rec in records:
+            if tp is None or rec.partition != tp[1] or rec.topic != tp[0]:
+                if tp is not None:
+                    next_offsets[tp] = expected
+                tp = (rec.topic, rec.partition)
+                expected = next_offsets.get(tp, -1)
+                if expected < 0:
+                    stored = store.get(position_key(*tp))
+                    expected = int(stored) if stored else 0
+            if rec.offset < expected:
+                result.skipped += 1
+                continue
+            expected = rec.offset + 1
+            value = rec.value
+            writer = None
+            if value is not None and len(value) >= 5 and value[0] == 0:
+                header = value[:5]
+                if header in writers:
+                    writer = writers[header]
+                else:
+                    writer = writers[header] = schemas(int.from_bytes(value[1:5], "big"))
+            if writer is not None and writer.name not in KINDS:
+                result.ignored += 1      # not a decision: apply() ignores it decoded or not
+                continue
+            fields = None
+            if writer is not None and writer.extract is not None:
+                try:
+                    fields = writer.extract(value)
+                except EXTRACT_ERRORS:
+                    fields = None    # unusual or malformed: the codec decides
+            if fields is None:
+                src = decode(rec)
+                if src.kind not in KINDS or not src.payload or not src.payload.get("event_id"):
+                    result.ignored += 1
+                    continue
+                pending.append((row_key(src.payload["event_id"]), src))
+            elif not fields[0]:
+                result.ignored += 1
+            else:
+                eid = fields[0]
+                pending.append((_ROW + SEP + (_esc(eid) if b"\\" in eid or SEP in eid else eid),
+                                (writer, fields, rec)))
+        if tp is not None:
+            next_offsets[tp] = expected
+        # Duplicates: stored before (one multi-get for the batch) or earlier in this batch.
+        unique = list(dict.fromkeys(k for k, _ in pending))
+        stored_rows = {k for k, v in zip(unique, store.get_many(unique)) if v is not None}
+        batch = Batch()
+        ops = batch.ops
+        seen: set[bytes] = set()
+        topics: dict[str, bytes] = {}
+        empty: list[bytes] = []
+        added = 0
+        for rkey, item in pending:
+            if rkey in seen or rkey in stored_rows:
+                result.duplicates += 1
+                continue
+            seen.add(rkey)
+            if isinstance(item, SourceRecord):
+                row = entry(item.kind, item.payload, (item.topic, item.partition, item.offset))
+                ops[rkey] = _dumps(row)
+                keys = index_keys(row)
+            else:
+                writer, fields, rec = item
+                if writer.digest not in self._schemas_stored:
+                    skey = schema_key(writer.digest)
+                    if store.get(skey) is None:
+                        ops[skey] = canonical_json(writer.schema)
+                    self._schemas_stored.add(writer.digest)
+                topic = topics.get(rec.topic)
+                if topic is None:
+                    topic = topics[rec.topic] = rec.topic.encode()
+                ops[rkey] = RAW_ROW + _RAW_HEADER.pack(writer.digest, rec.partition, rec.offset, len(topic)) \
+                    + topic + rec.value
+                keys = raw_index_keys(writer.name, fields)
+            empty.extend(keys)
+            added += 1
+        ops.update(dict.fromkeys(empty, b""))   # index entries: the key is the content
+        for tp, offset in next_offsets.items():
+            ops[position_key(*tp)] = str(offset).encode()
+        if added:
+            ops[_COUNT] = str(self.count() + added).encode()
+        if ops:
+            try:
+                store.write(batch)
+            except BaseException:
+                # The schemas may not have been written after all: look again next time.
+                self._schemas_stored.clear()
+                raise
+        result.applied = added
+        return result
+
     # ---------------------------------------------------------------- queries
     def _row(self, event_id: bytes) -> dict[str, Any] | None:
         raw = self.store.get(_ROW + SEP + event_id)
-        return json.loads(raw) if raw is not None else None
+        if raw is None:
+            return None
+        if raw[:1] == RAW_ROW:
+            return self._raw_row(raw)
+        return json.loads(raw)
+
+    def _raw_row(self, raw: bytes) -> dict[str, Any]:
+        """A row stored by :meth:`apply_raw`, as :meth:`apply` would have stored it."""
+        digest, partition, offset, size = _RAW_HEADER.unpack_from(raw, 1)
+        start = 1 + _RAW_HEADER.size
+        topic = raw[start:start + size].decode()
+        name, parsed = self._writer(digest)
+        # Offset 5: past the Confluent header. The body was checked when it was folded.
+        payload = _schemaless_reader(io.BytesIO(memoryview(raw)[start + size + 5:]), parsed, None)
+        return _canonical(entry(name, payload, (topic, partition, offset)))
+
+    def _raw_field(self, raw: bytes, name: str) -> bytes | None | object:
+        """A top-level string field of a raw row, undecoded (None: the schema has no such
+        field), or ``_UNREADABLE`` if the walker cannot tell (then decode the row)."""
+        digest, _partition, _offset, size = _RAW_HEADER.unpack_from(raw, 1)
+        key = (digest, name)
+        if key not in self._field_readers:
+            from suanli.projections.audit_avro import compile_field_reader
+
+            text = self.store.get(schema_key(digest))
+            self._field_readers[key] = compile_field_reader(json.loads(text), name) if text is not None else None
+        read = self._field_readers[key]
+        if read is None:
+            return _UNREADABLE
+        try:
+            return read(raw[1 + _RAW_HEADER.size + size:])
+        except EXTRACT_ERRORS:
+            return _UNREADABLE
+
+    def _writer(self, digest: bytes) -> tuple[str, Any]:
+        cached = self._parsed.get(digest)
+        if cached is None:
+            from suanli.schemas.codec import parse_plain
+
+            text = self.store.get(schema_key(digest))
+            if text is None:
+                raise AuditError(f"the audit index lacks writer schema {digest.hex()}: run `suanli audit rebuild`")
+            schema = json.loads(text)
+            cached = self._parsed[digest] = (schema["name"], parse_plain(schema))
+        return cached
 
     def _scan_ids(self, prefix: bytes, tenant_in_key: bool, since: int | None,
                   until: int | None) -> Iterator[tuple[int, bytes]]:
@@ -339,9 +595,19 @@ class AuditIndex:
         hits = sorted(set(self._scan_ids(prefix, ts_follows, q.since, q.until)))
         rows: list[dict[str, Any]] = []
         # Newest first while filtering, so a limit stops the scan early; returned oldest first.
+        by = q.preempted_by.encode() if q.preempted_by is not None else None
         for _ts_value, eid in reversed(hits):
-            row = self._row(eid)
-            if row is None or not _matches(row, q, kind):
+            raw = self.store.get(_ROW + SEP + eid)
+            if raw is None:
+                continue
+            if raw[:1] == RAW_ROW:
+                # preempted_by has no index: pass over other preemptors' rows undecoded.
+                if by is not None and self._raw_field(raw, "preempted_by") not in (by, _UNREADABLE):
+                    continue
+                row = self._raw_row(raw)
+            else:
+                row = json.loads(raw)
+            if not _matches(row, q, kind):
                 continue
             rows.append(row)
             if q.limit is not None and len(rows) >= q.limit:

@@ -1,0 +1,319 @@
+"""The audit index's fields straight from Avro bodies, without decoding the record.
+
+The audit fold needs eight values of a decision (event id, task, tenant, node, to/from
+node, strategy name, decided_at) to write its index keys; the stored row can be the
+record's own bytes (see ``AuditIndex.apply_raw``). Decoding the whole record with fastavro
+(about 35 us here, most of it building dicts for candidates and filters nobody reads
+during a fold) was the rebuild's largest cost, so :func:`compile_extractor` turns a writer
+schema into straight-line Python that walks the body, skips what the index does not use
+and returns those values as bytes (strings) and ints.
+
+Contract: the extractor is *stricter* than fastavro, never laxer. It raises
+(:data:`EXTRACT_ERRORS`) for anything fastavro might read differently or refuse: a body
+that does not end exactly at the last field, invalid UTF-8 in any string, a union or enum
+index out of range, a boolean byte other than 0/1, a varint beyond 64 bits, a negative
+length. The caller then decodes that record with the codec, as before; so a record the
+extractor accepts is one fastavro decodes, and its values are the ones fastavro would give.
+Schemas it cannot compile (recursive types, a captured field that is not a plain string or
+long, a provenance that is not a plain record) give None: every record of them goes the
+codec way.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Callable, NamedTuple
+
+# What a caller must catch around an extractor: malformed or unusual bodies.
+EXTRACT_ERRORS = (IndexError, ValueError, UnicodeDecodeError, OverflowError)
+
+_PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+
+
+class Fields(NamedTuple):
+    """The index's view of one decision; strings are UTF-8 bytes exactly as on the wire.
+    An extractor returns a plain tuple in this order (no object per record); this names it.
+
+    Absent fields take ``entry()``'s defaults (``b""`` / 0), so keys built from these
+    equal ``index_keys(entry(kind, payload, ...))`` of the fully decoded record.
+    """
+
+    event_id: bytes
+    task_id: bytes
+    tenant: bytes
+    node_id: bytes       # node_id, else to_node, else b"" (entry()'s rule)
+    from_node: bytes     # TaskMigrated's from_node, b"" for every other kind
+    strategy: bytes      # provenance.strategy.name
+    decided_at: int      # provenance.decided_at
+
+
+Extractor = Callable[[bytes], tuple]   # -> the values of a Fields, as a plain tuple
+
+# Captured paths -> local variable in the generated code.
+_TOP = {"event_id": "f_eid", "task_id": "f_task", "tenant": "f_tenant", "node_id": "f_node",
+        "to_node": "f_to", "from_node": "f_from"}
+
+
+def schema_digest(schema: dict[str, Any]) -> bytes:
+    """8 bytes naming a writer schema independently of any registry's ids."""
+    return hashlib.sha256(canonical_json(schema)).digest()[:8]
+
+
+def canonical_json(schema: Any) -> bytes:
+    return json.dumps(schema, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _long_slow(buf: bytes, pos: int) -> tuple[int, int]:
+    """Zigzag varint at ``pos``: ``(value, next pos)``. The generated code inlines the
+    one-byte case and calls this for the rest."""
+    acc = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        acc |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+    if acc >> 64:
+        raise ValueError("varint beyond 64 bits")
+    return (acc >> 1) ^ -(acc & 1), pos
+
+
+class _Unsupported(Exception):
+    pass
+
+
+class _Gen:
+    """Emits the walker's source, one line at a time, with fresh variable names."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.n = 0
+        self.names: dict[str, Any] = {}
+        self.stack: list[str] = []
+
+    def var(self, stem: str) -> str:
+        self.n += 1
+        return f"{stem}{self.n}"
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    def long(self, depth: int, target: str) -> None:
+        self.emit(depth, "b = buf[pos]")
+        self.emit(depth, "if b < 128:")
+        self.emit(depth + 1, f"{target} = (b >> 1) ^ -(b & 1); pos += 1")
+        self.emit(depth, "else:")
+        self.emit(depth + 1, f"{target}, pos = _long_slow(buf, pos)")
+
+    def skip_long(self, depth: int) -> None:
+        # A skipped number's value does not matter, only where it ends (fastavro reads
+        # varints of any length too); running off the end raises IndexError.
+        self.emit(depth, "if buf[pos] < 128: pos += 1")
+        self.emit(depth, "else:")
+        self.emit(depth + 1, "pos += 1")
+        self.emit(depth + 1, "while buf[pos] > 127: pos += 1")
+        self.emit(depth + 1, "pos += 1")
+
+    def string(self, depth: int, target: str | None) -> None:
+        """A string: length, bounds, UTF-8 validity (fastavro refuses invalid UTF-8)."""
+        # One byte, even (zigzag: non-negative), is every length below 64: the common case.
+        self.emit(depth, "n = buf[pos]")
+        self.emit(depth, "if n < 128 and not n & 1: pos += 1; e = pos + (n >> 1)")
+        self.emit(depth, "else: n, pos = _long_slow(buf, pos); e = pos + n if n >= 0 else end + 1")
+        self.emit(depth, "if e > end: raise ValueError('string out of bounds')")
+        if target is None:
+            self.emit(depth, "str(buf[pos:e], 'utf-8'); pos = e")
+        else:
+            self.emit(depth, f"{target} = buf[pos:e]; str({target}, 'utf-8'); pos = e")
+
+    # ---------------------------------------------------------------- types
+    def resolve(self, schema: Any, namespace: str) -> tuple[Any, str]:
+        if isinstance(schema, str) and schema not in _PRIMITIVES:
+            full = schema if "." in schema else (f"{namespace}.{schema}" if namespace else schema)
+            for name in (full, schema):
+                if name in self.names:
+                    return self.names[name]
+            raise _Unsupported(f"unknown named type {schema!r}")
+        return schema, namespace
+
+    def define(self, schema: dict[str, Any], namespace: str) -> str:
+        name = schema["name"]
+        ns = schema.get("namespace", namespace) if "." not in name else name.rsplit(".", 1)[0]
+        full = name if "." in name else (f"{ns}.{name}" if ns else name)
+        self.names[full] = (schema, ns)
+        self.names.setdefault(name.rsplit(".", 1)[-1], (schema, ns))
+        return ns
+
+    def skip(self, depth: int, schema: Any, namespace: str) -> None:
+        """Code that moves ``pos`` past one value of ``schema``, validating it."""
+        if isinstance(schema, dict) and schema.get("type") in ("record", "error", "enum", "fixed"):
+            namespace = self.define(schema, namespace)
+        else:
+            schema, namespace = self.resolve(schema, namespace)
+        t = schema if isinstance(schema, (str, list)) else schema.get("type")
+        if isinstance(schema, dict) and t in _PRIMITIVES:
+            schema = t
+        if isinstance(schema, list):
+            idx = self.var("u")
+            self.long(depth, idx)
+            for i, branch in enumerate(schema):
+                self.emit(depth, f"{'if' if i == 0 else 'elif'} {idx} == {i}:")
+                before = len(self.lines)
+                self.skip(depth + 1, branch, namespace)
+                if len(self.lines) == before:
+                    self.emit(depth + 1, "pass")
+            self.emit(depth, "else: raise ValueError('union index out of range')")
+        elif schema == "null":
+            return
+        elif schema == "boolean":
+            self.emit(depth, "if buf[pos] > 1: raise ValueError('boolean byte')")
+            self.emit(depth, "pos += 1")
+        elif schema in ("int", "long"):
+            self.skip_long(depth)
+        elif schema == "float":
+            self.emit(depth, "pos += 4")
+        elif schema == "double":
+            self.emit(depth, "pos += 8")
+        elif schema == "bytes":
+            self.long(depth, "n")
+            self.emit(depth, "e = pos + n")
+            self.emit(depth, "if n < 0 or e > end: raise ValueError('bytes out of bounds')")
+            self.emit(depth, "pos = e")
+        elif schema == "string":
+            self.string(depth, None)
+        elif t in ("record", "error"):
+            if schema["name"] in self.stack:
+                raise _Unsupported("recursive schema")
+            self.stack.append(schema["name"])
+            for field in schema["fields"]:
+                self.skip(depth, field["type"], namespace)
+            self.stack.pop()
+        elif t == "enum":
+            idx = self.var("x")
+            self.long(depth, idx)
+            self.emit(depth, f"if not 0 <= {idx} < {len(schema['symbols'])}: raise ValueError('enum index')")
+        elif t == "fixed":
+            self.emit(depth, f"pos += {int(schema['size'])}")
+        elif t in ("array", "map"):
+            count = self.var("c")
+            self.long(depth, count)
+            self.emit(depth, f"while {count}:")
+            self.emit(depth + 1, f"if {count} < 0:")
+            self.emit(depth + 2, f"{count} = -{count}")
+            self.skip_long(depth + 2)
+            self.emit(depth + 1, f"for _i in range({count}):")
+            before = len(self.lines)
+            if t == "map":
+                self.string(depth + 2, None)
+            self.skip(depth + 2, schema["items"] if t == "array" else schema["values"], namespace)
+            if len(self.lines) == before:
+                self.emit(depth + 2, "pass")
+            self.long(depth + 1, count)
+        else:
+            raise _Unsupported(f"unknown Avro type {t!r}")
+
+    def record_fields(self, depth: int, schema: dict[str, Any], namespace: str,
+                      captures: dict[str, str], nested: dict[str, Callable[[int, Any, str], None]]) -> None:
+        """Walk a record's fields; plain-string fields named in ``captures`` are kept,
+        fields named in ``nested`` are handed to their own emitter, the rest skipped."""
+        namespace = self.define(schema, namespace)
+        self.stack.append(schema["name"])
+        for field in schema["fields"]:
+            name, ftype = field["name"], field["type"]
+            resolved, _ = self.resolve(ftype, namespace) if isinstance(ftype, str) else (ftype, namespace)
+            if isinstance(resolved, dict) and resolved.get("type") in _PRIMITIVES and len(resolved) == 1:
+                resolved = resolved["type"]
+            if name in captures:
+                if resolved != "string":
+                    raise _Unsupported(f"field {name} is not a plain string")
+                self.string(depth, captures[name])
+            elif name in nested:
+                nested[name](depth, ftype, namespace)
+            else:
+                self.skip(depth, ftype, namespace)
+        self.stack.pop()
+
+
+def compile_extractor(schema: dict[str, Any]) -> Extractor | None:
+    """A function ``extract(value) -> Fields`` for Confluent-framed records of ``schema``
+    (the body starts at byte 5), or None if this schema is not one the walker handles."""
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        return None
+    gen = _Gen()
+    found = {"decided_at": False, "strategy": False}
+
+    def strategy(depth: int, ftype: Any, namespace: str) -> None:
+        resolved, ns = gen.resolve(ftype, namespace) if isinstance(ftype, str) else (ftype, namespace)
+        if not isinstance(resolved, dict) or resolved.get("type") != "record":
+            raise _Unsupported("provenance.strategy is not a plain record")
+        found["strategy"] = True
+        gen.record_fields(depth, resolved, ns, {"name": "f_strategy"}, {})
+
+    def decided_at(depth: int, ftype: Any, namespace: str) -> None:
+        t = ftype.get("type") if isinstance(ftype, dict) else ftype
+        if t != "long":
+            raise _Unsupported("provenance.decided_at is not a long")
+        found["decided_at"] = True
+        gen.long(depth, "f_at")
+
+    def provenance(depth: int, ftype: Any, namespace: str) -> None:
+        resolved, ns = gen.resolve(ftype, namespace) if isinstance(ftype, str) else (ftype, namespace)
+        if not isinstance(resolved, dict) or resolved.get("type") != "record":
+            raise _Unsupported("provenance is not a plain record")
+        gen.record_fields(depth, resolved, ns, {}, {"strategy": strategy, "decided_at": decided_at})
+
+    try:
+        gen.record_fields(1, schema, "", dict(_TOP), {"provenance": provenance})
+    except (_Unsupported, KeyError, TypeError) as exc:
+        del exc
+        return None
+    head = ["def extract(buf):", "    pos = 5", "    end = len(buf)",
+            "    f_eid = f_task = f_tenant = f_node = f_to = f_from = f_strategy = b''", "    f_at = 0"]
+    tail = ["    if pos != end: raise ValueError('trailing or missing bytes')",
+            "    return (f_eid, f_task, f_tenant, f_node or f_to, f_from, f_strategy, f_at)"]
+    source = "\n".join(head + gen.lines + tail)
+    namespace: dict[str, Any] = {"_long_slow": _long_slow}
+    exec(compile(source, f"<audit extractor {schema.get('name')}>", "exec"), namespace)  # noqa: S102 - our own code
+    fn = namespace["extract"]
+    fn.source = source  # for debugging: what the walker does
+    return fn
+
+
+def compile_field_reader(schema: dict[str, Any], name: str) -> Callable[[bytes], bytes | None] | None:
+    """A function ``read(value) -> bytes | None``: the UTF-8 bytes of the top-level string
+    field ``name`` of a Confluent-framed record of ``schema`` (None if the field is null or
+    the schema has no such field), walking the body as :func:`compile_extractor` does
+    (same errors). None if the field is not a string or a nullable string, or the schema
+    is not one the walker handles.
+
+    For queries that filter on a field no index holds (``preempted_by``): a row that does
+    not match is passed over without being decoded."""
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        return None
+    gen = _Gen()
+
+    def capture(depth: int, ftype: Any, namespace: str) -> None:
+        t = ftype.get("type") if isinstance(ftype, dict) and len(ftype) == 1 else ftype
+        if t == "string":
+            gen.string(depth, "f_value")
+        elif isinstance(t, list) and sorted(b for b in t if isinstance(b, str)) == ["null", "string"] and len(t) == 2:
+            idx = gen.var("u")
+            gen.long(depth, idx)
+            gen.emit(depth, f"if {idx} == {t.index('string')}:")
+            gen.string(depth + 1, "f_value")
+            gen.emit(depth, f"elif {idx} != {t.index('null')}: raise ValueError('union index out of range')")
+        else:
+            raise _Unsupported(f"field {name} is not a string or a nullable string")
+
+    try:
+        gen.record_fields(1, schema, "", {}, {name: capture})
+    except (_Unsupported, KeyError, TypeError):
+        return None
+    head = ["def read(buf):", "    pos = 5", "    end = len(buf)", "    f_value = None"]
+    tail = ["    if pos != end: raise ValueError('trailing or missing bytes')", "    return f_value"]
+    namespace: dict[str, Any] = {"_long_slow": _long_slow}
+    exec(compile("\n".join(head + gen.lines + tail), f"<audit field reader {name}>", "exec"), namespace)  # noqa: S102
+    return namespace["read"]
