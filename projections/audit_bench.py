@@ -7,7 +7,12 @@ nodes. The unit tests fold them; the benchmark folds 100,000 of them into the Ro
 index (directly, and from a Kafka topic they were produced to with the real codec) and
 times queries.
 
-    python -m suanli.projections.audit_bench --decisions 100000 [--kafka] [--json out.json]
+    python -m suanli.projections.audit_bench --decisions 100000 [--kafka [--no-previous]] [--json out.json]
+
+With ``--kafka`` the rebuild runs twice on the same topic: as the follower now folds
+(``rebuild``: decisions indexed from their bytes) and as it folded before issue 16
+(``rebuild_previous``: each record decoded, then folded), so the two figures compare on
+one machine at one time; both print events/s.
 """
 from __future__ import annotations
 
@@ -168,8 +173,17 @@ def bench_direct(n: int, workdir: Path) -> dict[str, Any]:
     return result
 
 
-async def bench_kafka(n: int, workdir: Path, bootstrap: str, registry_url: str, partitions: int = 4) -> dict[str, Any]:
-    """Produce ``n`` synthetic decisions with the codec to a fresh topic, then rebuild from it."""
+async def bench_kafka(n: int, workdir: Path, bootstrap: str, registry_url: str, partitions: int = 4,
+                      previous: bool = False, out: Any = None) -> dict[str, Any]:
+    """Produce ``n`` synthetic decisions with the codec to a fresh topic, then rebuild from it.
+
+    ``rebuild`` is the follower as it runs (decisions indexed from their bytes,
+    ``AuditIndex.apply_raw``). With ``previous``, the same topic is also rebuilt the way
+    it was before issue 16 (every record decoded by the codec, then ``AuditIndex.apply``,
+    5,000-record batches, 4 MiB fetches) into a second index, right after, and both indexes
+    are compared: ``rebuild_previous`` and ``identical`` (:func:`same_answers`). ``out``:
+    called with one line per rebuild as it finishes.
+    """
     from suanli.projections.audit_follower import AuditFollower
     from suanli.projections.audit_store import RocksStore
     from suanli.schemas.codec import Codec
@@ -179,6 +193,7 @@ async def bench_kafka(n: int, workdir: Path, bootstrap: str, registry_url: str, 
 
     topic = TopicNames(f"bench-{uuid.uuid4().hex[:8]}").decisions
     await ensure_topics(bootstrap, [TopicSpec(topic, partitions)])
+    result: dict[str, Any] = {"topic": topic, "partitions": partitions}
     with RegistryClient(registry_url) as registry:
         codec = Codec(registry)
         t0 = time.perf_counter()
@@ -189,28 +204,65 @@ async def bench_kafka(n: int, workdir: Path, bootstrap: str, registry_url: str, 
                 futures.append(await producer.send(topic, kind, payload, key=f"cell-{i % 16}"))
             await producer.flush()
             await asyncio.gather(*futures)
-        produce_s = time.perf_counter() - t0
-        store = RocksStore(workdir / "kafka")
-        index = AuditIndex(store)
-        stats = await AuditFollower(bootstrap, topic, index, codec).catch_up()
-        store.close()
-    return {"topic": topic, "produce_seconds": round(produce_s, 2), "rebuild": stats.as_dict()}
+        result["produce_seconds"] = round(time.perf_counter() - t0, 2)
+        runs = [("rebuild", "kafka", {})]
+        if previous:
+            runs.append(("rebuild_previous", "kafka-previous",
+                         {"raw": False, "max_records": 5000, "max_partition_fetch_bytes": 4 << 20}))
+        stores = {}
+        for name, folder, options in runs:
+            store = stores[name] = RocksStore(workdir / folder)
+            stats = await AuditFollower(bootstrap, topic, AuditIndex(store), codec, **options).catch_up()
+            result[name] = stats.as_dict()
+            if out is not None:
+                out(f"{name}: {stats.records} decisions from {partitions} partitions in {stats.seconds:.2f} s = "
+                    f"{stats.rate:,.1f} events/s ({stats.records / max(stats.cpu_seconds, 1e-9):,.1f} per CPU second)")
+        if previous:
+            t0 = time.perf_counter()
+            result["identical"] = same_answers(AuditIndex(stores["rebuild"]), AuditIndex(stores["rebuild_previous"]),
+                                               [p["task_id"] for _k, p in synthetic_decisions(n)])
+            if out is not None:
+                out(f"identical answers from both indexes: {result['identical']} "
+                    f"(checked in {time.perf_counter() - t0:.1f} s)")
+            result["speedup"] = round(result["rebuild"]["events_per_s"] / result["rebuild_previous"]["events_per_s"], 2)
+        for store in stores.values():
+            store.close()
+    return result
+
+
+def same_answers(a: AuditIndex, b: AuditIndex, task_ids: list[str], sample: int = 2000) -> bool:
+    """True if both indexes answer alike: count, positions, the newest 1,000 rows of
+    ``list``, and ``why`` (every row with all its fields) for ``sample`` of the tasks,
+    spread evenly (all of them would take longer than the rebuilds)."""
+    if a.count() != b.count() or a.positions() != b.positions():
+        return False
+    if a.query(AuditQuery()) != b.query(AuditQuery()):
+        return False
+    tasks = list(dict.fromkeys(task_ids))
+    step = max(1, len(tasks) // sample)
+    return all(a.why(t) == b.why(t) for t in tasks[::step])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--decisions", type=int, default=100_000)
     parser.add_argument("--kafka", action="store_true", help="also rebuild from a Kafka topic (needs the stack)")
+    parser.add_argument("--no-previous", action="store_true",
+                        help="with --kafka: skip the rebuild the pre-issue-16 way (decode every record) for comparison")
+    parser.add_argument("--kafka-only", action="store_true", help="with --kafka: skip the direct fold and queries")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="suanli-audit-bench-") as tmp:
-        figures: dict[str, Any] = {"direct": bench_direct(args.decisions, Path(tmp))}
-        print(json.dumps(figures["direct"], indent=2), flush=True)
+        figures: dict[str, Any] = {}
+        if not (args.kafka and args.kafka_only):
+            figures["direct"] = bench_direct(args.decisions, Path(tmp))
+            print(json.dumps(figures["direct"], indent=2), flush=True)
         if args.kafka:
             from suanli.config import settings
 
             s = settings()
-            figures["kafka"] = asyncio.run(bench_kafka(args.decisions, Path(tmp), s.bootstrap_servers, s.registry_url))
+            figures["kafka"] = asyncio.run(bench_kafka(args.decisions, Path(tmp), s.bootstrap_servers, s.registry_url,
+                                                       previous=not args.no_previous, out=print))
             print(json.dumps(figures["kafka"], indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
