@@ -10,7 +10,8 @@ after the first 10 % (warm-up: worker start-up and partition assignment); and th
 breakdown of ``bench/stages.py`` (producer -> raw topic -> intake -> cell log -> scheduler ->
 decisions topic -> read model, p50/p99 per stage; a read model runs in this process during
 those phases only, so the sustained rate is measured without it). CPU and RSS of each
-worker are read from /proc at the end of each phase.
+worker are read from /proc at the end of each phase. The simulated nodes heartbeat every
+5 s but send no metrics samples (``METRICS_INTERVAL_S``).
 """
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ from suanli.config import Settings, load_settings
 from suanli.deploy.plane import Plane, PlaneOptions
 from suanli.deploy.processes import cpu_seconds
 
+
+# The simulated nodes send heartbeats (every 5 s: 1,000 a second at 5,000 nodes, all through
+# intake and the scheduler) but no metrics samples: ~380 series a node every 15 s would make
+# this a benchmark of the telemetry path, which bench/telemetry.py measures on its own (the
+# figures before issue 16 were taken before the simulator had metrics).
+METRICS_INTERVAL_S = 0.0
 
 LOW_LOAD_RATE = 100.0        # submissions/s offered in the low-load phase (issue 16)
 LOW_LOAD_TASKS = 3000        # enough for a p99 at 100/s in 30 s, whatever the full run's size
@@ -81,6 +88,7 @@ def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate
     probe = StageProbe(settings, rate) if stages else None
     plane = Plane(settings, PlaneOptions(tasks=tasks, rate=rate, exit_when_drained=True, quiet=True,
                                          nodes_csv=nodes_csv, pods_csv=pods_csv, drain_timeout=900,
+                                         metrics_interval_s=METRICS_INTERVAL_S,
                                          workload=probe.workload if probe else None),
                   out=lambda _m: None)
     plane.start()

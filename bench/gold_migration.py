@@ -219,7 +219,8 @@ class CellView:
             self.submitted.setdefault(p["task_id"], r.timestamp)
             self.received.setdefault(p["task_id"], time.time() * 1000)
         elif k == "NodeHeartbeat":
-            self.beats[p["node_id"]] = p["at"]
+            for node_id in (p["node_id"], *(p.get("nodes") or ())):         # a batch names several
+                self.beats[node_id] = p["at"]
         elif k == "TaskStatusChanged":
             self.statuses.setdefault(p["event_id"], (r.timestamp, p))
             if p["status"] == "RUNNING":

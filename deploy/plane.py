@@ -53,6 +53,9 @@ class PlaneOptions:
     # First port of the workers' /metrics (intake, scheduler, telemetry: this one and the next
     # two); 0: any free ports; None: no metrics servers.
     metrics_port: int | None = DEFAULT_METRICS_PORT
+    # Seconds between the simulated nodes' metrics samples (NodeMetrics, ~380 series a node,
+    # for the telemetry worker); 0: none (heartbeats still go every 5 s).
+    metrics_interval_s: float = 15.0
 
 
 WORKER_ROLES = ("intake", "scheduler", "telemetry")
@@ -122,11 +125,12 @@ def _marker(namespace: str) -> str:
     return f"suanli-plane={namespace}"
 
 
-def connector_process(settings: Settings, cell: str, nodes_csv: Path, time_scale: float) -> tuple[ServiceProcess, list[str]]:
+def connector_process(settings: Settings, cell: str, nodes_csv: Path, time_scale: float,
+                      metrics_interval_s: float = 15.0) -> tuple[ServiceProcess, list[str]]:
     ns = settings.namespace
     marker = _marker(ns)
     argv = [sys.executable, "-X", marker, "-m", "suanli.connectors", "sim", "--nodes", str(nodes_csv),
-            "--cell", cell, "--time-scale", str(time_scale), "--interval", "15", "--heartbeat", "5",
+            "--cell", cell, "--time-scale", str(time_scale), "--interval", f"{metrics_interval_s:g}", "--heartbeat", "5",
             "--log-level", "WARNING"]
     return ServiceProcess("sim", settings.home / "run" / f"{ns}-sim.pid",
                           settings.home / "logs" / f"{ns}-sim.log", marker), argv
@@ -165,7 +169,8 @@ class Plane:
         self._env = to_env(self.s)
         self.metrics_ports = metrics_ports(self.o.metrics_port)
         for service, argv in [*worker_processes(self.s, self.metrics_ports).values(),
-                              connector_process(self.s, self.cell, self.nodes_csv, self.o.time_scale)]:
+                              connector_process(self.s, self.cell, self.nodes_csv, self.o.time_scale,
+                                                self.o.metrics_interval_s)]:
             if service.pid() is None:
                 service.start(argv, env=self._env)
             self.services.append((service, argv))

@@ -149,9 +149,10 @@ def _task_status(s: CellState, e: m.TaskStatusChanged) -> None:
 
 
 def _heartbeat(s: CellState, e: m.NodeHeartbeat) -> None:
-    row = s.node_index.get(e.node_id)
-    if row is not None and e.at > s.last_heartbeat[row]:
-        s.last_heartbeat[row] = e.at
+    for node_id in e.alive:                  # nodes the cell does not know are ignored
+        row = s.node_index.get(node_id)
+        if row is not None and e.at > s.last_heartbeat[row]:
+            s.last_heartbeat[row] = e.at
 
 
 def _condition(s: CellState, e: m.NodeConditionChanged) -> None:
@@ -1072,9 +1073,13 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
 
     if isinstance(event, m.NodeHeartbeat):
         evolve(state, event)
-        row = state.node_index.get(event.node_id)
-        if row is not None and state.health[row] != READY:
-            d.health(row, READY, "heartbeat again")
+        back = False
+        for node_id in event.alive:
+            row = state.node_index.get(node_id)
+            if row is not None and state.health[row] != READY:
+                d.health(row, READY, "heartbeat again")
+                back = True
+        if back:
             d.retry_pending()
         return state, d.outs
 

@@ -571,6 +571,12 @@ class NodeHeartbeat:
     cell: str
     seq: int
     at: int
+    nodes: tuple[str, ...] = ()          # further nodes alive at the same time (a batch)
+
+    @property
+    def alive(self) -> tuple[str, ...]:
+        """Every node this heartbeat reports alive: ``node_id``, then ``nodes``."""
+        return (self.node_id, *self.nodes) if self.nodes else (self.node_id,)
 
 
 @_record

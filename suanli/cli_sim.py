@@ -210,7 +210,8 @@ def health_figures(decisions: Iterable[tuple[str, dict[str, Any]]],
             if kind == "CellTick":
                 tick = p["at"]
             elif kind == "NodeHeartbeat":
-                beats.setdefault(p["node_id"], []).append((offset, p["at"]))
+                for node_id in (p["node_id"], *(p.get("nodes") or ())):      # a batch names several
+                    beats.setdefault(node_id, []).append((offset, p["at"]))
                 if tick is not None:
                     behind.append(tick - p["at"])
             elif kind == "TaskStatusChanged":

@@ -7,7 +7,8 @@ import json
 import fastavro
 import pytest
 
-from suanli.connectors.kit import Adapter, ConnectorRunner, TaskReporter, ack_event, heartbeat_event, status_event
+from suanli.connectors.kit import (Adapter, ConnectorRunner, TaskReporter, ack_event, batch_heartbeats,
+                                  heartbeat_event, status_event)
 from suanli.errors import ConnectorError
 from suanli.schemas.catalog import catalog
 from suanli.schemas.codec import parse_plain
@@ -214,3 +215,16 @@ def test_a_resync_restates_the_running_status_under_a_new_event_id():
     assert [p["event_id"] for p in sent] == ["cell1/42:running", "cell1/42:running-resync1",
                                             "cell1/42:running-resync2", "cell1/42:completed"]
     assert all(fits("TaskStatusChanged", p) for p in sent)
+
+
+def test_a_sample_of_heartbeats_goes_as_batches_per_cell_of_at_most_the_limit():
+    beats = [heartbeat_event("sim", {"node_id": f"n{i}", "cell": "c" if i < 5 else "d"}, 3, 99) for i in range(7)]
+    other = ("NodeMetrics", {"node_id": "n0"})
+    out = batch_heartbeats([other, *beats], limit=2)
+    assert out[0] == other
+    assert [(p["node_id"], p["nodes"], p["cell"]) for _, p in out[1:]] == \
+        [("n0", ["n1"], "c"), ("n2", ["n3"], "c"), ("n4", [], "c"), ("n5", ["n6"], "d")]
+    assert [p["event_id"] for _, p in out[1:]] == ["sim/n0/hb/3", "sim/n2/hb/3", "sim/n4/hb/3", "sim/n5/hb/3"]
+    assert all(fits("NodeHeartbeat", p) for _, p in out[1:])
+    named = sorted(n for _, p in out[1:] for n in (p["node_id"], *p["nodes"]))
+    assert named == sorted(f"n{i}" for i in range(7))             # every node once

@@ -120,7 +120,7 @@ def test_sim_runner_registers_dispatches_deduplicates_and_survives_garbage(stack
     assert registered[f"{name}-v100"]["accelerators"][0]["count"] == 8
     assert all(p["connector"] == name and p["zone"] for p in registered.values())
     assert all(r.key.decode() == r.payload["node_id"] for r in nodes)
-    beats = Counter(r.payload["node_id"] for r in nodes if r.kind == "NodeHeartbeat")
+    beats = Counter(n for r in nodes if r.kind == "NodeHeartbeat" for n in (r.payload["node_id"], *r.payload["nodes"]))
     assert set(beats) == set(registered) and min(beats.values()) >= 2
 
     letters = [r.payload for r in records if r.topic == topics.dead_letters]
@@ -147,8 +147,8 @@ def test_sim_runner_stops_a_stale_copy_and_silences_and_restores_nodes_on_reques
             "connector": name, "reason": "stale copy: the task is placed on elsewhere-1", "issued_at": 1}
 
     def beats(rs, node, after=0, before=2 ** 62):
-        return [r.payload["at"] for r in rs if r.kind == "NodeHeartbeat" and r.payload["node_id"] == node
-                and after < r.payload["at"] < before]
+        return [r.payload["at"] for r in rs if r.kind == "NodeHeartbeat"
+                and node in (r.payload["node_id"], *r.payload["nodes"]) and after < r.payload["at"] < before]
 
     def metrics(rs, node, after=0, before=2 ** 62):
         return [r for r in rs if r.kind == "NodeMetrics" and r.payload["node_id"] == node

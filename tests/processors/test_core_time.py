@@ -140,3 +140,18 @@ def test_nodes_in_a_bad_condition_are_avoided_while_others_fit(condition):
     assert f.task("t2", cpu=1000)[0][1]["node_id"] == "bad"
     f.send("NodeConditionChanged", {"node_id": "bad", "condition": "NORMAL", "previous": condition, "at": 9})
     assert f.state.condition_ok.all()
+
+
+def test_one_heartbeat_batch_keeps_every_node_it_names_alive_and_brings_silent_ones_back():
+    f = _cell()
+    f.send("NodeHeartbeat", {"node_id": "a", "nodes": ["b", "c", "nobody"], "at": 1_000})   # unknown: ignored
+    assert list(f.state.last_heartbeat) == [1_000, 1_000, 1_000]
+    for at in range(2_000, 11_000, 1_000):
+        f.send("NodeHeartbeat", {"node_id": "a", "nodes": ["b"], "at": at})              # c falls silent
+        assert tick(f, at) == []
+    f.send("NodeHeartbeat", {"node_id": "a", "nodes": ["b"], "at": 11_000})
+    [(kind, p)] = tick(f, 11_000)
+    assert (kind, p["node_id"], p["status"]) == ("NodeHealthChanged", "c", "SUSPECT")
+    out = f.send("NodeHeartbeat", {"node_id": "nobody", "nodes": ["a", "c"], "at": 11_500})
+    assert [(k, p["node_id"], p["status"], p["previous"]) for k, p in out] == \
+        [("NodeHealthChanged", "c", "READY", "SUSPECT")]

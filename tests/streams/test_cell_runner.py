@@ -31,3 +31,14 @@ def test_snapshot_restores_the_same_state_and_an_old_format_means_replay():
     old["format"] = 1
     assert b.restore(0, zlib.compress(json.dumps(old).encode())) == -1
     assert b.partition(0).cells == {} and b.partition(0).as_of == -1
+
+
+def test_a_heartbeat_batch_is_taken_even_when_its_first_node_is_unknown_but_a_lone_one_is_refused():
+    r = _runner()
+    log = r.topics.cell_log
+    r.apply(RawRecord(log, 0, 0, 1, b"c1", r.codec.encode("NodeRegistered", node())))
+    beat = {"event_id": "hb", "node_id": "ghost", "cell": "c1", "seq": 1, "at": 500}
+    [letter] = r.apply(RawRecord(log, 0, 1, 2, b"c1", r.codec.encode("NodeHeartbeat", beat)))
+    assert letter.topic == r.topics.dead_letters
+    assert r.apply(RawRecord(log, 0, 2, 3, b"c1", r.codec.encode("NodeHeartbeat", {**beat, "nodes": ["n0"]}))) == []
+    assert r.partition(0).cells["c1"].last_heartbeat[0] == 500
