@@ -96,10 +96,14 @@ def _export(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from .logdir import LogDir
     from .rerun import replay_logdir
-    from .verify import describe, summary, verify
+    from suanli.processors.strategies import pinned_versions
+
+    from .verify import describe, recorded_pins, summary, verify
 
     log = LogDir.open(args.log)
-    replayed = replay_logdir(log, progress=wanted(quiet=args.quiet, json=args.json))
+    pins = recorded_pins(log) if args.verify else {}
+    with pinned_versions(pins):
+        replayed = replay_logdir(log, progress=wanted(quiet=args.quiet, json=args.json))
     doc = {"log": str(args.log), "cell": log.cell, "inputs": replayed.inputs, "seconds": round(replayed.seconds, 3),
            "events_per_s": round(replayed.events_per_s), "regenerated": len(replayed.regenerated),
            "policy": replayed.policy}
@@ -107,7 +111,10 @@ def _replay(args: argparse.Namespace) -> int:
     if args.verify:
         report = verify(log, replayed)
         print(describe(report, replayed))
+        if pins:
+            print("versions as recorded: " + ", ".join(f"{n}@{v}" for n, v in sorted(pins.items())))
         doc.update(identical=report.identical, recorded=report.recorded, duplicates_dropped=report.duplicates,
+                   versions_as_recorded=pins,
                    divergence=None if report.identical else {"index": report.divergence.index, **report.details})
         code = 0 if report.identical else 1
     else:

@@ -104,6 +104,26 @@ def verify(log: LogDir, replayed: Replayed) -> VerifyReport:
     return VerifyReport(len(raw), dupes, len(regenerated), div, details)
 
 
+def recorded_pins(log: LogDir) -> dict[str, str]:
+    """Strategy name -> the version its recorded decisions name, for every strategy that can
+    still build that version (``processors.strategies.versions``): what to pin with
+    ``pinned_versions`` so a log recorded before a new version landed verifies under the
+    version that made it (the first version seen per name: a log that changed versions
+    midway diverges where it changed)."""
+    from suanli.processors.strategies import UnknownStrategyError, versions
+
+    pins: dict[str, str] = {}
+    for ref in _strategies(log.codec(), [r.value for r in log.decisions()]):
+        name, _, version = ref.rpartition("@")
+        try:
+            buildable = versions(name)
+        except UnknownStrategyError:
+            continue
+        if name not in pins and version in buildable:
+            pins[name] = version
+    return pins
+
+
 def _strategies(codec: Codec, values: list[bytes]) -> list[str]:
     """``name@version`` of every strategy that made these decisions (first-seen order)."""
     seen: dict[str, None] = {}

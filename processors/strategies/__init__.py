@@ -27,10 +27,12 @@ subprocess (``processors/sandbox.py``). Built-in names cannot be overridden.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from suanli.errors import StrategyConfigError
 
@@ -203,21 +205,59 @@ def _nested(where: str, name: str, config: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------ build
+# Versions pinned for configs that do not name one (pinned_versions): name -> version.
+_PINS: dict[str, str] = {}
+
+
+def versions(name: str) -> tuple[str, ...]:
+    """The versions strategy ``name`` can still build (its ``VERSIONS``; else its only one)."""
+    mod = module(name)
+    return tuple(getattr(mod, "VERSIONS", (mod.VERSION,)))
+
+
+@contextmanager
+def pinned_versions(pins: dict[str, str]) -> Iterator[None]:
+    """Within the block, a strategy in ``pins`` whose config does not name a ``version``
+    builds the pinned one instead of its current one: how ``suanli replay --verify``
+    re-runs a log recorded under an older version of a versioned strategy (``default``
+    1.2.0 after 1.3.0 landed) and gets its decisions byte for byte. A pin to a version the
+    strategy cannot build raises StrategyConfigError. Not for the live scheduler: there a
+    policy names the version it wants."""
+    for name, version in pins.items():
+        if version not in versions(name):
+            raise StrategyConfigError(f"strategy {name!r} cannot build version {version!r} "
+                                      f"(it builds {', '.join(versions(name))})")
+    saved = dict(_PINS)
+    _PINS.update(pins)
+    try:
+        yield
+    finally:
+        _PINS.clear()
+        _PINS.update(saved)
+
+
 def get_strategy(name: str, config: dict[str, Any] | None = None, digest: str | None = None) -> Strategy:
     """The strategy ``name`` built with ``config`` (``digest``: its config digest, when
     the caller has it). An unknown name raises :class:`UnknownStrategyError` (a
     KeyError); an unknown key or a bad value :class:`~suanli.errors.StrategyConfigError`.
-    Blends are built by :func:`get_blend`."""
+    Blends are built by :func:`get_blend`. A strategy with ``VERSIONS`` builds the
+    ``version`` its config names (default: its newest, or the one pinned by
+    :func:`pinned_versions`), and that version is the one its decisions name."""
     config = config or {}
     digest = digest or config_digest(config)
-    key = (name, digest)
+    mod = module(name)
+    versioned = hasattr(mod, "VERSIONS")          # its Args has a ``version`` key
+    pin = _PINS.get(name) if versioned and "version" not in config else None
+    key = (name, digest, pin)
     st = _CACHE.get(key)
     if st is None:
-        mod = module(name)
         args = parse_config(name, config)
+        if pin is not None:
+            args = dataclasses.replace(args, version=pin)
         # a third-party strategy without Args gets its config as it came
         profile = mod.build(args) if hasattr(mod, "Args") else mod.build(config)
-        st = Strategy(name, mod.VERSION, config, digest, profile, args.seed, args.retry_budget, args)
+        st = Strategy(name, args.version if versioned else mod.VERSION, config, digest, profile, args.seed,
+                      args.retry_budget, args)
         if len(_CACHE) > 128:
             _CACHE.clear()
         _CACHE[key] = st
