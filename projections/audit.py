@@ -273,14 +273,20 @@ def _dumps(obj: Any) -> bytes:
 
 def _canonical(obj: Any) -> Any:
     """``json.loads(_dumps(obj))`` for decoded Avro values (dicts, lists, str, int, float,
-    bool, None, bytes), without the text round trip: what a JSON row reads back as."""
-    if isinstance(obj, dict):
-        return {k: _canonical(obj[k]) for k in sorted(obj)}
-    if isinstance(obj, list):
-        return [_canonical(v) for v in obj]
-    if isinstance(obj, (bytes, bytearray)):
+    bool, None, bytes), without the text round trip: what a JSON row reads back as (the
+    same values, every dict's keys in sorted order). Scalars are not recursed into: this
+    runs for every raw row a query returns."""
+    t = type(obj)
+    if t is dict:
+        return {k: v if type(v) in _SCALARS else _canonical(v) for k, v in sorted(obj.items())}
+    if t is list:
+        return [v if type(v) in _SCALARS else _canonical(v) for v in obj]
+    if t is bytes or t is bytearray:
         return str(obj)           # _dumps' default=str
     return obj
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def _esc(part: bytes) -> bytes:

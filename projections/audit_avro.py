@@ -120,10 +120,11 @@ class _Gen:
     def string(self, depth: int, target: str | None) -> None:
         """A string: length, bounds, UTF-8 validity (fastavro refuses invalid UTF-8)."""
         # One byte, even (zigzag: non-negative), is every length below 64: the common case.
+        # No bounds check: a string running past the end leaves pos > end, and pos only
+        # grows, so the next read raises IndexError or the final pos == end check fails.
         self.emit(depth, "n = buf[pos]")
         self.emit(depth, "if n < 128 and not n & 1: pos += 1; e = pos + (n >> 1)")
         self.emit(depth, "else: n, pos = _long_slow(buf, pos); e = pos + n if n >= 0 else end + 1")
-        self.emit(depth, "if e > end: raise ValueError('string out of bounds')")
         if target is None:
             self.emit(depth, "str(buf[pos:e], 'utf-8'); pos = e")
         else:
