@@ -239,6 +239,13 @@ class Profile:
     tie_break: str = "random"
     top_k: int = 5
     secondary: dict[str, Plugin] = field(default_factory=dict)
+    # How the top_k provenance candidates are chosen among equal scores. False (legacy):
+    # numpy's argpartition, whose choice among ties depends on the CPU's SIMD (AVX-512
+    # and AVX2 builds pick different rows), so a log's candidate lists may not verify on
+    # another machine. True: the k best by (score desc, row asc), the same everywhere and
+    # cheaper (usually read off the rows tied for the best score). Strategy versions set it;
+    # changing it changes decisions' bytes.
+    stable_candidates: bool = False
 
     @classmethod
     def build(cls, registry: PluginRegistry, filters: list[Any], scorers: list[Any],
@@ -303,6 +310,19 @@ def _avoid_bad_conditions(state: CellState, alive: np.ndarray,
         these = rows[[state.condition[r] == cond for r in rows.tolist()]]
         filtered.append((f"node {cond} (telemetry)", int(these.size), these[:3]))
     alive &= ~bad
+
+
+def stable_top(total: np.ndarray, k: int, tied: np.ndarray) -> np.ndarray:
+    """The ``k`` (< len(total)) positions with the highest ``total``, equal values by lowest
+    position; ``tied``: the positions of the maximum, ascending. Usually ``k`` or more
+    nodes tie for the best score and the answer is their first ``k``; otherwise the k-th
+    largest *value* (which no selection algorithm can disagree on) splits the rest."""
+    if tied.size >= k:
+        return tied[:k]
+    n = total.size
+    kth = np.partition(total, n - k)[n - k]
+    above = np.flatnonzero(total > kth)
+    return np.concatenate([above, np.flatnonzero(total == kth)[: k - above.size]])
 
 
 def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
@@ -371,10 +391,12 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
 
     # provenance candidates: top-K by score (ties: chosen first, then lowest row)
     k = min(profile.top_k, nf)
-    if nf > k:
-        idx = np.argpartition(-total, k - 1)[:k]
-    else:
+    if nf <= k:
         idx = np.arange(nf)
+    elif profile.stable_candidates:
+        idx = stable_top(total, k, tied)
+    else:
+        idx = np.argpartition(-total, k - 1)[:k]
     order = sorted((int(i) for i in idx), key=lambda i: (i != pick, -total[i], i))
     if pick not in order:
         order = [pick] + order[:-1]

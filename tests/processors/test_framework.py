@@ -117,3 +117,17 @@ def test_bestfit_normalisers_change_the_score():
     rows = np.array([0])
     assert REGISTRY.create("BestFit").score(ctx, rows).tolist() == [68.0]
     assert REGISTRY.create("BestFit", {"max_cpu": 64000}).score(ctx, rows).tolist() == [46.0]
+
+
+def test_stable_top_is_the_k_best_by_score_then_lowest_position():
+    import numpy as np
+    from suanli.processors.framework import stable_top
+
+    rnd = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rnd.integers(2, 60))
+        total = rnd.integers(0, 6, n).astype(float)
+        k = int(rnd.integers(1, n))
+        tied = np.flatnonzero(total == total.max())
+        want = sorted(range(n), key=lambda i: (-total[i], i))[:k]
+        assert sorted(stable_top(total, k, tied).tolist()) == sorted(want)
