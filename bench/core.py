@@ -58,22 +58,24 @@ def _rss_mib() -> float:
     return 0.0
 
 
-def memory_footprint(node_count: int, task_count: int) -> dict[str, Any]:
-    """Resident memory of a cell holding ``node_count`` nodes and ``task_count`` tasks.
-
-    Uses bestfit (the cheapest scorer) to fill the state quickly: the figure is the state's
-    size, not the strategy's speed. Tasks that do not fit stay queued, which is state too.
-    """
+def memory_footprint(node_count: int, task_count: int, strategy: str = "default") -> dict[str, Any]:
+    """Resident memory of a cell holding ``node_count`` nodes and ``task_count`` tasks,
+    filled by ``strategy`` (default: ``default``, so its derived caches, the FGD score
+    tables and the node classes, are counted with the state). Tasks that do not fit stay
+    queued, which is state too."""
     before = _rss_mib()
     state = CellState("bench")
     offset = 0
     for node in synthetic.nodes(node_count):
         decide(state, from_avro(NodeRegistered, node), (LOG, 0, offset))
         offset += 1
-    decide(state, PolicyChanged.of("bench", "bestfit", event_id="p"), (LOG, 0, offset))
+    if strategy != "default":
+        decide(state, PolicyChanged.of("bench", strategy, event_id="p"), (LOG, 0, offset))
     started = time.perf_counter()
     for task in synthetic.tasks(task_count, prefix="mem"):
         offset += 1
         decide(state, from_avro(TaskSubmitted, task), (LOG, 0, offset))
-    return {"nodes": node_count, "tasks": len(state.tasks), "rss_mib": round(_rss_mib(), 1),
+    derived = len(state._derived)
+    return {"nodes": node_count, "tasks": len(state.tasks), "strategy": strategy, "derived_entries": derived,
+            "rss_mib": round(_rss_mib(), 1),
             "state_mib": round(_rss_mib() - before, 1), "fill_seconds": round(time.perf_counter() - started, 1)}

@@ -136,6 +136,19 @@ class CellState:
         self.topology = Topology(self)          # the network graph (topology.py): nodes and measured links
         self._derived: dict[Any, Any] = {}
 
+    def derived_recent(self, group: str, key: Any, compute: Callable[[], Any], keep: int = 64) -> Any:
+        """As :meth:`derived`, for values keyed by something that keeps changing (a typical
+        distribution's digest, new every refresh epoch): ``group`` holds at most ``keep`` of
+        them and forgets the oldest half when full, so a long run's cache stays bounded."""
+        cache = self._derived.setdefault(group, {})
+        value = cache.get(key)
+        if value is None:
+            if len(cache) >= keep:
+                for old in list(cache)[: keep // 2]:
+                    del cache[old]
+            value = cache[key] = compute()
+        return value
+
     def derived(self, key: Any, compute: Callable[[], Any]) -> Any:
         """The cached value under ``key`` in the derived cache, computed once by ``compute``.
         The key must hold everything the value depends on besides the state's own arrays

@@ -137,7 +137,7 @@ class FGD(Plugin):
         submissions so that the per-node caches stay warm in between)."""
         tt = self._typical_counts(state)
         if self.weight == "gpu":
-            return state.derived(("fgd-gpuw", tt.digest), lambda: gpu_weighted(tt))
+            return state.derived_recent("fgd-gpuw", tt.digest, lambda: gpu_weighted(tt))
         return tt
 
     def _typical_counts(self, state: CellState) -> TypicalTasks:
@@ -169,7 +169,7 @@ class FGD(Plugin):
 
     # -- cached node fragmentation (before any placement)
     def _acc(self, state: CellState, tt: TypicalTasks) -> np.ndarray:
-        return state.derived(("fgd-acc", tt.digest, len(state.models)), lambda: tt.access_table(state))
+        return state.derived_recent("fgd-acc", (tt.digest, len(state.models)), lambda: tt.access_table(state))
 
     def _entry(self, ctx: CycleContext, rows: np.ndarray) -> tuple[_Entry, np.ndarray]:
         """(entry, class ids of ``rows``): the entry has a score for every class among
@@ -220,7 +220,7 @@ class FGD(Plugin):
             fits = gpu >= r.gpu_milli
             gw = self.args.gap_weight
             if gw:                              # + the drop in the gap's expected final waste
-                wt = s.derived(("fgd-waste", tt.digest), lambda: gap_waste_table(tt))
+                wt = s.derived_recent("fgd-waste", tt.digest, lambda: gap_waste_table(tt))
                 delta = delta + gw * (wt[np.clip(gpu, 0, GPU_MILLI)]
                                       - wt[np.clip(gpu - r.gpu_milli, 0, GPU_MILLI)])
             if self.mode == "sigmoid":
