@@ -63,7 +63,7 @@ class CpuStrand(Plugin):
             gpu = int((tt.count[g] * tt.num[g] * tt.milli[g]).sum())
             cpu = int((tt.count[g] * tt.cpu[g]).sum())
             return cpu / gpu if gpu > 0 else 0.0
-        return s.derived(("cpu-strand-rho", tt.digest), compute)
+        return s.derived_recent("cpu-strand-rho", tt.digest, compute)
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
         s, r, a = ctx.state, ctx.req, self.args

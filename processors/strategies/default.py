@@ -46,7 +46,10 @@ openb trace it beats FGD on the five shared workloads and the eight held-out var
 
 Versions (``version``; decisions are byte-identical for a given version, so a log recorded
 under one version verifies under it): ``1.2.0`` is the blend without the strand term
-(``strand_weight`` and ``strand_cpu_slack`` are ignored); ``1.3.0`` (default) adds it. On
+(``strand_weight`` and ``strand_cpu_slack`` are ignored); ``1.3.0`` (default) adds it, and
+picks its provenance candidates among equal scores by lowest row (``Profile.stable_candidates``:
+1.2.0's choice among ties depends on the CPU's SIMD). ``suanli replay --verify`` pins the
+version a log's decisions name. On
 the openb workloads most of what 1.2.0 left unallocated was whole GPUs on nodes whose CPU
 was gone (default workload, seed 42: 203 one-GPU tasks refused for CPU beside free GPUs),
 which no per-class fragment measure sees.
@@ -103,4 +106,7 @@ def build(args: Args) -> Profile:
                         "args": StrandArgs(typical=args.typical_tasks, threshold_pct=args.threshold_pct,
                                            cpu_slack=args.strand_cpu_slack)})
     # TopologyNear acts only on tasks with a place label: no trace on any other decision
-    return standard_profile(args, scorers, filters=[*FILTERS, "TopologyNear"])
+    profile = standard_profile(args, scorers, filters=[*FILTERS, "TopologyNear"])
+    # 1.3.0 on: provenance candidates the same on every CPU (framework.stable_top)
+    profile.stable_candidates = args.version != "1.2.0"
+    return profile

@@ -111,7 +111,9 @@ def test_default_decides_byte_for_byte_as_without_the_filter(monkeypatch, seed):
     def without(args):
         prof = original(args)
         assert [p.name for p in prof.filters] == [*FILTERS, "TopologyNear"]
-        return standard_profile(args, [{"name": p.name, "args": p.args, "weight": w} for p, w in prof.scorers])
+        bare = standard_profile(args, [{"name": p.name, "args": p.args, "weight": w} for p, w in prof.scorers])
+        bare.stable_candidates = prof.stable_candidates
+        return bare
 
     with_filter = _run(original, monkeypatch, seed)
     without_filter = _run(without, monkeypatch, seed)
