@@ -24,6 +24,8 @@ import hashlib
 import json
 from typing import Any, Callable, NamedTuple
 
+from suanli.schemas.codec import read_long
+
 # What a caller must catch around an extractor: malformed or unusual bodies.
 EXTRACT_ERRORS = (IndexError, ValueError, UnicodeDecodeError, OverflowError)
 
@@ -61,24 +63,6 @@ def schema_digest(schema: dict[str, Any]) -> bytes:
 
 def canonical_json(schema: Any) -> bytes:
     return json.dumps(schema, separators=(",", ":"), sort_keys=True).encode()
-
-
-def _long_slow(buf: bytes, pos: int) -> tuple[int, int]:
-    """Zigzag varint at ``pos``: ``(value, next pos)``. The generated code inlines the
-    one-byte case and calls this for the rest."""
-    acc = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        acc |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-    if acc >> 64:
-        raise ValueError("varint beyond 64 bits")
-    return (acc >> 1) ^ -(acc & 1), pos
 
 
 class _Unsupported(Exception):
@@ -276,7 +260,7 @@ def compile_extractor(schema: dict[str, Any]) -> Extractor | None:
     tail = ["    if pos != end: raise ValueError('trailing or missing bytes')",
             "    return (f_eid, f_task, f_tenant, f_node or f_to, f_from, f_strategy, f_at)"]
     source = "\n".join(head + gen.lines + tail)
-    namespace: dict[str, Any] = {"_long_slow": _long_slow}
+    namespace: dict[str, Any] = {"_long_slow": read_long}
     exec(compile(source, f"<audit extractor {schema.get('name')}>", "exec"), namespace)  # noqa: S102 - our own code
     fn = namespace["extract"]
     fn.source = source  # for debugging: what the walker does
@@ -315,6 +299,6 @@ def compile_field_reader(schema: dict[str, Any], name: str) -> Callable[[bytes],
         return None
     head = ["def read(buf):", "    pos = 5", "    end = len(buf)", "    f_value = None"]
     tail = ["    if pos != end: raise ValueError('trailing or missing bytes')", "    return f_value"]
-    namespace: dict[str, Any] = {"_long_slow": _long_slow}
+    namespace: dict[str, Any] = {"_long_slow": read_long}
     exec(compile("\n".join(head + gen.lines + tail), f"<audit field reader {name}>", "exec"), namespace)  # noqa: S102
     return namespace["read"]

@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Iterator
 from suanli.errors import DecodeError
 from suanli.processors import model
 from suanli.processors.core import decide
-from suanli.schemas.codec import HEADER, MAGIC, Codec
+from suanli.schemas.codec import HEADER, MAGIC, Codec, read_long
 from suanli.streams.cell_runner import CellRunner, Core, Refused
 from suanli.streams.records import RawRecord
 from suanli.streams.topics import TopicNames
@@ -169,17 +169,10 @@ def _event_id_bytes(codec: Codec, value: bytes | None, leads: dict[int, bool]) -
     if not lead:
         return None
     # Avro string: zig-zag varint length, then the bytes.
-    pos, shift, raw = HEADER.size, 0, 0
-    while True:
-        if pos >= len(value) or shift > 63:
-            return None
-        byte = value[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-    length = (raw >> 1) ^ -(raw & 1)
+    try:
+        length, pos = read_long(value, HEADER.size)
+    except (IndexError, ValueError):
+        return None
     if length < 0 or pos + length > len(value):
         return None
     return value[pos:pos + length]

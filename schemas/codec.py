@@ -54,6 +54,26 @@ def split_frame(data: bytes | None) -> tuple[int, memoryview]:
     return schema_id, memoryview(data)[HEADER.size:]
 
 
+def read_long(buf: bytes, pos: int) -> tuple[int, int]:
+    """The Avro long (zigzag varint) at ``buf[pos]``: ``(value, next pos)``. Raises
+    IndexError past the end, ValueError for a varint beyond 64 bits. For readers that pick
+    single fields off a body without decoding it (``projections/audit_avro.py``, replay's
+    event-id prefix)."""
+    acc = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        acc |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+    if acc >> 64:
+        raise ValueError("varint beyond 64 bits")
+    return (acc >> 1) ^ -(acc & 1), pos
+
+
 class Codec:
     """Encodes Suanli events and decodes any registered Avro record.
 
