@@ -112,14 +112,17 @@ def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate
 
 
 def run(node_count: int, task_count: int) -> dict[str, Any]:
-    """The three phases on a fresh namespace; returns the figures."""
-    settings = load_settings(namespace=f"bench{uuid.uuid4().hex[:8]}")
+    """The three phases, each on a fresh namespace (a fresh plane: no phase's scheduler
+    carries the cells of the one before, in its state and its snapshots); returns the figures."""
+    def fresh() -> Settings:
+        return load_settings(namespace=f"bench{uuid.uuid4().hex[:8]}")
+
     with tempfile.TemporaryDirectory() as tmp:
         nodes_csv = synthetic.write_node_csv(Path(tmp) / "nodes.csv", node_count)
         pods_csv = synthetic.write_pod_csv(Path(tmp) / "pods.csv", task_count)
-        peak = _phase(settings, nodes_csv, pods_csv, task_count, rate=0)
-        low = _phase(settings, nodes_csv, pods_csv, min(task_count, LOW_LOAD_TASKS), rate=LOW_LOAD_RATE,
+        peak = _phase(fresh(), nodes_csv, pods_csv, task_count, rate=0)
+        low = _phase(fresh(), nodes_csv, pods_csv, min(task_count, LOW_LOAD_TASKS), rate=LOW_LOAD_RATE,
                      stages=True)
         rate = max(1.0, 0.5 * (peak["placements_per_s"] or 2.0))
-        half = _phase(settings, nodes_csv, pods_csv, task_count, rate=round(rate, 1), stages=True)
+        half = _phase(fresh(), nodes_csv, pods_csv, task_count, rate=round(rate, 1), stages=True)
     return {"nodes": node_count, "max": peak, "low_load": low, "half_load": half}
