@@ -7,8 +7,6 @@ records can be compared with the recorded ones byte for byte. It is the decision
 ``CellRunner.apply`` and nothing else (``tests/replay/test_log_replay.py`` holds the two
 to the same output), made cheap around the core because a replay runs whole logs:
 
-- inputs are decoded in batches (:meth:`Codec.decode_many`, exactly ``Codec.decode``'s
-  results), read ahead :data:`BATCH` records at a time;
 - dispatch commands and dead letters, which go to other topics and which a replay throws
   away, are never built or encoded;
 - decisions become Avro dicts through ``model.to_avro`` (converters cached per class).
@@ -25,9 +23,8 @@ A replay produces to no topic: the runner's :class:`~suanli.streams.topics.Topic
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 from suanli.errors import DecodeError
 from suanli.processors import model
@@ -39,10 +36,6 @@ from suanli.streams.topics import TopicNames
 
 # Namespace of a runner made here when the caller gives none (the names reach no broker).
 REPLAY_NAMESPACE = "replay"
-
-# Records read ahead and decoded together: large enough that the batch call costs nothing
-# per record, small enough that a progress bar still moves smoothly.
-BATCH = 512
 
 # Called after each input with the record and the decision records it produced.
 Observer = Callable[[RawRecord, list[bytes]], None]
@@ -65,36 +58,25 @@ def regenerate(codec: Codec, cell_log: Iterable[RawRecord], *, runner: CellRunne
     ``runner`` lets the caller start from a rebuilt state or an injected policy (default: a
     fresh runner in :data:`REPLAY_NAMESPACE` with ``codec``); its codec decodes and encodes,
     its ``observer`` (if set) sees the typed outputs as in the worker. ``observer`` sees
-    every input with its decisions (progress, metrics). ``cell_log`` is read up to
-    :data:`BATCH` records ahead of the record being decided. ``core`` must behave as
-    ``decide`` (it is there to be timed).
+    every input with its decisions (progress, metrics). ``core`` must behave as ``decide``
+    (it is there to be timed).
     """
     runner = runner or CellRunner(codec, TopicNames(REPLAY_NAMESPACE))
     out: list[bytes] = []
-    for record, decoded in decoded_batches(runner.codec, cell_log):
-        produced = decisions_of(runner, record, decoded, core)
+    for record in cell_log:
+        produced = decisions_of(runner, record, core)
         out.extend(produced)
         if observer is not None:
             observer(record, produced)
     return out
 
 
-def decoded_batches(codec: Codec, records: Iterable[RawRecord], batch: int = BATCH
-                    ) -> Iterator[tuple[RawRecord, tuple[str, dict] | DecodeError]]:
-    """Each record with ``codec.decode`` of its value (or the error), decoded ``batch`` at a time."""
-    it = iter(records)
-    while chunk := list(itertools.islice(it, batch)):
-        yield from zip(chunk, codec.decode_many([r.value for r in chunk]))
-
-
-def decisions_of(runner: CellRunner, record: RawRecord, decoded: tuple[str, dict] | DecodeError,
-                 core: Core = decide) -> list[bytes]:
+def decisions_of(runner: CellRunner, record: RawRecord, core: Core = decide) -> list[bytes]:
     """``CellRunner.apply(record)`` reduced to its decisions-topic values: the same
     ``CellRunner.step``, then only the decisions are encoded (where ``apply`` dead-letters
     a record this returns nothing; its dispatch commands and StopCommands go to other
-    topics). ``decoded`` is ``runner.codec.decode(record.value)`` or the error it raised.
-    """
-    result = runner.step(record, decoded, core)
+    topics)."""
+    result = runner.step(record, runner.decode(record), core)
     if result is None or isinstance(result, Refused):
         return []
     cell, state, outputs = result

@@ -114,14 +114,17 @@ class CellRunner:
             return Refused("INVALID", str(exc))
         return Applied(cell, state, outputs)
 
+    def decode(self, record: RawRecord) -> tuple[str, dict] | DecodeError:
+        """The codec's ``(kind, payload)`` of a record, or the error (what :meth:`step` takes)."""
+        try:
+            return self.codec.decode(record.value, topic=record.topic, partition=record.partition,
+                                     offset=record.offset)
+        except DecodeError as exc:
+            return exc
+
     def apply(self, record: RawRecord, *, emit: bool = True) -> list[OutRecord]:
         """Apply one cell-log record; return what to produce (nothing when ``emit`` is False)."""
-        try:
-            decoded: tuple[str, dict] | DecodeError = self.codec.decode(
-                record.value, topic=record.topic, partition=record.partition, offset=record.offset)
-        except DecodeError as exc:
-            decoded = exc
-        result = self.step(record, decoded)
+        result = self.step(record, self.decode(record))
         if not emit or result is None:
             return []
         if isinstance(result, Refused):

@@ -17,7 +17,6 @@ import synth
 from synth import make_logdir
 from suanli.errors import DecodeError
 from suanli.processors import model
-from suanli.replay import log_replay
 from suanli.replay.log_replay import _drop_decoded, drop_redeliveries, first_divergence, regenerate
 from suanli.replay.logdir import DECISIONS_FILE, LogDir, read_records, write_records
 from suanli.replay.rerun import replay_logdir
@@ -80,14 +79,6 @@ def test_regenerate_sends_what_cell_runner_apply_sends_to_the_decisions_topic():
     assert fast == reference
     assert len(seen) == len(records) and sum(seen) == len(fast)
     assert runner.digest(0) == reference_runner.digest(0)     # the same state changes, caches included
-
-
-def test_regenerate_reads_ahead_in_batches_without_changing_the_output(monkeypatch):
-    codec, _ = synth.offline_codec()
-    records = _awkward_log(codec)
-    whole = regenerate(codec, records, runner=CellRunner(codec, synth.TOPICS))
-    monkeypatch.setattr(log_replay, "BATCH", 3)
-    assert regenerate(codec, iter(records), runner=CellRunner(codec, synth.TOPICS)) == whole
 
 
 def test_runner_observer_sees_the_typed_outputs_as_in_the_worker():
