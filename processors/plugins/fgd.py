@@ -266,8 +266,20 @@ class FGD(Plugin):
         return [int(e.dev[cids[0]])]
 
 
+class TypicalReader(Plugin):
+    """Base of the scorers that read the typical tasks as FGD does (``TypicalArgs``):
+    ``self._fgd`` is an FGD with the same typical-task settings, whose ``typical`` and
+    ``_acc`` they share (and whose caches in the state)."""
+    args: TypicalArgs
+
+    def __init__(self, args: Any = None, /, **kwargs: Any):
+        super().__init__(args, **kwargs)
+        a = self.args
+        self._fgd = FGD(FGDArgs(typical=a.typical, threshold_pct=a.threshold_pct, refresh_every=a.refresh_every))
+
+
 @REGISTRY.register
-class Scarcity(Plugin):
+class Scarcity(TypicalReader):
     """How many milli of *other* tasks' future demand a placement is expected to take away
     (raw milli, negated: higher is better), for clusters with GPU-model constraints.
 
@@ -285,11 +297,6 @@ class Scarcity(Plugin):
     name = "Scarcity"
     Args = ScarcityArgs
     args: ScarcityArgs
-
-    def __init__(self, args: Any = None, /, **kwargs: Any):
-        super().__init__(args, **kwargs)
-        a = self.args
-        self._fgd = FGD(FGDArgs(typical=a.typical, threshold_pct=a.threshold_pct, refresh_every=a.refresh_every))
 
     def pressure(self, s: CellState) -> np.ndarray:
         """[M + 1] expected lost milli per milli taken, per model (last: no GPU)."""

@@ -26,14 +26,13 @@ Args: :class:`StrandArgs` (``typical`` as FGD's, or ``"observed"``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ..args import arg
-from ..framework import REGISTRY, CycleContext, Plugin
+from ..framework import REGISTRY, CycleContext
 from ..state import CellState
-from .fgd import FGD, FGDArgs, TypicalArgs
+from .fgd import TypicalArgs, TypicalReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +42,11 @@ class StrandArgs(TypicalArgs):
 
 
 @REGISTRY.register
-class CpuStrand(Plugin):
+class CpuStrand(TypicalReader):
     """Args: :class:`StrandArgs`."""
     name = "CpuStrand"
     Args = StrandArgs
     args: StrandArgs
-
-    def __init__(self, args: Any = None, /, **kwargs: Any):
-        super().__init__(args, **kwargs)
-        a = self.args
-        self._fgd = FGD(FGDArgs(typical=a.typical, threshold_pct=a.threshold_pct, refresh_every=a.refresh_every))
 
     def rho(self, s: CellState) -> float:
         """CPU milli per GPU milli of the typical GPU tasks, count-weighted (0: none)."""
