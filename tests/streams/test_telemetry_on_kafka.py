@@ -40,11 +40,28 @@ async def _stats_written(settings, records: int, timeout: float) -> None:
         await asyncio.sleep(0.2)
     raise AssertionError(f"the telemetry stats file never counted {records} records in {timeout:.0f}s")
 
-def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
-    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
-    topics = TopicNames(settings.namespace)
+def _telemetry_worker(partitions: int):
+    """A fresh namespace with its topics, and the telemetry worker as the plane starts it
+    (not started yet): (settings, topics, service, argv)."""
+    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=partitions)
     asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace)))
     service, argv = worker_processes(settings)["telemetry"]
+    return settings, TopicNames(settings.namespace), service, argv
+
+
+async def _collect(consumer: EventConsumer, kind: str, want: int, timeout: float) -> list:
+    """Records of ``kind`` the consumer reads until ``want`` of them came or ``timeout`` s passed."""
+    out: list = []
+    deadline = time.monotonic() + timeout
+    async for batch in consumer.batches(timeout_ms=500):
+        out += [r for r in batch if r.kind == kind]
+        if len(out) >= want or time.monotonic() > deadline:
+            return out
+    return out
+
+
+def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
+    settings, topics, service, argv = _telemetry_worker(partitions=2)
     gen = TelemetryGenerator(seed=1)
     seq = 0
 
@@ -61,13 +78,7 @@ def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
                 await asyncio.sleep(0.2)
 
     async def changes(consumer: EventConsumer, want: int, timeout: float) -> list:
-        out: list = []
-        deadline = time.monotonic() + timeout
-        async for batch in consumer.batches(timeout_ms=500):
-            out += [r for r in batch if r.kind == "NodeConditionChanged"]
-            if len(out) >= want or time.monotonic() > deadline:
-                return out
-        return out
+        return await _collect(consumer, "NodeConditionChanged", want, timeout)
 
     async def scenario() -> tuple[list, list]:
         async with EventConsumer(settings.bootstrap_servers, codec, [topics.raw_nodes]) as consumer:
@@ -119,32 +130,18 @@ def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
 
 def test_bad_node_metrics_are_dead_lettered_by_the_telemetry_worker_not_dropped(stack):
     """Intake skips NodeMetrics undecoded; the telemetry worker owns their dead letters."""
-    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=1)
-    topics = TopicNames(settings.namespace)
-    asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace)))
-    service, argv = worker_processes(settings)["telemetry"]
+    settings, topics, service, argv = _telemetry_worker(partitions=1)
     gen = TelemetryGenerator(seed=1)
 
     async def scenario() -> list:
         good = gen.node_metrics(COOL_NODE, [], int(time.time() * 1000), 1, "sim/cool-1/metrics/1", "c1")
-        from aiokafka import AIOKafkaProducer
-        producer = AIOKafkaProducer(bootstrap_servers=settings.bootstrap_servers)
-        await producer.start()
-        try:
+        async with EventProducer(settings.bootstrap_servers, codec, namespace=settings.namespace) as producer:
             frame = codec.encode("NodeMetrics", good)
-            await producer.send_and_wait(topics.raw_nodes, frame[:5] + b"\x02 broken body", key=b"cool-1")
+            await (await producer.send_raw(topics.raw_nodes, frame[:5] + b"\x02 broken body", key="cool-1"))
             bad = {**good, "event_id": "sim/cool-1/metrics/2", "cell": ""}
-            await producer.send_and_wait(topics.raw_nodes, codec.encode("NodeMetrics", bad), key=b"cool-1")
-        finally:
-            await producer.stop()
+            await (await producer.publish("NodeMetrics", bad))
         async with EventConsumer(settings.bootstrap_servers, codec, [topics.dead_letters]) as consumer:
-            out: list = []
-            deadline = time.monotonic() + 120
-            async for batch in consumer.batches(timeout_ms=500):
-                out += [r for r in batch if r.kind == "DeadLetter"]
-                if len(out) >= 2 or time.monotonic() > deadline:
-                    return out
-        return out
+            return await _collect(consumer, "DeadLetter", 2, 120)
 
     with RegistryClient(settings.registry_url) as registry:
         codec = Codec(registry)
