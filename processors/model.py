@@ -81,13 +81,30 @@ class TaskResources:
 @_record
 @dataclass(**_FROZEN)
 class TaskProfile:
+    """Declared and learnt characteristics of a task (C9); ``model`` is its weights, if any."""
     duration_class: str = ""
     io_intensity: float = 0.0
     parallelism: int = 1
     sla_level: str = ""
     model_arch: str = ""
+    model_uri: str = ""
+    model_size_mib: int = 0
     data_locations: tuple[str, ...] = ()
     extra: Mapping[str, float] = field(default_factory=_empty_map)
+
+    @property
+    def model(self) -> Optional["ModelRef"]:
+        """The weights the task loads, or None."""
+        return ModelRef(self.model_arch, self.model_uri, self.model_size_mib) if self.model_arch else None
+
+
+@_record
+@dataclass(**_FROZEN)
+class ModelRef:
+    """Model weights a task loads before it starts; ``model_arch`` keys a node's model cache."""
+    model_arch: str
+    artifact_uri: str = ""
+    size_mib: int = 0
 
 
 @_record
@@ -515,6 +532,7 @@ class DispatchCommand:
     duration_estimate_ms: Optional[int] = None
     issued_at: int
     env: Mapping[str, str] = field(default_factory=_empty_map)
+    model: Optional[ModelRef] = None
 
 
 @_record
@@ -637,10 +655,12 @@ class PrewarmCommand:
     KIND: ClassVar[str] = "PrewarmCommand"
     event_id: str
     node_id: str
+    cell: str = ""
     model_arch: str
     artifact_uri: str
     size_mib: int = 0
     at: int
+    reason: str = ""
 
 
 # =========================================================================== kinds, once

@@ -18,6 +18,11 @@ Example::
     duration: 2h                 # estimate: ms, s, m, h (or duration_ms)
     command: [python, train.py]  # argv, run without a shell (or one string, split like a shell: "python train.py")
     env: {EPOCHS: "3"}           # added to the command's environment (names and values are strings)
+    model:                       # weights loaded before the command starts (C11): the profile's model
+      arch: llama-3-8b@2         # name and version: the key of a node's model cache
+      uri: file:///models/llama-3-8b.bin   # where the weights are (file:// for the local connector)
+      size: 15Gi                 # Ki/Mi/Gi/Ti (or size_mib)
+    parallelism: 4               # cooperating workers (the profile's parallelism)
 
 The bid form (``suanli reserve -f bid.yaml``; :class:`BidForm`) asks for advance capacity
 (a ``ReservationBid``, cleared by the cell's auction)::
@@ -96,6 +101,20 @@ class ResourcesSpec(BaseModel):
         return self
 
 
+class ModelSpec(BaseModel):
+    """The model weights a task loads (``TaskProfile.model_arch`` / ``model_uri`` / ``model_size_mib``)."""
+    model_config = ConfigDict(extra="forbid")
+    arch: str = Field(..., min_length=1, max_length=200, description="name and version, e.g. llama-3-8b@2")
+    uri: str = Field("", max_length=2000, description="where the weights are (file:// for the local connector)")
+    size: str | None = Field(None, description="size with a Ki/Mi/Gi/Ti suffix (or size_mib)")
+    size_mib: int | None = Field(None, ge=0)
+
+    def mib(self) -> int:
+        if self.size_mib is not None and self.size is not None:
+            raise ValueError("give size or size_mib, not both")
+        return self.size_mib if self.size_mib is not None else (_memory_mib(self.size) if self.size else 0)
+
+
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str | None = Field(None, min_length=1, max_length=200)
@@ -117,6 +136,8 @@ class TaskSpec(BaseModel):
     reservation: str | None = Field(None, min_length=1, max_length=204,
                                     description="A reservation token to run on (its id rsv-<bid>, or the bid's "
                                                 "id): written as the label 'reservation'")
+    model: ModelSpec | None = Field(None, description="model weights loaded before the command starts (C11)")
+    parallelism: int = Field(1, ge=1, le=100_000, description="cooperating workers")
 
     @field_validator("command", mode="before")
     @classmethod
@@ -203,8 +224,17 @@ class TaskSpec(BaseModel):
             "labels": {**self.labels, **({"scheduling": self.scheduling} if self.scheduling else {}),
                        **({"reservation": self.reservation} if self.reservation else {})},
             "deadline": self.deadline_ms, "duration_estimate_ms": duration, "command": self.command,
-            "profile": None, "env": dict(self.env),
+            "profile": self._profile(), "env": dict(self.env),
         }
+
+    def _profile(self) -> dict[str, Any] | None:
+        """The declared part of the task's profile (model, parallelism); None when nothing is declared."""
+        if self.model is None and self.parallelism == 1:
+            return None
+        from suanli.processors.model import TaskProfile, to_avro
+        m = self.model
+        return to_avro(TaskProfile(parallelism=self.parallelism, model_arch=m.arch if m else "",
+                                   model_uri=m.uri if m else "", model_size_mib=m.mib() if m else 0))
 
 
 def task_from_document(doc: Any, now_ms: int) -> dict[str, Any]:

@@ -146,8 +146,8 @@ class CellRunner:
 
     def _dispatch(self, state: CellState, placed: model.TaskPlaced | model.TaskMigrated) -> OutRecord:
         """The dispatcher: a placement (or a move: its new node) becomes a command on the
-        node's connector topic, carrying what the task runs (argv, environment) and its
-        duration estimate."""
+        node's connector topic, carrying what the task runs (argv, environment), its
+        duration estimate and the model weights it loads first (its profile's model)."""
         task = state.tasks[placed.task_id].task
         node_id = placed.node_id if isinstance(placed, model.TaskPlaced) else placed.to_node
         req = task.request
@@ -158,7 +158,8 @@ class CellRunner:
             connector=connector, gpu_devices=placed.gpu_devices,
             gpu_milli=req.gpu_milli if placed.gpu_devices else 0,
             cpu_milli=req.cpu, memory_mib=req.mem, command=task.command, env=task.env,
-            duration_estimate_ms=task.duration_estimate_ms, issued_at=placed.provenance.decided_at)
+            duration_estimate_ms=task.duration_estimate_ms, issued_at=placed.provenance.decided_at,
+            model=task.profile.model if task.profile is not None else None)
         return OutRecord(self.topics.dispatch(connector), node_id.encode(),
                          self.codec.encode(command.KIND, model.to_avro(command)))
 

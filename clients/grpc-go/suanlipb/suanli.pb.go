@@ -53,6 +53,8 @@ type TaskSpec struct {
 	Env           map[string]string      `protobuf:"bytes,12,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added to the command's environment
 	Scheduling    *string                `protobuf:"bytes,13,opt,name=scheduling,proto3,oneof" json:"scheduling,omitempty"`                                                       // urgent | normal | batch (the label 'scheduling')
 	Reservation   *string                `protobuf:"bytes,14,opt,name=reservation,proto3,oneof" json:"reservation,omitempty"`                                                     // a reservation token (rsv-<bid id>, or the bid id): the label 'reservation'
+	Model         *ModelSpec             `protobuf:"bytes,15,opt,name=model,proto3" json:"model,omitempty"`                                                                       // weights loaded before the command starts (C11)
+	Parallelism   *int32                 `protobuf:"varint,16,opt,name=parallelism,proto3,oneof" json:"parallelism,omitempty"`                                                    // cooperating workers (default 1)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +187,88 @@ func (x *TaskSpec) GetReservation() string {
 	return ""
 }
 
+func (x *TaskSpec) GetModel() *ModelSpec {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+func (x *TaskSpec) GetParallelism() int32 {
+	if x != nil && x.Parallelism != nil {
+		return *x.Parallelism
+	}
+	return 0
+}
+
+type ModelSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Arch          string                 `protobuf:"bytes,1,opt,name=arch,proto3" json:"arch,omitempty"`       // name and version: the key of a node's model cache
+	Uri           *string                `protobuf:"bytes,2,opt,name=uri,proto3,oneof" json:"uri,omitempty"`   // where the weights are (file:// for the local connector)
+	Size          *string                `protobuf:"bytes,3,opt,name=size,proto3,oneof" json:"size,omitempty"` // e.g. 15Gi (or size_mib)
+	SizeMib       *int64                 `protobuf:"varint,4,opt,name=size_mib,json=sizeMib,proto3,oneof" json:"size_mib,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelSpec) Reset() {
+	*x = ModelSpec{}
+	mi := &file_suanli_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelSpec) ProtoMessage() {}
+
+func (x *ModelSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelSpec.ProtoReflect.Descriptor instead.
+func (*ModelSpec) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ModelSpec) GetArch() string {
+	if x != nil {
+		return x.Arch
+	}
+	return ""
+}
+
+func (x *ModelSpec) GetUri() string {
+	if x != nil && x.Uri != nil {
+		return *x.Uri
+	}
+	return ""
+}
+
+func (x *ModelSpec) GetSize() string {
+	if x != nil && x.Size != nil {
+		return *x.Size
+	}
+	return ""
+}
+
+func (x *ModelSpec) GetSizeMib() int64 {
+	if x != nil && x.SizeMib != nil {
+		return *x.SizeMib
+	}
+	return 0
+}
+
 type ResourcesSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cpu           *float64               `protobuf:"fixed64,1,opt,name=cpu,proto3,oneof" json:"cpu,omitempty"` // cores (or cpu_milli)
@@ -199,7 +283,7 @@ type ResourcesSpec struct {
 
 func (x *ResourcesSpec) Reset() {
 	*x = ResourcesSpec{}
-	mi := &file_suanli_proto_msgTypes[1]
+	mi := &file_suanli_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +295,7 @@ func (x *ResourcesSpec) String() string {
 func (*ResourcesSpec) ProtoMessage() {}
 
 func (x *ResourcesSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[1]
+	mi := &file_suanli_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +308,7 @@ func (x *ResourcesSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesSpec.ProtoReflect.Descriptor instead.
 func (*ResourcesSpec) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{1}
+	return file_suanli_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ResourcesSpec) GetCpu() float64 {
@@ -288,7 +372,7 @@ type BidSpec struct {
 
 func (x *BidSpec) Reset() {
 	*x = BidSpec{}
-	mi := &file_suanli_proto_msgTypes[2]
+	mi := &file_suanli_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +384,7 @@ func (x *BidSpec) String() string {
 func (*BidSpec) ProtoMessage() {}
 
 func (x *BidSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[2]
+	mi := &file_suanli_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +397,7 @@ func (x *BidSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidSpec.ProtoReflect.Descriptor instead.
 func (*BidSpec) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{2}
+	return file_suanli_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BidSpec) GetBidId() string {
@@ -402,7 +486,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_suanli_proto_msgTypes[3]
+	mi := &file_suanli_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +498,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[3]
+	mi := &file_suanli_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +511,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{3}
+	return file_suanli_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CancelRequest) GetReason() string {
@@ -445,7 +529,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_suanli_proto_msgTypes[4]
+	mi := &file_suanli_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +541,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[4]
+	mi := &file_suanli_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +554,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{4}
+	return file_suanli_proto_rawDescGZIP(), []int{5}
 }
 
 type SubmitTaskRequest struct {
@@ -482,7 +566,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_suanli_proto_msgTypes[5]
+	mi := &file_suanli_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +578,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[5]
+	mi := &file_suanli_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +591,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{5}
+	return file_suanli_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SubmitTaskRequest) GetTask() *TaskSpec {
@@ -528,7 +612,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_suanli_proto_msgTypes[6]
+	mi := &file_suanli_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +624,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[6]
+	mi := &file_suanli_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +637,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{6}
+	return file_suanli_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListTasksRequest) GetCell() string {
@@ -586,7 +670,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_suanli_proto_msgTypes[7]
+	mi := &file_suanli_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +682,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[7]
+	mi := &file_suanli_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +695,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{7}
+	return file_suanli_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetTaskRequest) GetTaskId() string {
@@ -631,7 +715,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_suanli_proto_msgTypes[8]
+	mi := &file_suanli_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +727,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[8]
+	mi := &file_suanli_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +740,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{8}
+	return file_suanli_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelTaskRequest) GetTaskId() string {
@@ -682,7 +766,7 @@ type WhyPendingRequest struct {
 
 func (x *WhyPendingRequest) Reset() {
 	*x = WhyPendingRequest{}
-	mi := &file_suanli_proto_msgTypes[9]
+	mi := &file_suanli_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +778,7 @@ func (x *WhyPendingRequest) String() string {
 func (*WhyPendingRequest) ProtoMessage() {}
 
 func (x *WhyPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[9]
+	mi := &file_suanli_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +791,7 @@ func (x *WhyPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingRequest.ProtoReflect.Descriptor instead.
 func (*WhyPendingRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{9}
+	return file_suanli_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WhyPendingRequest) GetTaskId() string {
@@ -726,7 +810,7 @@ type GetAuditRequest struct {
 
 func (x *GetAuditRequest) Reset() {
 	*x = GetAuditRequest{}
-	mi := &file_suanli_proto_msgTypes[10]
+	mi := &file_suanli_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +822,7 @@ func (x *GetAuditRequest) String() string {
 func (*GetAuditRequest) ProtoMessage() {}
 
 func (x *GetAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[10]
+	mi := &file_suanli_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +835,7 @@ func (x *GetAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuditRequest.ProtoReflect.Descriptor instead.
 func (*GetAuditRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{10}
+	return file_suanli_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetAuditRequest) GetTaskId() string {
@@ -770,7 +854,7 @@ type SubmitBidRequest struct {
 
 func (x *SubmitBidRequest) Reset() {
 	*x = SubmitBidRequest{}
-	mi := &file_suanli_proto_msgTypes[11]
+	mi := &file_suanli_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +866,7 @@ func (x *SubmitBidRequest) String() string {
 func (*SubmitBidRequest) ProtoMessage() {}
 
 func (x *SubmitBidRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[11]
+	mi := &file_suanli_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +879,7 @@ func (x *SubmitBidRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidRequest.ProtoReflect.Descriptor instead.
 func (*SubmitBidRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{11}
+	return file_suanli_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitBidRequest) GetBid() *BidSpec {
@@ -815,7 +899,7 @@ type ListBidsRequest struct {
 
 func (x *ListBidsRequest) Reset() {
 	*x = ListBidsRequest{}
-	mi := &file_suanli_proto_msgTypes[12]
+	mi := &file_suanli_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +911,7 @@ func (x *ListBidsRequest) String() string {
 func (*ListBidsRequest) ProtoMessage() {}
 
 func (x *ListBidsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[12]
+	mi := &file_suanli_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +924,7 @@ func (x *ListBidsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsRequest.ProtoReflect.Descriptor instead.
 func (*ListBidsRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{12}
+	return file_suanli_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListBidsRequest) GetCell() string {
@@ -866,7 +950,7 @@ type GetBidRequest struct {
 
 func (x *GetBidRequest) Reset() {
 	*x = GetBidRequest{}
-	mi := &file_suanli_proto_msgTypes[13]
+	mi := &file_suanli_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +962,7 @@ func (x *GetBidRequest) String() string {
 func (*GetBidRequest) ProtoMessage() {}
 
 func (x *GetBidRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[13]
+	mi := &file_suanli_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +975,7 @@ func (x *GetBidRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBidRequest.ProtoReflect.Descriptor instead.
 func (*GetBidRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{13}
+	return file_suanli_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetBidRequest) GetBidId() string {
@@ -913,7 +997,7 @@ type ListReservationsRequest struct {
 
 func (x *ListReservationsRequest) Reset() {
 	*x = ListReservationsRequest{}
-	mi := &file_suanli_proto_msgTypes[14]
+	mi := &file_suanli_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1009,7 @@ func (x *ListReservationsRequest) String() string {
 func (*ListReservationsRequest) ProtoMessage() {}
 
 func (x *ListReservationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[14]
+	mi := &file_suanli_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1022,7 @@ func (x *ListReservationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReservationsRequest.ProtoReflect.Descriptor instead.
 func (*ListReservationsRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{14}
+	return file_suanli_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListReservationsRequest) GetCell() string {
@@ -979,7 +1063,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_suanli_proto_msgTypes[15]
+	mi := &file_suanli_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1075,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[15]
+	mi := &file_suanli_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1088,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{15}
+	return file_suanli_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListNodesRequest) GetCell() string {
@@ -1032,7 +1116,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_suanli_proto_msgTypes[16]
+	mi := &file_suanli_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1128,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[16]
+	mi := &file_suanli_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1141,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{16}
+	return file_suanli_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeStatusRequest) GetCell() string {
@@ -1085,7 +1169,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[17]
+	mi := &file_suanli_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1181,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[17]
+	mi := &file_suanli_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1194,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{17}
+	return file_suanli_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DrainNodeRequest) GetNodeId() string {
@@ -1145,7 +1229,7 @@ type UncordonNodeRequest struct {
 
 func (x *UncordonNodeRequest) Reset() {
 	*x = UncordonNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[18]
+	mi := &file_suanli_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1241,7 @@ func (x *UncordonNodeRequest) String() string {
 func (*UncordonNodeRequest) ProtoMessage() {}
 
 func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[18]
+	mi := &file_suanli_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1254,7 @@ func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*UncordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{18}
+	return file_suanli_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UncordonNodeRequest) GetNodeId() string {
@@ -1205,7 +1289,7 @@ type LogPosition struct {
 
 func (x *LogPosition) Reset() {
 	*x = LogPosition{}
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1301,7 @@ func (x *LogPosition) String() string {
 func (*LogPosition) ProtoMessage() {}
 
 func (x *LogPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1314,7 @@ func (x *LogPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogPosition.ProtoReflect.Descriptor instead.
 func (*LogPosition) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{19}
+	return file_suanli_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LogPosition) GetTopic() string {
@@ -1264,7 +1348,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1360,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1373,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{20}
+	return file_suanli_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PendingReason) GetReason() string {
@@ -1317,7 +1401,7 @@ type AcceleratorRequest struct {
 
 func (x *AcceleratorRequest) Reset() {
 	*x = AcceleratorRequest{}
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1413,7 @@ func (x *AcceleratorRequest) String() string {
 func (*AcceleratorRequest) ProtoMessage() {}
 
 func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1426,7 @@ func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceleratorRequest.ProtoReflect.Descriptor instead.
 func (*AcceleratorRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{21}
+	return file_suanli_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AcceleratorRequest) GetKind() string {
@@ -1381,7 +1465,7 @@ type TaskResources struct {
 
 func (x *TaskResources) Reset() {
 	*x = TaskResources{}
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1477,7 @@ func (x *TaskResources) String() string {
 func (*TaskResources) ProtoMessage() {}
 
 func (x *TaskResources) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1490,7 @@ func (x *TaskResources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResources.ProtoReflect.Descriptor instead.
 func (*TaskResources) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{22}
+	return file_suanli_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TaskResources) GetCpuMilli() int32 {
@@ -1469,7 +1553,7 @@ type StrategyRef struct {
 
 func (x *StrategyRef) Reset() {
 	*x = StrategyRef{}
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1565,7 @@ func (x *StrategyRef) String() string {
 func (*StrategyRef) ProtoMessage() {}
 
 func (x *StrategyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1578,7 @@ func (x *StrategyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StrategyRef.ProtoReflect.Descriptor instead.
 func (*StrategyRef) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{23}
+	return file_suanli_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StrategyRef) GetName() string {
@@ -1529,7 +1613,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1625,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1638,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{24}
+	return file_suanli_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Candidate) GetNodeId() string {
@@ -1589,7 +1673,7 @@ type FilterOutcome struct {
 
 func (x *FilterOutcome) Reset() {
 	*x = FilterOutcome{}
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1685,7 @@ func (x *FilterOutcome) String() string {
 func (*FilterOutcome) ProtoMessage() {}
 
 func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1698,7 @@ func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterOutcome.ProtoReflect.Descriptor instead.
 func (*FilterOutcome) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{25}
+	return file_suanli_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FilterOutcome) GetReason() string {
@@ -1653,7 +1737,7 @@ type Provenance struct {
 
 func (x *Provenance) Reset() {
 	*x = Provenance{}
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1749,7 @@ func (x *Provenance) String() string {
 func (*Provenance) ProtoMessage() {}
 
 func (x *Provenance) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1762,7 @@ func (x *Provenance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provenance.ProtoReflect.Descriptor instead.
 func (*Provenance) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{26}
+	return file_suanli_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Provenance) GetInput() *LogPosition {
@@ -1740,7 +1824,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1752,7 +1836,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1765,7 +1849,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{27}
+	return file_suanli_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Health) GetReady() bool {
@@ -1796,7 +1880,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1892,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1905,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{28}
+	return file_suanli_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SubmitTaskResponse) GetTaskId() string {
@@ -1877,7 +1961,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +1973,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +1986,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{29}
+	return file_suanli_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelTaskResponse) GetTaskId() string {
@@ -1939,7 +2023,7 @@ type SubmitBidResponse struct {
 
 func (x *SubmitBidResponse) Reset() {
 	*x = SubmitBidResponse{}
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2035,7 @@ func (x *SubmitBidResponse) String() string {
 func (*SubmitBidResponse) ProtoMessage() {}
 
 func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2048,7 @@ func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBidResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{30}
+	return file_suanli_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SubmitBidResponse) GetBidId() string {
@@ -2030,7 +2114,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2126,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2139,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{31}
+	return file_suanli_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TaskStatus) GetTaskId() string {
@@ -2207,7 +2291,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2303,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2316,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{32}
+	return file_suanli_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskStatus {
@@ -2261,7 +2345,7 @@ type WhyPendingResponse struct {
 
 func (x *WhyPendingResponse) Reset() {
 	*x = WhyPendingResponse{}
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2357,7 @@ func (x *WhyPendingResponse) String() string {
 func (*WhyPendingResponse) ProtoMessage() {}
 
 func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2370,7 @@ func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingResponse.ProtoReflect.Descriptor instead.
 func (*WhyPendingResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{33}
+	return file_suanli_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WhyPendingResponse) GetTaskId() string {
@@ -2395,7 +2479,7 @@ type BidView struct {
 
 func (x *BidView) Reset() {
 	*x = BidView{}
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2491,7 @@ func (x *BidView) String() string {
 func (*BidView) ProtoMessage() {}
 
 func (x *BidView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2504,7 @@ func (x *BidView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidView.ProtoReflect.Descriptor instead.
 func (*BidView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{34}
+	return file_suanli_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BidView) GetBidId() string {
@@ -2579,7 +2663,7 @@ type ListBidsResponse struct {
 
 func (x *ListBidsResponse) Reset() {
 	*x = ListBidsResponse{}
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2675,7 @@ func (x *ListBidsResponse) String() string {
 func (*ListBidsResponse) ProtoMessage() {}
 
 func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2688,7 @@ func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsResponse.ProtoReflect.Descriptor instead.
 func (*ListBidsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{35}
+	return file_suanli_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListBidsResponse) GetBids() []*BidView {
@@ -2650,7 +2734,7 @@ type ReservationView struct {
 
 func (x *ReservationView) Reset() {
 	*x = ReservationView{}
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2746,7 @@ func (x *ReservationView) String() string {
 func (*ReservationView) ProtoMessage() {}
 
 func (x *ReservationView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2759,7 @@ func (x *ReservationView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationView.ProtoReflect.Descriptor instead.
 func (*ReservationView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{36}
+	return file_suanli_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReservationView) GetReservationId() string {
@@ -2862,7 +2946,7 @@ type ListReservationsResponse struct {
 
 func (x *ListReservationsResponse) Reset() {
 	*x = ListReservationsResponse{}
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +2958,7 @@ func (x *ListReservationsResponse) String() string {
 func (*ListReservationsResponse) ProtoMessage() {}
 
 func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +2971,7 @@ func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReservationsResponse.ProtoReflect.Descriptor instead.
 func (*ListReservationsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{37}
+	return file_suanli_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListReservationsResponse) GetReservations() []*ReservationView {
@@ -2917,7 +3001,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2929,7 +3013,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2942,7 +3026,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{38}
+	return file_suanli_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodeView) GetNodeId() string {
@@ -3038,7 +3122,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3134,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3147,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{39}
+	return file_suanli_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeView {
@@ -3099,7 +3183,7 @@ type AuditDecision struct {
 
 func (x *AuditDecision) Reset() {
 	*x = AuditDecision{}
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3195,7 @@ func (x *AuditDecision) String() string {
 func (*AuditDecision) ProtoMessage() {}
 
 func (x *AuditDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3208,7 @@ func (x *AuditDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditDecision.ProtoReflect.Descriptor instead.
 func (*AuditDecision) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{40}
+	return file_suanli_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AuditDecision) GetKind() string {
@@ -3252,7 +3336,7 @@ type AuditTrail struct {
 
 func (x *AuditTrail) Reset() {
 	*x = AuditTrail{}
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3264,7 +3348,7 @@ func (x *AuditTrail) String() string {
 func (*AuditTrail) ProtoMessage() {}
 
 func (x *AuditTrail) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3277,7 +3361,7 @@ func (x *AuditTrail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditTrail.ProtoReflect.Descriptor instead.
 func (*AuditTrail) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{41}
+	return file_suanli_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AuditTrail) GetTaskId() string {
@@ -3325,7 +3409,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3337,7 +3421,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3350,7 +3434,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{42}
+	return file_suanli_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FieldError) GetField() string {
@@ -3378,7 +3462,7 @@ type ErrorResponse struct {
 
 func (x *ErrorResponse) Reset() {
 	*x = ErrorResponse{}
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3390,7 +3474,7 @@ func (x *ErrorResponse) String() string {
 func (*ErrorResponse) ProtoMessage() {}
 
 func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3403,7 +3487,7 @@ func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorResponse.ProtoReflect.Descriptor instead.
 func (*ErrorResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{43}
+	return file_suanli_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ErrorResponse) GetDetail() string {
@@ -3436,7 +3520,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3448,7 +3532,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3461,7 +3545,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{44}
+	return file_suanli_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeStatusResponse) GetNodeId() string {
@@ -3510,7 +3594,7 @@ var File_suanli_proto protoreflect.FileDescriptor
 
 const file_suanli_proto_rawDesc = "" +
 	"\n" +
-	"\fsuanli.proto\x12\tsuanli.v1\"\xf0\x05\n" +
+	"\fsuanli.proto\x12\tsuanli.v1\"\xd3\x06\n" +
 	"\bTaskSpec\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x1b\n" +
 	"\x06tenant\x18\x02 \x01(\tH\x01R\x06tenant\x88\x01\x01\x12\x17\n" +
@@ -3530,7 +3614,10 @@ const file_suanli_proto_rawDesc = "" +
 	"\n" +
 	"scheduling\x18\r \x01(\tH\bR\n" +
 	"scheduling\x88\x01\x01\x12%\n" +
-	"\vreservation\x18\x0e \x01(\tH\tR\vreservation\x88\x01\x01\x1a9\n" +
+	"\vreservation\x18\x0e \x01(\tH\tR\vreservation\x88\x01\x01\x12*\n" +
+	"\x05model\x18\x0f \x01(\v2\x14.suanli.v1.ModelSpecR\x05model\x12%\n" +
+	"\vparallelism\x18\x10 \x01(\x05H\n" +
+	"R\vparallelism\x88\x01\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
@@ -3546,7 +3633,16 @@ const file_suanli_proto_rawDesc = "" +
 	"\f_duration_msB\x0e\n" +
 	"\f_deadline_msB\r\n" +
 	"\v_schedulingB\x0e\n" +
-	"\f_reservation\"\xf7\x01\n" +
+	"\f_reservationB\x0e\n" +
+	"\f_parallelism\"\x8d\x01\n" +
+	"\tModelSpec\x12\x12\n" +
+	"\x04arch\x18\x01 \x01(\tR\x04arch\x12\x15\n" +
+	"\x03uri\x18\x02 \x01(\tH\x00R\x03uri\x88\x01\x01\x12\x17\n" +
+	"\x04size\x18\x03 \x01(\tH\x01R\x04size\x88\x01\x01\x12\x1e\n" +
+	"\bsize_mib\x18\x04 \x01(\x03H\x02R\asizeMib\x88\x01\x01B\x06\n" +
+	"\x04_uriB\a\n" +
+	"\x05_sizeB\v\n" +
+	"\t_size_mib\"\xf7\x01\n" +
 	"\rResourcesSpec\x12\x15\n" +
 	"\x03cpu\x18\x01 \x01(\x01H\x00R\x03cpu\x88\x01\x01\x12 \n" +
 	"\tcpu_milli\x18\x02 \x01(\x05H\x01R\bcpuMilli\x88\x01\x01\x12\x1b\n" +
@@ -3917,117 +4013,119 @@ func file_suanli_proto_rawDescGZIP() []byte {
 	return file_suanli_proto_rawDescData
 }
 
-var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_suanli_proto_goTypes = []any{
 	(*TaskSpec)(nil),                 // 0: suanli.v1.TaskSpec
-	(*ResourcesSpec)(nil),            // 1: suanli.v1.ResourcesSpec
-	(*BidSpec)(nil),                  // 2: suanli.v1.BidSpec
-	(*CancelRequest)(nil),            // 3: suanli.v1.CancelRequest
-	(*HealthRequest)(nil),            // 4: suanli.v1.HealthRequest
-	(*SubmitTaskRequest)(nil),        // 5: suanli.v1.SubmitTaskRequest
-	(*ListTasksRequest)(nil),         // 6: suanli.v1.ListTasksRequest
-	(*GetTaskRequest)(nil),           // 7: suanli.v1.GetTaskRequest
-	(*CancelTaskRequest)(nil),        // 8: suanli.v1.CancelTaskRequest
-	(*WhyPendingRequest)(nil),        // 9: suanli.v1.WhyPendingRequest
-	(*GetAuditRequest)(nil),          // 10: suanli.v1.GetAuditRequest
-	(*SubmitBidRequest)(nil),         // 11: suanli.v1.SubmitBidRequest
-	(*ListBidsRequest)(nil),          // 12: suanli.v1.ListBidsRequest
-	(*GetBidRequest)(nil),            // 13: suanli.v1.GetBidRequest
-	(*ListReservationsRequest)(nil),  // 14: suanli.v1.ListReservationsRequest
-	(*ListNodesRequest)(nil),         // 15: suanli.v1.ListNodesRequest
-	(*NodeStatusRequest)(nil),        // 16: suanli.v1.NodeStatusRequest
-	(*DrainNodeRequest)(nil),         // 17: suanli.v1.DrainNodeRequest
-	(*UncordonNodeRequest)(nil),      // 18: suanli.v1.UncordonNodeRequest
-	(*LogPosition)(nil),              // 19: suanli.v1.LogPosition
-	(*PendingReason)(nil),            // 20: suanli.v1.PendingReason
-	(*AcceleratorRequest)(nil),       // 21: suanli.v1.AcceleratorRequest
-	(*TaskResources)(nil),            // 22: suanli.v1.TaskResources
-	(*StrategyRef)(nil),              // 23: suanli.v1.StrategyRef
-	(*Candidate)(nil),                // 24: suanli.v1.Candidate
-	(*FilterOutcome)(nil),            // 25: suanli.v1.FilterOutcome
-	(*Provenance)(nil),               // 26: suanli.v1.Provenance
-	(*Health)(nil),                   // 27: suanli.v1.Health
-	(*SubmitTaskResponse)(nil),       // 28: suanli.v1.SubmitTaskResponse
-	(*CancelTaskResponse)(nil),       // 29: suanli.v1.CancelTaskResponse
-	(*SubmitBidResponse)(nil),        // 30: suanli.v1.SubmitBidResponse
-	(*TaskStatus)(nil),               // 31: suanli.v1.TaskStatus
-	(*ListTasksResponse)(nil),        // 32: suanli.v1.ListTasksResponse
-	(*WhyPendingResponse)(nil),       // 33: suanli.v1.WhyPendingResponse
-	(*BidView)(nil),                  // 34: suanli.v1.BidView
-	(*ListBidsResponse)(nil),         // 35: suanli.v1.ListBidsResponse
-	(*ReservationView)(nil),          // 36: suanli.v1.ReservationView
-	(*ListReservationsResponse)(nil), // 37: suanli.v1.ListReservationsResponse
-	(*NodeView)(nil),                 // 38: suanli.v1.NodeView
-	(*ListNodesResponse)(nil),        // 39: suanli.v1.ListNodesResponse
-	(*AuditDecision)(nil),            // 40: suanli.v1.AuditDecision
-	(*AuditTrail)(nil),               // 41: suanli.v1.AuditTrail
-	(*FieldError)(nil),               // 42: suanli.v1.FieldError
-	(*ErrorResponse)(nil),            // 43: suanli.v1.ErrorResponse
-	(*NodeStatusResponse)(nil),       // 44: suanli.v1.NodeStatusResponse
-	nil,                              // 45: suanli.v1.TaskSpec.LabelsEntry
-	nil,                              // 46: suanli.v1.TaskSpec.EnvEntry
+	(*ModelSpec)(nil),                // 1: suanli.v1.ModelSpec
+	(*ResourcesSpec)(nil),            // 2: suanli.v1.ResourcesSpec
+	(*BidSpec)(nil),                  // 3: suanli.v1.BidSpec
+	(*CancelRequest)(nil),            // 4: suanli.v1.CancelRequest
+	(*HealthRequest)(nil),            // 5: suanli.v1.HealthRequest
+	(*SubmitTaskRequest)(nil),        // 6: suanli.v1.SubmitTaskRequest
+	(*ListTasksRequest)(nil),         // 7: suanli.v1.ListTasksRequest
+	(*GetTaskRequest)(nil),           // 8: suanli.v1.GetTaskRequest
+	(*CancelTaskRequest)(nil),        // 9: suanli.v1.CancelTaskRequest
+	(*WhyPendingRequest)(nil),        // 10: suanli.v1.WhyPendingRequest
+	(*GetAuditRequest)(nil),          // 11: suanli.v1.GetAuditRequest
+	(*SubmitBidRequest)(nil),         // 12: suanli.v1.SubmitBidRequest
+	(*ListBidsRequest)(nil),          // 13: suanli.v1.ListBidsRequest
+	(*GetBidRequest)(nil),            // 14: suanli.v1.GetBidRequest
+	(*ListReservationsRequest)(nil),  // 15: suanli.v1.ListReservationsRequest
+	(*ListNodesRequest)(nil),         // 16: suanli.v1.ListNodesRequest
+	(*NodeStatusRequest)(nil),        // 17: suanli.v1.NodeStatusRequest
+	(*DrainNodeRequest)(nil),         // 18: suanli.v1.DrainNodeRequest
+	(*UncordonNodeRequest)(nil),      // 19: suanli.v1.UncordonNodeRequest
+	(*LogPosition)(nil),              // 20: suanli.v1.LogPosition
+	(*PendingReason)(nil),            // 21: suanli.v1.PendingReason
+	(*AcceleratorRequest)(nil),       // 22: suanli.v1.AcceleratorRequest
+	(*TaskResources)(nil),            // 23: suanli.v1.TaskResources
+	(*StrategyRef)(nil),              // 24: suanli.v1.StrategyRef
+	(*Candidate)(nil),                // 25: suanli.v1.Candidate
+	(*FilterOutcome)(nil),            // 26: suanli.v1.FilterOutcome
+	(*Provenance)(nil),               // 27: suanli.v1.Provenance
+	(*Health)(nil),                   // 28: suanli.v1.Health
+	(*SubmitTaskResponse)(nil),       // 29: suanli.v1.SubmitTaskResponse
+	(*CancelTaskResponse)(nil),       // 30: suanli.v1.CancelTaskResponse
+	(*SubmitBidResponse)(nil),        // 31: suanli.v1.SubmitBidResponse
+	(*TaskStatus)(nil),               // 32: suanli.v1.TaskStatus
+	(*ListTasksResponse)(nil),        // 33: suanli.v1.ListTasksResponse
+	(*WhyPendingResponse)(nil),       // 34: suanli.v1.WhyPendingResponse
+	(*BidView)(nil),                  // 35: suanli.v1.BidView
+	(*ListBidsResponse)(nil),         // 36: suanli.v1.ListBidsResponse
+	(*ReservationView)(nil),          // 37: suanli.v1.ReservationView
+	(*ListReservationsResponse)(nil), // 38: suanli.v1.ListReservationsResponse
+	(*NodeView)(nil),                 // 39: suanli.v1.NodeView
+	(*ListNodesResponse)(nil),        // 40: suanli.v1.ListNodesResponse
+	(*AuditDecision)(nil),            // 41: suanli.v1.AuditDecision
+	(*AuditTrail)(nil),               // 42: suanli.v1.AuditTrail
+	(*FieldError)(nil),               // 43: suanli.v1.FieldError
+	(*ErrorResponse)(nil),            // 44: suanli.v1.ErrorResponse
+	(*NodeStatusResponse)(nil),       // 45: suanli.v1.NodeStatusResponse
+	nil,                              // 46: suanli.v1.TaskSpec.LabelsEntry
+	nil,                              // 47: suanli.v1.TaskSpec.EnvEntry
 }
 var file_suanli_proto_depIdxs = []int32{
-	1,  // 0: suanli.v1.TaskSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	45, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
-	46, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
-	1,  // 3: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	0,  // 4: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
-	2,  // 5: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
-	21, // 6: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
-	19, // 7: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
-	23, // 8: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
-	24, // 9: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
-	25, // 10: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
-	19, // 11: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
-	19, // 12: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
-	19, // 13: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
-	20, // 14: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
-	31, // 15: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
-	20, // 16: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
-	22, // 17: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
-	34, // 18: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
-	36, // 19: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
-	38, // 20: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
-	20, // 21: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
-	26, // 22: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
-	19, // 23: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
-	40, // 24: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
-	42, // 25: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
-	19, // 26: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
-	4,  // 27: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
-	5,  // 28: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
-	6,  // 29: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
-	7,  // 30: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
-	8,  // 31: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
-	9,  // 32: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
-	10, // 33: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
-	11, // 34: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
-	12, // 35: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
-	13, // 36: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
-	14, // 37: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
-	15, // 38: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
-	17, // 39: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
-	18, // 40: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
-	27, // 41: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
-	28, // 42: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
-	32, // 43: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
-	31, // 44: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
-	29, // 45: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
-	33, // 46: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
-	41, // 47: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
-	30, // 48: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
-	35, // 49: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
-	34, // 50: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
-	37, // 51: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
-	39, // 52: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
-	44, // 53: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
-	44, // 54: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
-	41, // [41:55] is the sub-list for method output_type
-	27, // [27:41] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	2,  // 0: suanli.v1.TaskSpec.resources:type_name -> suanli.v1.ResourcesSpec
+	46, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
+	47, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
+	1,  // 3: suanli.v1.TaskSpec.model:type_name -> suanli.v1.ModelSpec
+	2,  // 4: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
+	0,  // 5: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
+	3,  // 6: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
+	22, // 7: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
+	20, // 8: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
+	24, // 9: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
+	25, // 10: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
+	26, // 11: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
+	20, // 12: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
+	20, // 13: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
+	20, // 14: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
+	21, // 15: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
+	32, // 16: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
+	21, // 17: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
+	23, // 18: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
+	35, // 19: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
+	37, // 20: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
+	39, // 21: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
+	21, // 22: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
+	27, // 23: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
+	20, // 24: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
+	41, // 25: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
+	43, // 26: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
+	20, // 27: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
+	5,  // 28: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
+	6,  // 29: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
+	7,  // 30: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
+	8,  // 31: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
+	9,  // 32: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
+	10, // 33: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
+	11, // 34: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
+	12, // 35: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
+	13, // 36: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
+	14, // 37: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
+	15, // 38: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
+	16, // 39: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
+	18, // 40: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
+	19, // 41: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
+	28, // 42: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
+	29, // 43: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
+	33, // 44: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
+	32, // 45: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
+	30, // 46: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
+	34, // 47: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
+	42, // 48: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
+	31, // 49: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
+	36, // 50: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
+	35, // 51: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
+	38, // 52: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
+	40, // 53: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
+	45, // 54: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
+	45, // 55: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
+	42, // [42:56] is the sub-list for method output_type
+	28, // [28:42] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_suanli_proto_init() }
@@ -4038,23 +4136,24 @@ func file_suanli_proto_init() {
 	file_suanli_proto_msgTypes[0].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[1].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[2].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[6].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[12].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[14].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[3].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[7].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[13].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[15].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[16].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[17].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[18].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[26].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[34].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[36].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[19].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[27].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[35].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[37].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_suanli_proto_rawDesc), len(file_suanli_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
