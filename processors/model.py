@@ -157,6 +157,8 @@ class Provenance:
     path: tuple[str, ...]
     decided_at: int
     matched_rule: Optional[str] = None
+    profile: Optional[TaskProfile] = None
+    notes: tuple[str, ...] = ()
 
 
 @_record

@@ -34,7 +34,8 @@ def _pcf(schema: Any) -> str | None:
         return None
 
 
-def _subject(schema: Any) -> str | None:
+def subject_of(schema: Any) -> str | None:
+    """The full name (registry subject) of a record schema; None for anything else."""
     if isinstance(schema, dict) and "name" in schema:
         ns = schema.get("namespace")
         return f"{ns}.{schema['name']}" if ns and "." not in schema["name"] else schema["name"]
@@ -93,7 +94,7 @@ class DirRegistry:
         return sid
 
     def subjects(self) -> list[str]:
-        return sorted({s for s in map(_subject, self._by_id.values()) if s})
+        return sorted({s for s in map(subject_of, self._by_id.values()) if s})
 
     def schemas(self) -> dict[int, Any]:
         return dict(self._by_id)

@@ -200,8 +200,10 @@ class LogDir:
         return DirRegistry.from_dir(self.path / SCHEMAS_DIR)
 
     def codec(self) -> Codec:
-        """A codec whose schemas come from this directory only (no registry needed)."""
-        return Codec(self.registry())  # type: ignore[arg-type]  # duck-typed RegistryClient
+        """A codec whose schemas come from this directory only (no registry needed); it
+        encodes in the recorded schemas where that loses nothing (``recorded_codec.py``)."""
+        from .recorded_codec import RecordedCodec
+        return RecordedCodec(self.registry())
 
 
 def _read_json(path: Path) -> dict[str, Any]:
