@@ -33,6 +33,7 @@ from suanli.errors import ModelError, RejectedInput, StrategyError
 import bisect
 
 from . import auction, matching, preemption, reservations, rng
+from . import model_cache, prewarm
 from . import model as m
 from .framework import Code, CycleContext, CycleResult, Status, default_devices, run_cycle
 from .frag import shape_key
@@ -91,6 +92,7 @@ def _node_registered(s: CellState, e: m.NodeRegistered) -> None:
                               memory_mib=s.nodes[e.node_id].memory_mib,
                               gpu_count=s.nodes[e.node_id].gpu_count, gpu_model=s.nodes[e.node_id].gpu_model))
         s.set_node_status(e.node_id, READY)
+        model_cache.node_gone(s, e.node_id)     # a re-registered node's disk is not to be trusted
         return
     s.add_node(e.node_id, node.cpu_milli, node.memory_mib, node.gpu_count, node.gpu_model, node)
 
@@ -99,6 +101,7 @@ def _node_status(s: CellState, e: m.NodeStatusChanged) -> None:
     if e.node_id in s.node_index and e.status in ("READY", "CORDONED", "DOWN", DRAINING):
         s.set_node_status(e.node_id, e.status)
         if e.status == DOWN:
+            model_cache.node_gone(s, e.node_id)
             for tid in s.moving_off(e.node_id):      # old copies of moves die with their node
                 _free_old_copy(s, s.tasks[tid])
 
@@ -167,6 +170,7 @@ def _link(s: CellState, e: m.LinkMetrics) -> None:
 def _health(s: CellState, e: m.NodeHealthChanged) -> None:
     s.set_health(e.node_id, e.status)
     if e.status == DOWN:
+        model_cache.node_gone(s, e.node_id)
         for tid in s.moving_off(e.node_id):          # old copies of moves die with their node
             _free_old_copy(s, s.tasks[tid])
 
@@ -191,6 +195,7 @@ def _placed(s: CellState, e: m.TaskPlaced) -> None:
     s.allocate(e.task_id, e.node_id, e.gpu_devices, e.gpu_milli, e.cpu_milli, e.memory_mib)
     s.dequeue(e.task_id)
     t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.node_id, tuple(e.gpu_devices), None, s.now
+    model_cache.on_placed(s, e.node_id, t.task)     # its model is on the node's disk from now on
 
 
 def _pending(s: CellState, e: m.TaskPending) -> None:
@@ -230,6 +235,7 @@ def _migrated(s: CellState, e: m.TaskMigrated) -> None:
     s.allocate(e.task_id, e.to_node, e.gpu_devices, r.gpu_milli if e.gpu_devices else 0, r.cpu, r.mem)
     s.dequeue(e.task_id)
     t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.to_node, tuple(e.gpu_devices), None, s.now
+    model_cache.on_placed(s, e.to_node, t.task)
 
 
 def _unschedulable(s: CellState, e: m.TaskUnschedulable) -> None:
@@ -522,6 +528,9 @@ class _Decider:
 
     def _placed(self, task_id: str, t: TaskRecord, node_id: str, devices: list[int],
                 prov: m.Provenance) -> None:
+        note = model_cache.placement_note(self.s, t.task, node_id)    # before the fold: where its model is
+        if note is not None:
+            prov = replace(prov, notes=(*prov.notes, note))
         req = t.task.request
         eid, did = self._ids(m.TaskPlaced.KIND)
         self.emit(m.TaskPlaced(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant,
@@ -917,6 +926,9 @@ class _Decider:
                 self.retry_moves()
         if retry:
             self.retry_pending()
+        pw = a.prewarm
+        if pw.enabled and s.now >= s.prewarm.get("next_at", 0):     # once a period, never per event
+            self.outs.extend(prewarm.plan(s, pw, self.pos))
 
     def health(self, row: int, status: str, reason: str, lost: tuple[str, ...] = ()) -> None:
         s = self.s
@@ -1060,6 +1072,7 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
         if event.task_id in state.tasks:
             return state, []
         evolve(state, event)
+        prewarm.on_submitted(state, state.tasks[event.task_id].task, d.strategy.args.prewarm)
         d.schedule(event.task_id, retry=False)
         return state, d.outs
 

@@ -95,7 +95,9 @@ class TaskProfile:
     @property
     def model(self) -> Optional["ModelRef"]:
         """The weights the task loads, or None."""
-        return ModelRef(self.model_arch, self.model_uri, self.model_size_mib) if self.model_arch else None
+        # ModelRef is keyword-only, as every record here
+        return ModelRef(model_arch=self.model_arch, artifact_uri=self.model_uri,
+                        size_mib=self.model_size_mib) if self.model_arch else None
 
 
 @_record
@@ -192,6 +194,7 @@ class NodeRegistered:
     connector: str = "sim"
     labels: Mapping[str, str] = field(default_factory=_empty_map)
     registered_at: int
+    model_cache_mib: int = 0     # disk for cached model weights (model_cache.py); 0 = no cache
 
     @property
     def gpus(self) -> tuple[int, Optional[str]]:
@@ -803,6 +806,7 @@ class Node:
     labels: Mapping[str, str] = field(default_factory=_empty_map)
     accelerators: tuple[Accelerator, ...] = ()
     registered_at: int = 0
+    model_cache_mib: int = 0
 
     @classmethod
     def of(cls, e: NodeRegistered) -> "Node":
@@ -813,7 +817,8 @@ class Node:
                    arch=e.arch, pricing=e.pricing, price_per_hour=e.price_per_hour,
                    idle_price_per_hour=e.idle_price_per_hour, pue=e.pue,
                    carbon_g_per_kwh=e.carbon_g_per_kwh, connector=e.connector, labels=e.labels,
-                   accelerators=e.accelerators, registered_at=e.registered_at)
+                   accelerators=e.accelerators, registered_at=e.registered_at,
+                   model_cache_mib=e.model_cache_mib)
 
     @classmethod
     def bare(cls, node_id: str, cpu_milli: int, memory_mib: int, gpu_count: int = 0,

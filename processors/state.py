@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Optional
 import numpy as np
 
 from .model import GPU_MILLI, Node, Policy, Task
+from .model_cache import ModelCache
 from .topology import Topology
 
 READY, CORDONED, DOWN = "READY", "CORDONED", "DOWN"
@@ -134,6 +135,8 @@ class CellState:
         self.node_gen = 0                       # bumped when a node re-registers (cache key, not persisted)
         self.decisions = 0
         self.topology = Topology(self)          # the network graph (topology.py): nodes and measured links
+        self.model_caches: dict[str, ModelCache] = {}   # node -> its model cache (model_cache.py), once it holds one
+        self.prewarm: dict[str, Any] = {}       # the prewarm planner's book (prewarm.py): demand, budget, next run
         self._derived: dict[Any, Any] = {}
 
     def derived_recent(self, group: str, key: Any, compute: Callable[[], Any], keep: int = 64) -> Any:
@@ -486,6 +489,10 @@ class CellState:
             "evac_since": dict(self.evac_since),
             "decisions": self.decisions,
             "topology": self.topology.to_snapshot(),
+            # model caches and the prewarm book only when there are any: other cells snapshot as before
+            **({"model_caches": {n: self.model_caches[n].to_json() for n in sorted(self.model_caches)}}
+               if self.model_caches else {}),
+            **({"prewarm": json.loads(json.dumps(self.prewarm))} if self.prewarm else {}),
         }
 
     @classmethod
@@ -522,6 +529,8 @@ class CellState:
         s.evac_since = {k: int(v) for k, v in snap["evac_since"].items()}
         s.decisions = int(snap["decisions"])
         s.topology.restore(snap.get("topology"))
+        s.model_caches = {n: ModelCache.from_json(c) for n, c in (snap.get("model_caches") or {}).items()}
+        s.prewarm = json.loads(json.dumps(snap.get("prewarm") or {}))
         s._derived = {}
         return s
 

@@ -83,7 +83,8 @@ def decisions_of(runner: CellRunner, record: RawRecord, core: Core = decide) -> 
     if runner.observer is not None:
         runner.observer(record, cell, state, outputs)
     encode = runner.codec.encode
-    return [encode(d.KIND, model.to_avro(d)) for d in outputs if not isinstance(d, model.StopCommand)]
+    return [encode(d.KIND, model.to_avro(d)) for d in outputs
+            if not isinstance(d, (model.StopCommand, model.PrewarmCommand))]
 
 
 # --------------------------------------------------------------------------- comparing

@@ -139,6 +139,12 @@ class CellRunner:
                 out.append(OutRecord(self.topics.dispatch(decision.connector), decision.node_id.encode(),
                                      self.codec.encode(decision.KIND, model.to_avro(decision))))
                 continue
+            if isinstance(decision, model.PrewarmCommand):       # a command too: to the node's connector
+                node = state.nodes.get(decision.node_id)
+                connector = (node.connector if node is not None else "") or "sim"
+                out.append(OutRecord(self.topics.dispatch(connector), decision.node_id.encode(),
+                                     self.codec.encode(decision.KIND, model.to_avro(decision))))
+                continue
             out.append(OutRecord(self.topics.decisions, key, self.codec.encode(decision.KIND, model.to_avro(decision))))
             if isinstance(decision, (model.TaskPlaced, model.TaskMigrated)):
                 out.append(self._dispatch(state, decision))

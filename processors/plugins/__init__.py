@@ -3,4 +3,4 @@ BestFit / Random scorers, ``baselines`` the FGD paper's other baselines); import
 package registers them in ``framework.REGISTRY``. Each plugin declares its arguments as a
 frozen ``Args`` dataclass (``processors/args.py``)."""
 from . import (anti_affinity, balanced, baselines, basic, batch, carbon, cost, cpu_mem_fit, fgd,  # noqa: F401
-               first_fit, latency, pue, strand, topology, worst_fit, zone_spread)
+               first_fit, latency, model_locality, pue, strand, topology, worst_fit, zone_spread)

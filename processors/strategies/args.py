@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from ..args import DEFAULT, arg
 from ..matching import Rule
+from ..prewarm import PrewarmArgs
 from ..qos import QosArgs
 from ..reservation_args import ReservationArgs
 from ..telemetry import TelemetryArgs
@@ -59,6 +60,8 @@ class StrategyArgs:
     reservations: ReservationArgs = arg(ReservationArgs(), "advance reservations: the auction clearing bids "
                                         "and the tokens' holds, lending, purge and release "
                                         "(processors/reservation_args.py)")
+    prewarm: PrewarmArgs = arg(PrewarmArgs(), "model prewarming: the planner fetching model weights to edge "
+                               "sites ahead of demand, its period, bandwidth and cache budgets (processors/prewarm.py)")
 
 
 @dataclass(frozen=True, slots=True)

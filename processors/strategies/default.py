@@ -48,7 +48,9 @@ Versions (``version``; decisions are byte-identical for a given version, so a lo
 under one version verifies under it): ``1.2.0`` is the blend without the strand term
 (``strand_weight`` and ``strand_cpu_slack`` are ignored); ``1.3.0`` (default) adds it, and
 picks its provenance candidates among equal scores by lowest row (``Profile.stable_candidates``:
-1.2.0's choice among ties depends on the CPU's SIMD). ``suanli replay --verify`` pins the
+1.2.0's choice among ties depends on the CPU's SIMD); ``1.4.0`` adds ``ModelLocality``
+(``plugins/model_locality.py``: seconds of model load a node saves, for tasks that carry
+model weights; 0 for all others, whose placements are 1.3.0's). ``suanli replay --verify`` pins the
 version a log's decisions name. On
 the openb workloads most of what 1.2.0 left unallocated was whole GPUs on nodes whose CPU
 was gone (default workload, seed 42: 203 one-GPU tasks refused for CPU beside free GPUs),
@@ -63,14 +65,15 @@ from ..args import arg, like
 from ..framework import Profile
 from ..plugins.basic import FILTERS, BestFitRawArgs, TaskKind
 from ..plugins.fgd import FGDArgs, ScarcityArgs
+from ..plugins.model_locality import ModelLocalityArgs
 from ..plugins.strand import StrandArgs
 from ._profile import standard_profile
 from .args import TIE_BREAK_DOC, TieBreak
 from .fgd import FgdFamilyArgs, fgd_args
 
 NAME = "default"
-VERSION = "1.3.0"
-VERSIONS = ("1.2.0", "1.3.0")
+VERSION = "1.4.0"
+VERSIONS = ("1.2.0", "1.3.0", "1.4.0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +92,10 @@ class Args(FgdFamilyArgs):
                                "(CpuStrand; 0: off)", ge=0)
     strand_cpu_slack: float = arg(2.5, "1.3.0: CpuStrand's scale of the CPU kept per free GPU milli "
                                   "when the task is CPU-only (GPU tasks: 1)", gt=0)
-    version: Literal["1.2.0", "1.3.0"] = arg("1.3.0", "the blend's version: 1.2.0 (FGD + gap + BestFit + "
-                                             "scarcity), 1.3.0 (+ CpuStrand)")
+    model_locality: ModelLocalityArgs = arg(ModelLocalityArgs(), "1.4.0: the model-locality score (nodes "
+                                            "holding the task's model weights; 0 for tasks without a model)")
+    version: Literal["1.2.0", "1.3.0", "1.4.0"] = arg("1.4.0", "the blend's version: 1.2.0 (FGD + gap + BestFit + "
+                                                      "scarcity), 1.3.0 (+ CpuStrand), 1.4.0 (+ ModelLocality)")
 
 
 def build(args: Args) -> Profile:
@@ -105,6 +110,10 @@ def build(args: Args) -> Profile:
         scorers.append({"name": "CpuStrand", "weight": args.strand_weight,
                         "args": StrandArgs(typical=args.typical_tasks, threshold_pct=args.threshold_pct,
                                            cpu_slack=args.strand_cpu_slack)})
+    if args.version not in ("1.2.0", "1.3.0"):
+        # 1.4.0: scores 0 everywhere for a task without a model, so only the version and the
+        # scorer list in the path tell its decisions from 1.3.0's
+        scorers.append({"name": "ModelLocality", "args": args.model_locality})
     # TopologyNear acts only on tasks with a place label: no trace on any other decision
     profile = standard_profile(args, scorers, filters=[*FILTERS, "TopologyNear"])
     # 1.3.0 on: provenance candidates the same on every CPU (framework.stable_top)

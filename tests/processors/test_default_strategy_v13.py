@@ -24,8 +24,8 @@ def _profile(config):
 
 
 def test_versions_and_default():
-    assert D.VERSION == "1.3.0" and D.VERSIONS == ("1.2.0", "1.3.0")
-    assert S.defaults("default")["version"] == "1.3.0"
+    assert D.VERSION == "1.4.0" and D.VERSIONS == ("1.2.0", "1.3.0", "1.4.0")    # 1.4.0: ModelLocality (#20)
+    assert S.defaults("default")["version"] == "1.4.0"
 
 
 def test_v120_builds_the_old_profile_whatever_the_new_keys():
@@ -38,12 +38,12 @@ def test_v120_builds_the_old_profile_whatever_the_new_keys():
 
 def test_v130_adds_cpustrand_after_the_v120_scorers():
     _, old = _profile({"version": "1.2.0"})
-    _, new = _profile({})
+    _, new = _profile({"version": "1.3.0"})
     assert new[:3] == old
     name, weight, args = new[3]
     assert (name, weight) == ("CpuStrand", 1.5)
     assert args.cpu_slack == 2.5 and args.slack == 1.0
-    _, off = _profile({"strand_weight": 0})
+    _, off = _profile({"version": "1.3.0", "strand_weight": 0})
     assert off == old
 
 

@@ -1,0 +1,64 @@
+"""``ModelLocality``: prefer nodes that hold the task's model weights (#20, cold starts)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..args import arg
+from ..framework import REGISTRY, CycleContext, Plugin
+from ..model_cache import holders, locate, model_of
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLocalityArgs:
+    points_per_second: float = arg(10.0, "score points per second of model load saved against the origin", ge=0)
+    cap: float = arg(3000.0, "most points a node can get (a 70 GiB model saves ~600 s)", ge=0)
+
+
+def saved_seconds(ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
+    """Per row, the seconds of load the node saves against the origin for the task's model
+    (its own cache, else a peer of its site; ``model_cache.locate``); zeros for a task
+    without a model or a cell whose nodes hold none."""
+    out = np.zeros(rows.size, dtype=np.float64)
+    rec = ctx.task
+    s = ctx.state
+    if rec is None or not s.model_caches:
+        return out
+    model = model_of(rec.task)
+    if model is None:
+        return out
+    held = holders(s, model.model_arch)
+    if not held:
+        return out
+    from suanli.connectors.model_loading import load_ms
+
+    origin = load_ms(model.size_mib, "origin")
+    sites = {s.nodes[n].site for n, _ in held if s.nodes[n].site}
+    ids = s.node_ids
+    # only rows at a site holding it (or holding it themselves) can save anything
+    for i, row in enumerate(rows.tolist()):
+        nid = ids[row]
+        node = s.nodes[nid]
+        if node.site in sites or nid in s.model_caches:
+            _, wait, _ = locate(s, nid, model.model_arch, model.size_mib, held)
+            out[i] = max(0.0, (origin - wait) / 1000.0)
+    return out
+
+
+@REGISTRY.register
+class ModelLocality(Plugin):
+    """Model locality: ``min(cap, points_per_second x seconds saved)``, the seconds of model
+    load a node saves against fetching the weights from the origin (its own cache: a disk
+    read; a peer of its site: a LAN copy; what is left of a load in flight counts against
+    it). The load times are ``connectors/model_loading.py``'s. A task without a model
+    scores 0 on every node, so the plugin changes no other decision. The core notes where
+    the chosen node gets the model in the decision's provenance (``Provenance.notes``).
+    Args: :class:`ModelLocalityArgs`."""
+    name = "ModelLocality"
+    Args = ModelLocalityArgs
+    args: ModelLocalityArgs
+
+    def score(self, ctx, rows):
+        a = self.args
+        return np.minimum(a.cap, a.points_per_second * saved_seconds(ctx, rows))

@@ -1,0 +1,68 @@
+"""``ModelLocality`` in ``default`` 1.4.0: prefer the node holding the task's model, say why,
+and change nothing for tasks without a model."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core_helpers import Feed  # noqa: E402
+from model_helpers import edge_node, model_task  # noqa: E402
+
+CFG = {"seed": 3}
+
+
+def _placed(outs):
+    return [d for k, d in outs if k == "TaskPlaced"]
+
+
+def _cell(config=CFG):
+    f = Feed(strategy="default", config=config)
+    for i in range(4):
+        edge_node(f, f"n{i}", "s1" if i < 2 else "s2")
+    return f
+
+
+def test_placement_prefers_the_node_holding_the_model_and_notes_why():
+    f = _cell()
+    first = _placed(model_task(f, "a", "llama@2", size_gib=20, site="s2"))[0]
+    f.status("a", "COMPLETED", at=5)
+    # the cell is empty again: only the cache tells the nodes apart for the model
+    second = _placed(model_task(f, "b", "llama@2", size_gib=20, at=600_000))[0]
+    assert second["node_id"] == first["node_id"]
+    notes = second["provenance"]["notes"]
+    assert len(notes) == 1 and notes[0].startswith(f"model llama@2 cached on {first['node_id']}: saves ~")
+    assert "ModelLocality" in " ".join(second["provenance"]["path"])
+    assert first["provenance"]["notes"][0].startswith("model llama@2 not cached at the site")
+
+
+def test_a_peer_at_the_site_scores_above_another_site():
+    f = _cell()
+    a = _placed(model_task(f, "a", "m@1", size_gib=30))[0]
+    site = "s1" if a["node_id"] in ("n0", "n1") else "s2"
+    # fill the holder so the next one must go elsewhere
+    f.state.cpu_free[f.state.node_index[a["node_id"]]] = 0
+    b = _placed(model_task(f, "b", "m@1", size_gib=30, at=900_000))[0]
+    peers = {"s1": ("n0", "n1"), "s2": ("n2", "n3")}[site]
+    assert b["node_id"] in peers and b["node_id"] != a["node_id"]
+    assert "a peer at the site" in b["provenance"]["notes"][0]
+
+
+def test_tasks_without_a_model_decide_as_version_130():
+    """Same inputs under 1.3.0 and 1.4.0: the same nodes, devices and scores; only the
+    version and the scorer list in the path differ."""
+    runs = []
+    for version in ("1.3.0", "1.4.0"):
+        f = _cell({**CFG, "version": version})
+        model_task(f, "warm", "llama@2", size_gib=20)         # a cached model in the cell
+        f.status("warm", "COMPLETED", at=2)
+        for i in range(10):
+            model_task(f, f"t{i}", None, at=10 + i, gpus=1 + i % 2)
+        runs.append(_placed(f.outputs)[1:])
+    old, new = runs
+    assert len(old) == len(new) == 10
+    for o, n in zip(old, new):
+        assert (o["node_id"], o["gpu_devices"]) == (n["node_id"], n["gpu_devices"])
+        assert o["provenance"]["candidates"] == n["provenance"]["candidates"]
+        assert n["provenance"]["notes"] == [] and n["provenance"]["strategy"]["version"] == "1.4.0"
