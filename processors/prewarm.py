@@ -5,11 +5,15 @@ Pure: the core calls :func:`on_submitted` for each submission and :func:`plan` o
 policy's ``prewarm.enabled`` is on. Its book lives in ``CellState.prewarm`` (plain JSON, in
 the snapshot):
 
-* ``demand``: site -> model_arch -> ``[value, t]``, an exponentially decayed count of the
-  submissions of tasks with that model at that site (``value x 2^-(now - t) / half_life``
-  now). A task's site is its ``user-site`` label, else ``data-site``, else ``*`` (the cell:
-  shared out to every site by its share of the prewarmed nodes);
-* ``models``: model_arch -> ``[artifact_uri, size_mib]`` as last submitted;
+* ``demand``: site -> model family -> ``[value, t]``, an exponentially decayed count of the
+  submissions of tasks with a model of that family at that site (``value x 2^-(now - t) /
+  half_life`` now). A model's family is its ``model_arch`` up to ``@`` (``llama@3`` is a
+  version of ``llama``): demand follows the family, so when a new version appears (its
+  first task anywhere in the cell) the family's demand is the new version's, and it is
+  fetched to the sites that want the family before their first request for it. A task's
+  site is its ``user-site`` label, else ``data-site``, else ``*`` (the cell);
+* ``models``: model_arch -> ``[artifact_uri, size_mib]`` as last submitted; ``latest``:
+  family -> the version whose first task came last (the newest);
 * ``credit``: site -> MiB of origin bandwidth the site may still spend (a token bucket:
   ``bandwidth_mib_s x elapsed`` added each run (one period's worth at the first), capped at
   ``burst_periods`` periods' worth,
@@ -98,22 +102,34 @@ def on_submitted(s: Any, task: m.Task, args: PrewarmArgs) -> None:
         return
     book = s.prewarm
     site = site_of(task)
+    fam = family(model.model_arch)
     per = book.setdefault("demand", {}).setdefault(site, {})
-    v = per.get(model.model_arch)
-    per[model.model_arch] = [(_decayed(v, s.now, args.half_life_ms) if v else 0.0) + 1.0, s.now]
-    book.setdefault("models", {})[model.model_arch] = [model.artifact_uri, int(model.size_mib)]
+    v = per.get(fam)
+    per[fam] = [(_decayed(v, s.now, args.half_life_ms) if v else 0.0) + 1.0, s.now]
+    models = book.setdefault("models", {})
+    if model.model_arch not in models:           # a version first seen now is the family's newest
+        book.setdefault("latest", {})[fam] = model.model_arch
+    models[model.model_arch] = [model.artifact_uri, int(model.size_mib)]
+
+
+def family(model_arch: str) -> str:
+    """``llama@3`` -> ``llama``: versions of one model share its demand."""
+    return model_arch.split("@", 1)[0]
 
 
 def expected(s: Any, args: PrewarmArgs, sites: list[str]) -> dict[str, dict[str, float]]:
-    """site -> model -> expected arrivals over the horizon (see the module docstring)."""
+    """site -> model (the newest version of each family) -> expected arrivals over the
+    horizon (see the module docstring)."""
     now, hl = s.now, args.half_life_ms
     demand = s.prewarm.get("demand", {})
     rate_k = math.log(2) / hl * args.horizon_ms
     cell: dict[str, float] = {}
     own: dict[str, dict[str, float]] = {}
+    latest = s.prewarm.get("latest", {})
     for site in sorted(demand):
-        for arch in sorted(demand[site]):
-            x = _decayed(demand[site][arch], now, hl) * rate_k
+        for fam in sorted(demand[site]):
+            arch = latest.get(fam, fam)
+            x = _decayed(demand[site][fam], now, hl) * rate_k
             cell[arch] = cell.get(arch, 0.0) + x
             if site != CELL_WIDE:
                 own.setdefault(site, {})[arch] = x

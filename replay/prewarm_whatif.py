@@ -1,0 +1,479 @@
+"""Cold starts with and without prewarming: a timed what-if through the production core (#20).
+
+Every input goes through ``processors.decide`` as in ``qos_whatif.py``: node registrations,
+the policy, arrivals (TaskSubmitted), completions (TaskStatusChanged COMPLETED) and the cell
+clock (a CellTick every ``tick_ms``). Two arms per seed, on the same workload: the
+``default`` strategy (1.4.0: ModelLocality) with on-demand caching (a placed task's model
+stays in its node's cache, LRU) in both, and the prewarm planner off / on
+(``prewarm.enabled``; its other arguments are :data:`PREWARM`). Run it with
+``python -m suanli.replay.prewarm_whatif [--seeds 1-10] [--json OUT] [--quiet]``.
+
+**Cluster.** ``sites`` (10) edge sites, each its own region and zone, with ``nodes_per_site``
+(3) nodes of 4 GPUs (24 GiB each, an L4-class inference card), 64 cores, 256 GiB of memory
+and ``cache_gib`` (256 GiB) of NVMe set aside for model weights (``model_cache_mib``).
+
+**Models.** ``families`` (40) model families; family sizes drawn log-uniform between 1 and 70
+GiB (``random.Random(f"catalog/{seed}")``); a task needs ``ceil(1.2 x size / 24 GiB)``
+GPUs (at most 4). Each family releases new versions over time (Poisson, mean
+``release_every_h``, 3 h; the first at t = 0; a version is ``<family>@<n>``, its size the
+family's): a task asks for its family's newest version, so popularity drifts from
+versions to their successors, the way a model hub's does.
+
+**Popularity.** Zipf over the families with ``s`` = 1.1 (ranks a seeded permutation), times a
+per-site log-normal factor (sigma 0.5), renormalised per site: sites agree on what is popular
+but not exactly.
+
+**Arrivals.** Poisson per site, ``rate_per_h`` (12) an hour each, labelled ``user-site`` (the
+topology filter keeps them at their site); durations log-normal, median 10 min, sigma 0.5.
+``hours`` (10) of arrivals; the first ``warmup_h`` (2) warm the caches and are not measured.
+
+**What is measured** (dispatches, i.e. placements, in the measured window): *dispatch ->
+model ready*: the load time of ``connectors/model_loading.py`` from where the model was at
+that instant: the node's own cache (what is left of a load in flight, plus a disk read), a
+node of the same site (the soonest ready: what is left of its load plus a LAN copy), else
+the origin. A task runs its duration after that. *Hit*: not from the origin (the site's
+caches served it; local hits are reported too). *Origin bytes*: origin loads by tasks plus
+every prewarm. *Wasted prefetch*: MiB of prewarms issued in the window that no task used
+(locally, or from a peer at the site) before the run ended, over all prewarmed MiB.
+
+Figures are pooled over the seeds (all dispatches together) with a 95 % interval across
+seeds (mean +- t x sd / sqrt(n) of the per-seed figures).
+"""
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from suanli.connectors.model_loading import LINKS, load_ms
+from suanli.errors import ReplayError
+from suanli.processors import CellState, decide
+from suanli.processors import model as m
+
+from .metrics import percentiles
+from .progress import Progress
+
+GIB = 1024
+GPU_MEM_GIB = 24
+PREWARM: dict[str, Any] = {"enabled": True, "period_ms": 60_000, "bandwidth_mib_s": 80.0, "burst_periods": 30,
+                           "cache_share": 0.7, "half_life_ms": 1_800_000, "horizon_ms": 3_600_000,
+                           "min_expected": 1.0, "global_weight": 0.8, "max_per_run": 4}
+GOALS = {"p50_change_pct": -80.0, "hit_rate_pct": 80.0, "wasted_prefetch_pct": 20.0}
+
+# event ranks at one millisecond: completions free resources first, then the clock, then arrivals
+_DONE, _TICK, _ARRIVE = range(3)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """The scenario (see the module docstring); one seed draws one instance."""
+    seed: int = 1
+    sites: int = 10
+    nodes_per_site: int = 3
+    cache_gib: int = 256
+    families: int = 40
+    zipf_s: float = 1.1
+    site_sigma: float = 0.5
+    release_every_h: float = 3.0
+    rate_per_h: float = 12.0
+    duration_median_min: float = 10.0
+    hours: float = 10.0
+    warmup_h: float = 2.0
+    tick_ms: int = 5_000
+
+    def check(self) -> None:
+        if self.sites < 1 or self.nodes_per_site < 1 or self.families < 1 or self.hours <= self.warmup_h:
+            raise ReplayError("prewarm what-if: sites, nodes and families >= 1, hours > warmup_h")
+
+
+@dataclass(slots=True)
+class Arm:
+    """One arm's raw tallies for one seed."""
+    waits_ms: list[int] = field(default_factory=list)
+    sources: dict[str, int] = field(default_factory=lambda: {"local": 0, "peer": 0, "origin": 0})
+    origin_mib: int = 0
+    prefetched_mib: int = 0
+    prefetched_unused_mib: int = 0
+    prewarms: int = 0
+    dispatches: int = 0
+    seconds: float = 0.0
+
+
+# ============================================================================ the workload (pure)
+def catalog(w: Workload) -> dict[str, Any]:
+    """Family sizes (MiB), Zipf weights per site, and version releases, from the seed."""
+    rnd = random.Random(f"catalog/{w.seed}")
+    sizes = [int(round(math.exp(rnd.uniform(math.log(1.0), math.log(70.0))) * GIB)) for _ in range(w.families)]
+    ranks = list(range(1, w.families + 1))
+    rnd.shuffle(ranks)
+    base = [1.0 / r ** w.zipf_s for r in ranks]
+    per_site = []
+    for site in range(w.sites):
+        srnd = random.Random(f"site/{w.seed}/{site}")
+        ws = [b * math.exp(srnd.gauss(0.0, w.site_sigma)) for b in base]
+        tot = sum(ws)
+        per_site.append([x / tot for x in ws])
+    releases: list[list[int]] = []              # family -> release times (ms), first at 0
+    vrnd = random.Random(f"versions/{w.seed}")
+    end = int(w.hours * 3_600_000)
+    for _ in range(w.families):
+        ts, t = [0], 0.0
+        while True:
+            t += vrnd.expovariate(1.0 / (w.release_every_h * 3_600_000))
+            if t >= end:
+                break
+            ts.append(int(t))
+        releases.append(ts)
+    return {"sizes": sizes, "weights": per_site, "releases": releases}
+
+
+def version_at(releases: list[int], t: int) -> int:
+    """The family's newest version (1-based) at ``t``."""
+    v = 0
+    for r in releases:
+        if r <= t:
+            v += 1
+    return v
+
+
+def arrivals(w: Workload, cat: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every task: ``{task_id, site, at, family, arch, size_mib, gpus, duration_ms}``, by time."""
+    out = []
+    end = int(w.hours * 3_600_000)
+    for site in range(w.sites):
+        rnd = random.Random(f"arrivals/{w.seed}/{site}")
+        t = 0.0
+        k = 0
+        while True:
+            t += rnd.expovariate(w.rate_per_h / 3_600_000)
+            if t >= end:
+                break
+            fam = rnd.choices(range(w.families), weights=cat["weights"][site])[0]
+            size = cat["sizes"][fam]
+            dur = int(w.duration_median_min * 60_000 * math.exp(rnd.gauss(0.0, 0.5)))
+            at = int(t)
+            out.append({"task_id": f"s{site:02d}-t{k:05d}", "site": site_name(site), "at": at, "family": fam,
+                        "arch": f"f{fam:02d}@{version_at(cat['releases'][fam], at)}", "size_mib": size,
+                        "gpus": min(4, max(1, math.ceil(1.2 * size / (GPU_MEM_GIB * GIB)))), "duration_ms": dur})
+            k += 1
+    out.sort(key=lambda x: (x["at"], x["task_id"]))
+    return out
+
+
+def site_name(i: int) -> str:
+    return f"edge-{i:02d}"
+
+
+def nodes(w: Workload) -> list[m.NodeRegistered]:
+    out = []
+    for i in range(w.sites):
+        site = site_name(i)
+        for j in range(w.nodes_per_site):
+            out.append(m.NodeRegistered(
+                event_id=f"{site}-n{j}/reg", node_id=f"{site}-n{j}", cell="edge", site=site, region=site,
+                zone=f"{site}-a", tier="edge", arch="x86_64", cpu_milli=64_000, memory_mib=256 * GIB,
+                accelerators=(m.Accelerator(kind="GPU", model="L4", count=4, memory_mib=GPU_MEM_GIB * GIB),),
+                registered_at=0, model_cache_mib=w.cache_gib * GIB))
+    return out
+
+
+# ============================================================================ one run
+def _view(s: CellState) -> dict[str, dict[str, tuple[int, str]]]:
+    """The caches as they are: node -> model -> (ready_at, via)."""
+    return {n: {a: (e.ready_at, e.via) for a, e in c.entries.items()} for n, c in s.model_caches.items()}
+
+
+def _wait(view: dict, site_of: dict[str, str], node: str, arch: str, size: int, now: int
+          ) -> tuple[str, int, Optional[str]]:
+    """``(source, ms until the model is in memory, holder)`` from the caches before the placement."""
+    mine = view.get(node, {})
+    if arch in mine:
+        return "local", max(0, mine[arch][0] - now) + load_ms(size, "local"), node
+    site = site_of[node]
+    peers = sorted((max(0, v[arch][0] - now), n) for n, v in view.items()
+                   if arch in v and site_of[n] == site and n != node)
+    if peers:
+        left, n = peers[0]
+        return "peer", left + load_ms(size, "peer"), n
+    return "origin", load_ms(size, "origin"), None
+
+
+def simulate(w: Workload, prewarm: bool, *, prewarm_args: Optional[dict[str, Any]] = None,
+             progress: bool = False) -> dict[str, Any]:
+    """One arm over one seed's workload; returns its tallies and figures."""
+    w.check()
+    cat = catalog(w)
+    tasks = arrivals(w, cat)
+    by_id = {t["task_id"]: t for t in tasks}
+    end = int(w.hours * 3_600_000)
+    start = int(w.warmup_h * 3_600_000)
+    t0 = time.perf_counter()
+    state = CellState("edge")
+    off = 0
+    topic = "whatif.prewarm"
+
+    def feed(event: Any) -> list[Any]:
+        nonlocal state, off
+        state, outs = decide(state, event, (topic, 0, off))
+        off += 1
+        return outs
+
+    regs = nodes(w)
+    for e in regs:
+        feed(e)
+    site_of = {e.node_id: e.site for e in regs}
+    config: dict[str, Any] = {"seed": w.seed, "typical_tasks": "observed",
+                              "prewarm": {**PREWARM, **(prewarm_args or {})} if prewarm else {"enabled": False}}
+    feed(m.PolicyChanged.of("edge", "default", config))
+
+    heap: list[tuple[int, int, int, str]] = []
+    for i, t in enumerate(tasks):
+        heap.append((t["at"], _ARRIVE, i, t["task_id"]))
+    for k, at in enumerate(range(w.tick_ms, end + 1, w.tick_ms)):
+        heap.append((at, _TICK, k, ""))
+    heapq.heapify(heap)
+    arm = Arm()
+    # prewarm records: (node, arch) -> [ready_at, size, issued_at, used]
+    live: dict[tuple[str, str], list] = {}
+    issued: list[list] = []
+    bar = Progress(len(heap), f"prewarm {'on' if prewarm else 'off'} seed {w.seed}", enabled=progress)
+    while heap:
+        at, rank, i, tid = heapq.heappop(heap)
+        if rank == _ARRIVE:
+            t = tasks[i]
+            event: Any = m.TaskSubmitted(
+                event_id=f"{tid}/sub", task_id=tid, tenant="inference", cell="edge", submitted_at=at,
+                resources=m.TaskResources(cpu_milli=8000, memory_mib=32 * GIB, gpu_count=t["gpus"], gpu_milli=1000),
+                labels={"user-site": t["site"]}, duration_estimate_ms=t["duration_ms"],
+                profile=m.TaskProfile(model_arch=t["arch"], model_uri=f"s3://hub/{t['arch']}",
+                                      model_size_mib=t["size_mib"]))
+        elif rank == _DONE:
+            rec = state.tasks.get(tid)
+            if rec is None or rec.node is None or rec.status not in ("PLACED", "DISPATCHED", "RUNNING"):
+                bar.update()
+                continue
+            event = m.TaskStatusChanged(event_id=f"{tid}/done", task_id=tid, cell="edge", node_id=rec.node,
+                                        status="COMPLETED", at=at, exit_code=0)
+        else:
+            event = m.CellTick(event_id=f"tick/{at}", cell="edge", at=at, period_ms=w.tick_ms)
+        view = _view(state)
+        for out in feed(event):
+            if isinstance(out, m.TaskPlaced):
+                t = by_id[out.task_id]
+                source, wait, holder = _wait(view, site_of, out.node_id, t["arch"], t["size_mib"], at)
+                heapq.heappush(heap, (at + wait + t["duration_ms"], _DONE, 0, out.task_id))
+                rec = live.get((holder, t["arch"])) if holder else None
+                if rec is not None and view[holder][t["arch"]] == (rec[0], "prewarm"):
+                    rec[3] = True
+                if at >= start:
+                    arm.dispatches += 1
+                    arm.waits_ms.append(wait)
+                    arm.sources[source] += 1
+                    if source == "origin":
+                        arm.origin_mib += t["size_mib"]
+            elif isinstance(out, m.PrewarmCommand):
+                entry = state.model_caches[out.node_id].entries[out.model_arch]
+                rec = [entry.ready_at, out.size_mib, at, False]
+                live[(out.node_id, out.model_arch)] = rec
+                issued.append(rec)
+        bar.update()
+    bar.close()
+    for ready, size, at, used in issued:
+        if at >= start:
+            arm.prewarms += 1
+            arm.prefetched_mib += size
+            arm.origin_mib += size
+            if not used:
+                arm.prefetched_unused_mib += size
+    arm.seconds = round(time.perf_counter() - t0, 2)
+    return {"seed": w.seed, "prewarm": prewarm, **figures(arm), "seconds": arm.seconds,
+            "inputs": off, "tasks": len(tasks), "waits_ms": arm.waits_ms}
+
+
+def figures(a: Arm) -> dict[str, Any]:
+    n = max(1, a.dispatches)
+    pct = percentiles([x / 1000 for x in a.waits_ms])
+    return {"dispatches": a.dispatches, "ready_s": {"p50": pct["p50"], "p95": pct["p95"], "mean": pct["mean"]},
+            "hit_rate_pct": round(100.0 * (a.sources["local"] + a.sources["peer"]) / n, 3),
+            "local_hit_rate_pct": round(100.0 * a.sources["local"] / n, 3),
+            "sources": dict(a.sources), "origin_gib": round(a.origin_mib / GIB, 3),
+            "prewarms": a.prewarms, "prefetched_gib": round(a.prefetched_mib / GIB, 3),
+            "prefetched_unused_gib": round(a.prefetched_unused_mib / GIB, 3),
+            "wasted_prefetch_pct": round(100.0 * a.prefetched_unused_mib / a.prefetched_mib, 3)
+            if a.prefetched_mib else None}
+
+
+# ============================================================================ many seeds
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         11: 2.201, 12: 2.179, 14: 2.145, 19: 2.093, 29: 2.045}
+
+
+def interval(xs: Sequence[float]) -> dict[str, Any]:
+    """Mean and 95 % interval (Student t) across seeds."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return {"mean": None, "lo": None, "hi": None, "n": 0}
+    mean = float(np.mean(xs))
+    if len(xs) < 2:
+        return {"mean": round(mean, 3), "lo": None, "hi": None, "n": 1}
+    t = _T975.get(len(xs) - 1, 1.96)
+    h = t * float(np.std(xs, ddof=1)) / math.sqrt(len(xs))
+    return {"mean": round(mean, 3), "lo": round(mean - h, 3), "hi": round(mean + h, 3), "n": len(xs)}
+
+
+def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for arm in ("off", "on"):
+        rs = [r for r in runs if r["prewarm"] == (arm == "on")]
+        waits = [x / 1000 for r in rs for x in r["waits_ms"]]
+        pct = percentiles(waits)
+        n = sum(r["dispatches"] for r in rs)
+        src = {k: sum(r["sources"][k] for r in rs) for k in ("local", "peer", "origin")}
+        pre = sum(r["prefetched_gib"] for r in rs)
+        unused = sum(r["prefetched_unused_gib"] for r in rs)
+        out[arm] = {
+            "runs": len(rs), "dispatches": n,
+            "ready_s_p50": pct["p50"], "ready_s_p95": pct["p95"], "ready_s_mean": pct["mean"],
+            "ready_s_p50_per_seed": interval([r["ready_s"]["p50"] for r in rs]),
+            "ready_s_p95_per_seed": interval([r["ready_s"]["p95"] for r in rs]),
+            "hit_rate_pct": round(100.0 * (src["local"] + src["peer"]) / max(1, n), 3),
+            "hit_rate_pct_per_seed": interval([r["hit_rate_pct"] for r in rs]),
+            "local_hit_rate_pct": round(100.0 * src["local"] / max(1, n), 3),
+            "sources": src,
+            "origin_gib": round(sum(r["origin_gib"] for r in rs), 3),
+            "origin_gib_per_seed": interval([r["origin_gib"] for r in rs]),
+            "prewarms": sum(r["prewarms"] for r in rs), "prefetched_gib": round(pre, 3),
+            "prefetched_unused_gib": round(unused, 3),
+            "wasted_prefetch_pct": round(100.0 * unused / pre, 3) if pre else None,
+            "wasted_prefetch_pct_per_seed": interval([r["wasted_prefetch_pct"] for r in rs]),
+            "seconds": round(sum(r["seconds"] for r in rs), 1),
+        }
+    off, on = out["off"], out["on"]
+
+    def change(a: Optional[float], b: Optional[float]) -> Optional[float]:
+        return round(100.0 * (b - a) / a, 3) if a else None
+
+    per_seed_p50 = []
+    for r_on in runs:
+        if r_on["prewarm"]:
+            r_off = next(r for r in runs if not r["prewarm"] and r["seed"] == r_on["seed"])
+            per_seed_p50.append(change(r_off["ready_s"]["p50"], r_on["ready_s"]["p50"]))
+    out["change"] = {
+        "p50_pct": change(off["ready_s_p50"], on["ready_s_p50"]),
+        "p50_pct_per_seed": interval(per_seed_p50),
+        "p95_pct": change(off["ready_s_p95"], on["ready_s_p95"]),
+        "hit_rate_points": round(on["hit_rate_pct"] - off["hit_rate_pct"], 3),
+        "origin_gib_pct": change(off["origin_gib"], on["origin_gib"]),
+    }
+    c = out["change"]
+    out["goals"] = {
+        "p50_change_pct": {"goal": f"<= {GOALS['p50_change_pct']:g}", "value": c["p50_pct"],
+                           "met": c["p50_pct"] is not None and c["p50_pct"] <= GOALS["p50_change_pct"]},
+        "hit_rate_pct": {"goal": f">= {GOALS['hit_rate_pct']:g}", "value": on["hit_rate_pct"],
+                         "met": on["hit_rate_pct"] >= GOALS["hit_rate_pct"]},
+        "wasted_prefetch_pct": {"goal": f"<= {GOALS['wasted_prefetch_pct']:g}", "value": on["wasted_prefetch_pct"],
+                                "met": on["wasted_prefetch_pct"] is not None
+                                and on["wasted_prefetch_pct"] <= GOALS["wasted_prefetch_pct"]},
+    }
+    return out
+
+
+def render(agg: dict[str, Any]) -> str:
+    def iv(d: dict[str, Any]) -> str:
+        return "-" if d["lo"] is None else f"[{d['lo']:.1f}, {d['hi']:.1f}]"
+
+    rows = [("arm", "dispatches", "ready p50 s", "95% CI", "ready p95 s", "hit %", "95% CI", "local %",
+             "origin GiB", "prefetched GiB", "wasted %")]
+    for arm in ("off", "on"):
+        a = agg[arm]
+        rows.append((f"prewarm {arm}", str(a["dispatches"]), f"{a['ready_s_p50']:.1f}", iv(a["ready_s_p50_per_seed"]),
+                     f"{a['ready_s_p95']:.1f}", f"{a['hit_rate_pct']:.1f}", iv(a["hit_rate_pct_per_seed"]),
+                     f"{a['local_hit_rate_pct']:.1f}", f"{a['origin_gib']:.0f}", f"{a['prefetched_gib']:.0f}",
+                     "-" if a["wasted_prefetch_pct"] is None else f"{a['wasted_prefetch_pct']:.1f}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.rjust(wd) for c, wd in zip(r, widths)) for r in rows]
+    c, g = agg["change"], agg["goals"]
+    lines.append(f"p50 change {c['p50_pct']:+.1f} % (per seed {iv(c['p50_pct_per_seed'])}), p95 change "
+                 f"{c['p95_pct']:+.1f} %, origin bytes {c['origin_gib_pct']:+.1f} %")
+    lines.append("goals: " + "; ".join(f"{k} {v['value']} (goal {v['goal']}): {'met' if v['met'] else 'NOT met'}"
+                                       for k, v in g.items()))
+    return "\n".join(lines)
+
+
+def _seeds(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        try:
+            out += list(range(int(a), int(b) + 1)) if b else [int(a)]
+        except ValueError:
+            raise ReplayError(f"--seeds: {text!r} is not a list like 1-10 or 1,5,7") from None
+    return out
+
+
+def _run_one(job: tuple) -> dict[str, Any]:
+    w, on = job
+    return simulate(w, on)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m suanli.replay.prewarm_whatif", description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", default="1-10")
+    p.add_argument("--hours", type=float, default=10.0)
+    p.add_argument("--workers", type=int, default=2, help="runs in parallel (processes)")
+    p.add_argument("--json", help="write the runs and the aggregate to this file")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    jobs = [(Workload(seed=s, hours=args.hours), on) for s in _seeds(args.seeds) for on in (False, True)]
+    for w, _ in jobs:
+        w.check()
+    say = (lambda _s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    started = time.perf_counter()
+    runs: list[dict[str, Any]] = []
+
+    def done(r: dict[str, Any]) -> None:
+        runs.append(r)
+        say(f"  [{len(runs)}/{len(jobs)}] seed {r['seed']} prewarm {'on' if r['prewarm'] else 'off'}: "
+            f"p50 {r['ready_s']['p50']} s, hit {r['hit_rate_pct']} %, wasted {r['wasted_prefetch_pct']} % "
+            f"({r['seconds']:.0f} s)")
+
+    if args.workers > 1 and len(jobs) > 1:
+        from multiprocessing import get_context
+
+        with get_context("spawn").Pool(args.workers) as pool:
+            for r in pool.imap_unordered(_run_one, jobs):
+                done(r)
+    else:
+        for job in jobs:
+            done(_run_one(job))
+    runs.sort(key=lambda r: (r["seed"], r["prewarm"]))
+    agg = aggregate(runs)
+    print(render(agg))
+    if args.json:
+        doc = {"command": " ".join(["python -m suanli.replay.prewarm_whatif",
+                                    *(argv if argv is not None else sys.argv[1:])]),
+               "workload": asdict(Workload(hours=args.hours)) | {"seed": "per run"},
+               "load_model": {k: {"mib_per_s": v.mib_per_s, "latency_ms": v.latency_ms} for k, v in LINKS.items()},
+               "prewarm_args": PREWARM, "goals": GOALS, "aggregate": agg,
+               "runs": [{k: v for k, v in r.items() if k != "waits_ms"} for r in runs],
+               "seconds": round(time.perf_counter() - started, 1)}
+        Path(args.json).write_text(json.dumps(doc, indent=1))
+        say(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        raise SystemExit(main())
+    except ReplayError as exc:
+        print(f"prewarm_whatif: {exc}", file=sys.stderr)
+        raise SystemExit(2)
