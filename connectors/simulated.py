@@ -61,6 +61,15 @@ on its new node under its own dispatch id while the old copy (if its node still 
 carries on until a StopCommand for the old node ends it; runs are keyed by dispatch id and
 stops match task and node, so neither copy touches the other.
 
+**Model weights.** With ``model_cache_mib`` > 0 every node has a model cache of that size
+(its own view, ``processors/model_cache.py``, LRU; also registered as the node's
+``model_cache_mib``). A dispatch whose command carries ``model`` starts only once the weights
+are loaded: ``connectors/model_loading.py``'s time from the node's own cache, else a node of
+its site holding them, else the origin (scaled by the time scale like every run time; a load
+in flight counts what is left of it); the model is then in the node's cache. A
+``PrewarmCommand`` puts the model in the node's cache, ready after its load time (from a site
+peer if one holds it, else the origin). The RUNNING message names the source and the wait.
+
 **Faults: silencing nodes.** :meth:`SimulatedCluster.silence` (from ``suanli sim fault
 silence`` through the control topic, see :meth:`control`) makes chosen nodes stop sending
 heartbeats and metrics, as if the network between them and the control plane were cut;
@@ -89,8 +98,10 @@ from typing import Any
 
 from suanli.config import settings
 from suanli.connectors.kit import Adapter, TaskReporter, heartbeat_event, stopped_message
+from suanli.connectors.model_loading import load_ms
 from suanli.connectors.sim_telemetry import TelemetryGenerator
 from suanli.errors import ConnectorError
+from suanli.processors.model_cache import PREWARM, TASK, ModelCache
 from suanli.replay.openb import read_nodes
 
 DEFAULT_NODES = settings().openb_dir / "openb_node_list_all_node.csv"
@@ -198,7 +209,7 @@ class SimulatedCluster(Adapter):
 
     def __init__(self, nodes_csv: str | Path = DEFAULT_NODES, *, cell: str = "openb", name: str = "sim",
                  time_scale: float = 0.001, default_duration_ms: int = 60_000, fail_fraction: float = 0.0,
-                 seed: int = 0, gold_pool_share: float = 0.0, stop_grace_ms: int = 0):
+                 seed: int = 0, gold_pool_share: float = 0.0, stop_grace_ms: int = 0, model_cache_mib: int = 0):
         if time_scale < 0 or not 0.0 <= fail_fraction <= 1.0 or default_duration_ms < 0 or stop_grace_ms < 0:
             raise ConnectorError("sim: time_scale, default_duration_ms and stop_grace_ms must be >= 0, "
                                  "fail_fraction in [0, 1]")
@@ -216,6 +227,15 @@ class SimulatedCluster(Adapter):
         self.gold_pool_share, self.stop_grace_ms = gold_pool_share, stop_grace_ms
         gold = gold_pool(raw, gold_pool_share) if gold_pool_share > 0 else set()
         self.nodes = {n["node_id"]: describe_node(n, name, gold=n["node_id"] in gold) for n in raw}
+        if model_cache_mib < 0:
+            raise ConnectorError("sim: model_cache_mib must be >= 0")
+        self.model_cache_mib = model_cache_mib
+        if model_cache_mib:
+            for node in self.nodes.values():
+                node["model_cache_mib"] = model_cache_mib
+        # node -> its model cache, times in wall ms (now_ms); empty without model_cache_mib
+        self.caches: dict[str, ModelCache] = {n: ModelCache(model_cache_mib) for n in self.nodes} \
+            if model_cache_mib else {}
         self.running: dict[str, dict[str, dict[str, Any]]] = {}  # node_id -> dispatch_id -> command
         self.silenced: set[str] = set()                            # nodes whose heartbeats/metrics stop
         self._ends: dict[str, float] = {}                          # dispatch_id -> monotonic end of its run
@@ -341,6 +361,41 @@ class SimulatedCluster(Adapter):
             return f"node {command['node_id']!r} is not in the simulated cluster {self.name!r}"
         return None
 
+    # -- model weights -----------------------------------------------------------------------
+    def model_source(self, node_id: str, arch: str) -> tuple[str, int]:
+        """``(source, wall ms left of a load in flight)`` for a model on ``node_id`` now: its own
+        cache, a node of its site holding it (the soonest ready), else the origin."""
+        now = self.now_ms()
+        own = self.caches.get(node_id)
+        if own is not None and own.holds(arch):
+            return "local", max(0, own.entries[arch].ready_at - now)
+        site = self.nodes[node_id].get("site")
+        peers = [max(0, c.entries[arch].ready_at - now) for n, c in sorted(self.caches.items())
+                 if n != node_id and c.holds(arch) and self.nodes[n].get("site") == site]
+        return ("peer", min(peers)) if peers else ("origin", 0)
+
+    def load_model(self, node_id: str, model: dict[str, Any], via: str = TASK) -> tuple[str, float]:
+        """Bring ``model`` (a ModelRef dict) to ``node_id``: ``(source, wall seconds until it is
+        in memory)``; the node's cache holds it from now on (ready when its load ends)."""
+        arch, size = model["model_arch"], int(model.get("size_mib") or 0)
+        source, left_ms = self.model_source(node_id, arch)
+        wall_ms = left_ms + load_ms(size, source) * self.time_scale
+        cache = self.caches.get(node_id)
+        if cache is not None:
+            now = self.now_ms()
+            if source == "local":
+                if via == TASK:
+                    cache.touch(arch, now)
+            else:
+                cache.insert(arch, size, now, now + int(wall_ms), via)
+        return source, wall_ms / 1000.0
+
+    async def prewarm(self, command: dict[str, Any]) -> None:
+        """A PrewarmCommand: the model goes into the node's cache, ready after its load time."""
+        if command["node_id"] in self.nodes:
+            self.load_model(command["node_id"], {"model_arch": command["model_arch"],
+                                                 "size_mib": command.get("size_mib", 0)}, PREWARM)
+
     async def execute(self, command: dict[str, Any], report: TaskReporter) -> None:
         node_id, dispatch_id = command["node_id"], command["dispatch_id"]
         duration_ms = command["duration_estimate_ms"]
@@ -349,11 +404,18 @@ class SimulatedCluster(Adapter):
         wake, reasons = self._stops[dispatch_id] = (asyncio.Event(), [])   # stoppable from here on
         self._reporters[dispatch_id] = report
         self.running.setdefault(node_id, {})[dispatch_id] = command
+        loaded = ""
+        if command.get("model"):                 # the weights first (modelled load time, scaled)
+            source, wait_s = self.load_model(node_id, command["model"])
+            loaded = f"; model {command['model']['model_arch']} from {source} in {wait_s:.3f} s"
+            if wait_s > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), wait_s)
         started = time.monotonic()
         end = self._ends[dispatch_id] = started + wall_s
         stopped = False
         try:
-            await report.running(f"simulated on {node_id}")
+            await report.running(f"simulated on {node_id}{loaded}")
             while True:                       # until the run ends or a stop's grace is over
                 wake.clear()
                 stop_at = self._stop_at.get(dispatch_id)
