@@ -17,6 +17,8 @@ interface                adapter returns / does                      runner turn
 ``stop(task, node, r,``   optional: stop that copy of the task,      (a StopCommand consumed)
 ``grace_ms=None)``       SIGTERM -> SIGKILL after ``grace_ms``
 ``control(request)``     optional: answer an out-of-band request     a reply on the control topic
+``prewarm(command)``     optional: load a model's weights ahead of   (a PrewarmCommand consumed)
+                         demand (default: ignored)
 =======================  ==========================================  =============================
 
 **Heartbeats and metrics run on two periods.** A heartbeat says "this connector still
@@ -52,6 +54,18 @@ Adapters written against the older three-argument ``stop(task_id, node_id, reaso
 working: the runner looks at the signature once and passes ``grace_ms`` only to an adapter
 whose ``stop`` accepts it (by name or through ``**kwargs``); the others stop with their own
 default.
+
+**Prewarm commands.** The scheduler's prewarm planner (C11) writes a ``PrewarmCommand``
+(``node_id``, ``model_arch``, ``artifact_uri``, ``size_mib``, ``reason``) onto the same dispatch
+topic, keyed by node id like a StopCommand: "load these weights on this node before a task
+needs them". The runner passes its payload to ``adapter.prewarm(command)`` in a task of its
+own, so a copy of gigabytes never delays the dispatches behind it on the topic (a dispatch of
+the same model on the same node then waits for that copy in the adapter, see the local
+connector). Nothing is reported back: a failed prewarm is logged and counted
+(``stats.prewarm_failures``) and the task that needs the model loads it itself. An adapter
+that does not implement ``prewarm`` ignores it (a debug log). Prewarms still running when
+the runner stops are cancelled. A prewarm is not deduplicated: a redelivered one finds the
+model cached, which is cheap.
 
 **Control.** An adapter that implements ``control(request) -> reply`` gets a second small
 consumer on ``topics.control(name)``: JSON requests ``{"request_id", "action", ...}`` written
@@ -97,7 +111,7 @@ log = logging.getLogger("suanli.connectors")
 
 TERMINAL = frozenset({"COMPLETED", "FAILED"})
 EMITTED_KINDS = ("NodeRegistered", "NodeHeartbeat", "NodeMetrics", "DispatchAck", "TaskStatusChanged", "DeadLetter")
-COMMAND_KINDS = ("DispatchCommand", "StopCommand")     # what a dispatch topic carries
+COMMAND_KINDS = ("DispatchCommand", "StopCommand", "PrewarmCommand")     # what a dispatch topic carries
 
 
 def wall_ms() -> int:
@@ -186,6 +200,15 @@ class Adapter(Discovery, Monitoring, Dispatching):
         """Answer an out-of-band request from the control topic (JSON in, JSON out). Only an
         adapter that overrides this gets a control consumer (the simulator: fault injection)."""
         raise NotImplementedError
+
+    async def prewarm(self, command: dict[str, Any]) -> None:
+        """Load the weights a PrewarmCommand names (``model_arch``, ``artifact_uri``,
+        ``size_mib``) onto ``command['node_id']`` ahead of demand. The runner calls it in a
+        task of its own (it may take long; it never delays dispatches); an exception is logged
+        and counted, nothing more. Cancellation means the connector is stopping. The default
+        ignores the command: this connector has no model cache."""
+        log.debug("connector %s: no model cache; prewarm of %s on %s ignored", self.name,
+                  command.get("model_arch"), command.get("node_id"))
 
 
 def heartbeat_event(connector: str, node: dict[str, Any], seq: int, at: int) -> tuple[str, dict[str, Any]]:
@@ -334,6 +357,8 @@ class RunnerStats:
     stops: int = 0                 # StopCommands that stopped an in-flight dispatch
     stops_unmatched: int = 0       # StopCommands for nothing in flight here
     control_requests: int = 0
+    prewarms: int = 0              # PrewarmCommands handed to the adapter
+    prewarm_failures: int = 0      # ... whose adapter.prewarm raised
     recovered_seen: int = 0
     recovered_lost: int = 0
 
@@ -350,8 +375,8 @@ class ConnectorRunner:
     Cancelling ``run()`` stops cleanly: running tasks are stopped and reported FAILED, the
     consumer and producer are closed, no task is left behind.
 
-    Bad records on the dispatch topic (undecodable, unknown schema, neither a DispatchCommand
-    nor a StopCommand) are logged, counted, copied to the dead-letter topic with their reason, and skipped.
+    Bad records on the dispatch topic (undecodable, unknown schema, none of
+    ``COMMAND_KINDS``) are logged, counted, copied to the dead-letter topic with their reason, and skipped.
     Kafka failures (broker gone) are not swallowed: ``run()`` raises and a supervisor
     restarts the connector, which then recovers from the log.
     """
@@ -383,6 +408,7 @@ class ConnectorRunner:
         self.nodes: list[dict[str, Any]] = []
         self._seen: set[str] = set()
         self._runs: set[asyncio.Task] = set()
+        self._prewarms: set[asyncio.Task] = set()      # adapter.prewarm calls in progress
         self._inflight: dict[str, _InFlight] = {}      # dispatch id -> its run, while it runs
         self._closing = False
         self._producer: EventProducer | None = None
@@ -427,7 +453,7 @@ class ConnectorRunner:
 
     async def _stop_runs(self) -> None:
         self._closing = True
-        runs = list(self._runs)
+        runs = list(self._runs) + list(self._prewarms)
         for task in runs:
             task.cancel()
         await asyncio.gather(*runs, return_exceptions=True)
@@ -631,6 +657,9 @@ class ConnectorRunner:
             if r.kind == "StopCommand":
                 await self._stop_command(r.payload)
                 continue
+            if r.kind == "PrewarmCommand":
+                self._start_prewarm(r.payload)
+                continue
             command = r.payload
             if command["connector"] != self.name:
                 self.stats.foreign += 1
@@ -672,7 +701,8 @@ class ConnectorRunner:
             reason, schema_id = str(r.error), r.error.schema_id
             kind = "UNKNOWN_SCHEMA" if r.error.reason.startswith("unknown schema id") else "UNDECODABLE"
         else:
-            reason, schema_id, kind = f"expected a DispatchCommand or StopCommand, got {r.kind}", None, "INVALID"
+            reason, schema_id, kind = (f"expected a {', '.join(COMMAND_KINDS[:-1])} or {COMMAND_KINDS[-1]}, "
+                                        f"got {r.kind}", None, "INVALID")
         log.warning("connector %s: skipping bad record %s[%d]@%d: %s", self.name, r.topic, r.partition,
                     r.offset, reason)
         letter = {"event_id": f"deadletter:{r.topic}:{r.partition}:{r.offset}", "source_topic": r.topic,
@@ -680,6 +710,25 @@ class ConnectorRunner:
                   "error_kind": kind, "reason": reason, "schema_id": schema_id, "at": r.timestamp}
         assert self._producer is not None
         return await self._producer.send(self.topics.dead_letters, "DeadLetter", letter, key=r.key)
+
+    def _start_prewarm(self, command: dict[str, Any]) -> None:
+        """Hand a PrewarmCommand to ``adapter.prewarm`` in a task of its own (it never blocks dispatches)."""
+        if self._closing:
+            return
+        self.stats.prewarms += 1
+        log.info("connector %s: prewarm %s on %s (%s)", self.name, command["model_arch"], command["node_id"],
+                 command.get("reason") or "no reason given")
+        task = asyncio.create_task(self._prewarm(command), name=f"{self.name}-prewarm-{command['event_id']}")
+        self._prewarms.add(task)
+        task.add_done_callback(self._prewarms.discard)
+
+    async def _prewarm(self, command: dict[str, Any]) -> None:
+        try:
+            await self.adapter.prewarm(command)
+        except Exception:  # noqa: BLE001 - a failed prewarm costs the next task a copy, nothing more
+            self.stats.prewarm_failures += 1
+            log.exception("connector %s: prewarm of %s on %s failed", self.name, command["model_arch"],
+                          command["node_id"])
 
     async def _stop_command(self, stop: dict[str, Any]) -> None:
         """Stop the in-flight copies of ``stop['task_id']`` on ``stop['node_id']``."""
