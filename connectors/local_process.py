@@ -35,6 +35,27 @@ exits 0 within its grace has finished its work and reports COMPLETED. A stopped 
 waiting for a slot never starts (FAILED, stopped, no exit code); one stopped while its
 process is being started is stopped as soon as the process exists.
 
+Model weights (C11, issue 20): a DispatchCommand whose ``model`` is set (``model_arch``,
+``artifact_uri``, ``size_mib``: the task's profile) starts its process only once the weights
+are in this node's model cache (``connectors/model_store.py``): a cache directory
+(``model_cache``; default ``<home>/connectors/<name>/models``, ``home`` from the settings)
+holding at most ``model_cache_mib`` MiB (default None: as much as the disk holds), least
+recently used models evicted first, never one a running task uses. A cached model is a hit;
+otherwise the file at ``artifact_uri`` (``file://`` or an absolute path) is copied in (in a
+thread: heartbeats go on meanwhile; atomically: a file under its final name is complete), and
+dispatches or prewarms of a model being copied wait for that one copy. The model is ensured
+before the task waits for a process slot and stays pinned until its process has ended. The
+process gets ``SUANLI_MODEL_PATH`` (the cached file, to be read, not written) and
+``SUANLI_MODEL_ARCH``, set with the other SUANLI_* variables; the RUNNING message says how
+the model came, e.g. ``model llama@2: cache hit (0.1 ms); process group 4242`` or ``model
+llama@2: copied 512 MiB from /models/llama.bin in 1.32 s; process group 4242`` (the process
+group stays last). A model that cannot be loaded (missing file, unsupported scheme, a size
+other than ``size_mib``, no room in the cache) fails the task: FAILED, no exit code,
+"cannot start the task: model <arch>: <why>". A stop while the model is loading fails the
+task at once (the copy goes on and stays cached). A PrewarmCommand for this node
+(``prewarm``) ensures its model the same way, with nobody waiting; one for another node is
+ignored. The acceptance figure (cold start vs. warmed node): ``bench/prewarm_copy.py``.
+
 Telemetry: with ``prometheus`` (a Prometheus URL; default ``SUANLI_LOCAL_PROMETHEUS``) the
 node's NodeMetrics are the latest sample of the series that Prometheus scraped from
 ``prometheus_node`` (a selector of ``connectors/prometheus_source.py``; default
@@ -47,6 +68,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import logging
 import math
 import os
 import platform
@@ -57,10 +79,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import suppress
+from contextlib import AsyncExitStack, suppress
+from pathlib import Path
 from typing import Any
 
 from suanli.connectors.kit import Adapter, TaskReporter, stopped_message
+from suanli.connectors.model_store import LoadResult, ModelStore, ModelStoreError, model_ref
 from suanli.errors import ConnectorError
 from suanli.schemas.models import env_problem
 
@@ -83,6 +107,8 @@ _, status, ru = os.wait4(pid, 0)
 os.write(fd, json.dumps({"status": status, "utime": ru.ru_utime, "stime": ru.ru_stime,
                          "maxrss_kib": ru.ru_maxrss, "wall_ms": int((time.monotonic() - t0) * 1000)}).encode())
 """
+
+log = logging.getLogger("suanli.connectors.local")
 
 ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64", "riscv64": "riscv64"}
 
@@ -139,7 +165,8 @@ class LocalProcesses(Adapter):
 
     def __init__(self, *, cell: str = "local", name: str = "local", node_id: str | None = None,
                  max_concurrent: int | None = None, kill_grace_s: float = 5.0, tail_chars: int = 500,
-                 prometheus: str | None = None, prometheus_node: str = "127.0.0.1"):
+                 prometheus: str | None = None, prometheus_node: str = "127.0.0.1",
+                 model_cache: Path | str | None = None, model_cache_mib: int | None = None):
         self.name, self.cell = name, cell
         self.node_id = node_id or f"local-{socket.gethostname()}"
         self.max_concurrent = cpu_count() if max_concurrent is None else max_concurrent
@@ -156,6 +183,10 @@ class LocalProcesses(Adapter):
         self._escalated: set[str] = set()          # dispatch ids SIGKILLed after their grace
         self._stoppers: set[asyncio.Task] = set()
         self._cpu_prev: tuple[int, int] | None = None
+        self.model_cache = Path(model_cache) if model_cache is not None else None
+        self.model_cache_mib = model_cache_mib
+        self._store: ModelStore | None = None           # made at the first model (no directory before)
+        self._loading: dict[str, asyncio.Task] = {}     # dispatch id -> its wait for its model
         self._prometheus = self._prometheus_feed(prometheus, prometheus_node)
 
     # -- discover / monitor ------------------------------------------------------------------
@@ -173,6 +204,8 @@ class LocalProcesses(Adapter):
         return PrometheusFeed(PrometheusSource(url, [PromNode(self.node_id, self.cell, selector)], name=self.name))
 
     async def aclose(self) -> None:
+        if self._store is not None:
+            await self._store.aclose()      # copies in flight stop at their next chunk
         if self._stoppers:
             await asyncio.gather(*self._stoppers, return_exceptions=True)
         if self._prometheus is not None:
@@ -224,27 +257,84 @@ class LocalProcesses(Adapter):
         return None
 
     @staticmethod
-    def environment(command: dict[str, Any]) -> dict[str, str]:
-        """The command's environment: this process's, the task's ``env`` over it, then the SUANLI_* variables."""
+    def environment(command: dict[str, Any], model: LoadResult | None = None) -> dict[str, str]:
+        """The command's environment: this process's, the task's ``env`` over it, then the SUANLI_*
+        variables (with ``SUANLI_MODEL_PATH`` and ``SUANLI_MODEL_ARCH`` when it has a ``model``)."""
+        models = {"SUANLI_MODEL_PATH": str(model.path), "SUANLI_MODEL_ARCH": model.model_arch} if model else {}
         return {**os.environ, **(command.get("env") or {}),
                 "SUANLI_TASK_ID": command["task_id"], "SUANLI_DISPATCH_ID": command["dispatch_id"],
-                "SUANLI_CPU_MILLI": str(command["cpu_milli"]), "SUANLI_MEMORY_MIB": str(command["memory_mib"])}
+                "SUANLI_CPU_MILLI": str(command["cpu_milli"]), "SUANLI_MEMORY_MIB": str(command["memory_mib"]),
+                **models}
+
+    def model_store(self) -> ModelStore:
+        """This node's model cache (made, and its index read from disk, on first use)."""
+        if self._store is None:
+            from suanli.config import settings
+            root = self.model_cache or settings().home / "connectors" / self.name / "models"
+            try:
+                self._store = ModelStore(root, self.model_cache_mib)
+            except OSError as exc:
+                raise ModelStoreError(f"model cache {root} is unusable: {exc}") from None
+        return self._store
+
+    async def prewarm(self, command: dict[str, Any]) -> None:
+        """Copy a PrewarmCommand's model into the cache (nothing if it is there); ModelStoreError if it cannot be."""
+        if command["node_id"] != self.node_id:
+            log.warning("local %s: prewarm for node %r ignored: this is %r", self.name, command["node_id"],
+                        self.node_id)
+            return
+        result = await self.model_store().ensure(command)
+        log.info("local %s: prewarmed: %s", self.name, result.describe())
 
     async def execute(self, command: dict[str, Any], report: TaskReporter) -> None:
         dispatch_id = command["dispatch_id"]
         self._commands[dispatch_id] = command
         try:
-            async with self._slots:
-                if dispatch_id in self._stopped:
-                    await report.failed(None, f"{stopped_message(self._stopped[dispatch_id])} (before it started)")
-                    return
-                await self._run(command, report)
+            async with AsyncExitStack() as held:
+                model = None
+                if command.get("model"):
+                    model = await self._load_model(command, report, held)
+                    if model is None:
+                        return                  # reported FAILED
+                async with self._slots:
+                    if dispatch_id in self._stopped:
+                        await report.failed(None, f"{stopped_message(self._stopped[dispatch_id])} (before it started)")
+                        return
+                    await self._run(command, report, model)
         finally:
             self._commands.pop(dispatch_id, None)
             self._procs.pop(dispatch_id, None)
             self._stopped.pop(dispatch_id, None)
             self._grace_s.pop(dispatch_id, None)
             self._escalated.discard(dispatch_id)
+
+    async def _load_model(self, command: dict[str, Any], report: TaskReporter,
+                          held: AsyncExitStack) -> LoadResult | None:
+        """Ensure the command's model and pin it (until ``held`` closes); None once FAILED is reported."""
+        dispatch_id = command["dispatch_id"]
+        try:
+            store = self.model_store()
+            # A task of its own, so that a stop can end the wait (the shared copy itself goes on).
+            waiting = asyncio.ensure_future(held.enter_async_context(store.using(model_ref(command["model"]))))
+        except ModelStoreError as exc:
+            await report.failed(None, f"cannot start the task: {exc}")
+            return None
+        self._loading[dispatch_id] = waiting
+        try:
+            return await waiting
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if (current is not None and current.cancelling()) or dispatch_id not in self._stopped:
+                raise                           # the connector is stopping: the runner reports it
+            await report.failed(None, f"{stopped_message(self._stopped[dispatch_id])} (while its model was loading)")
+            return None
+        except ModelStoreError as exc:
+            await report.failed(None, f"cannot start the task: {exc}")
+            return None
+        finally:
+            self._loading.pop(dispatch_id, None)
+            if not waiting.done():
+                waiting.cancel()
 
     async def stop(self, task_id: str, node_id: str, reason: str, grace_ms: int | None = None) -> bool:
         """Kill the process group of ``task_id`` (SIGTERM, SIGKILL after ``grace_ms``, or after
@@ -262,6 +352,9 @@ class LocalProcesses(Adapter):
                 continue
             self._stopped[dispatch_id] = reason
             self._grace_s[dispatch_id] = grace_s
+            loading = self._loading.get(dispatch_id)
+            if loading is not None:
+                loading.cancel()                # waiting for its model: it never starts
             self._start_stopper(dispatch_id)
         return found
 
@@ -274,9 +367,9 @@ class LocalProcesses(Adapter):
             self._stoppers.add(stopper)
             stopper.add_done_callback(self._stoppers.discard)
 
-    async def _run(self, command: dict[str, Any], report: TaskReporter) -> None:
+    async def _run(self, command: dict[str, Any], report: TaskReporter, model: LoadResult | None = None) -> None:
         argv = list(command["command"])
-        env = self.environment(command)
+        env = self.environment(command, model)
         started = time.monotonic()
         read_fd, write_fd = os.pipe()
         with tempfile.TemporaryFile() as output, open(read_fd, "rb") as result:
@@ -292,7 +385,8 @@ class LocalProcesses(Adapter):
             if command["dispatch_id"] in self._stopped:
                 self._start_stopper(command["dispatch_id"])     # stopped while it was being started
             try:
-                await report.running(f"process group {proc.pid}")
+                loaded = f"{model.describe()}; " if model is not None else ""
+                await report.running(f"{loaded}process group {proc.pid}")
                 await proc.wait()
             except BaseException:  # cancelled (connector stopping) or reporting failed: stop the process
                 await self._stop(proc)

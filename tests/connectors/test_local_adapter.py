@@ -198,3 +198,129 @@ def test_a_stop_kills_the_tasks_process_group_and_reports_it_stopped():
         "stopped by the scheduler: stale copy: the task is placed on n9 (before it started)"
     assert group_gone(int(by_task[("ts", "RUNNING")]["message"].split()[-1]))
     assert not local.pids and not local._commands and not local._stoppers
+
+
+# ---- model weights (C11): the node's model cache --------------------------------------------
+SHOW_MODEL = ("import hashlib, os, sys\n"
+              "path = os.environ['SUANLI_MODEL_PATH']\n"
+              "digest = hashlib.sha256(open(path, 'rb').read()).hexdigest()\n"
+              "open(sys.argv[1], 'w').write(f\"{os.environ['SUANLI_MODEL_ARCH']} {path} {digest}\")")
+
+
+def _weights(tmp_path, name: str = "llama.bin", size: int = 2 * 2**20):
+    import hashlib
+    import os
+    origin = tmp_path / "origin" / name
+    origin.parent.mkdir(exist_ok=True)
+    origin.write_bytes(os.urandom(size))
+    return origin, hashlib.sha256(origin.read_bytes()).hexdigest()
+
+
+def _with_model(command: dict, origin, arch: str = "llama-3-8b@2", size_mib: int = 0) -> dict:
+    return {**command, "model": {"model_arch": arch, "artifact_uri": origin.as_uri(), "size_mib": size_mib}}
+
+
+def test_a_task_with_a_model_starts_on_its_cached_weights_and_the_next_one_hits(tmp_path):
+    local = LocalProcesses(cell="local", node_id="test-node", model_cache=tmp_path / "cache")
+    origin, digest = _weights(tmp_path)
+    seen = [tmp_path / "first.txt", tmp_path / "second.txt"]
+
+    async def scenario():
+        out: list[dict] = []
+        for i, where in enumerate(seen):
+            await _execute(local, _with_model(_command([PY, "-c", SHOW_MODEL, str(where)], f"m{i}"), origin,
+                                              size_mib=2), out)
+        await local.aclose()
+        return out
+
+    events = asyncio.run(scenario())
+    assert [(e["task_id"], e["status"]) for e in events] == [
+        ("tm0", "RUNNING"), ("tm0", "COMPLETED"), ("tm1", "RUNNING"), ("tm1", "COMPLETED")]
+    cached = tmp_path / "cache" / "llama-3-8b@2.weights"
+    for where in seen:       # the process read the cached copy, not the origin, and it is complete
+        assert where.read_text() == f"llama-3-8b@2 {cached} {digest}"
+    first, second = events[0]["message"], events[2]["message"]
+    assert first.startswith(f"model llama-3-8b@2: copied 2 MiB from {origin} in ") and "; process group " in first
+    assert second.startswith("model llama-3-8b@2: cache hit (") and "; process group " in second
+    store = local.model_store()
+    assert store.cached() == {"llama-3-8b@2": 2 * 2**20} and not store.in_use("llama-3-8b@2")
+
+
+def test_a_model_that_cannot_be_loaded_fails_the_task_before_it_starts(tmp_path):
+    local = LocalProcesses(cell="local", node_id="test-node", model_cache=tmp_path / "cache")
+    marker = tmp_path / "ran"
+    argv = ["sh", "-c", f"touch {marker}"]
+    missing = _with_model(_command(argv, "missing"), tmp_path / "no-such-weights.bin")
+    remote = {**_command(argv, "remote"), "model": {"model_arch": "m", "artifact_uri": "s3://b/m.bin", "size_mib": 0}}
+
+    async def scenario():
+        out: list[dict] = []
+        for command in (missing, remote):
+            await _execute(local, command, out)
+        return out
+
+    events = asyncio.run(scenario())
+    assert [(e["task_id"], e["status"], e["exit_code"]) for e in events] == [
+        ("tmissing", "FAILED", None), ("tremote", "FAILED", None)]
+    assert events[0]["message"] == (f"cannot start the task: model llama-3-8b@2: artifact "
+                                    f"{(tmp_path / 'no-such-weights.bin').as_uri()!r} not found")
+    assert events[1]["message"].startswith("cannot start the task: model m: artifact_uri 's3://b/m.bin': scheme 's3'")
+    assert not marker.exists() and not local._commands
+
+
+def test_a_stop_while_the_model_is_copied_fails_the_task_at_once_and_the_copy_goes_on(tmp_path):
+    import threading
+
+    from suanli.connectors.model_store import ModelStore
+
+    class SlowStore(ModelStore):
+        """Its copy waits (in its thread) until ``resume`` is set."""
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.copying, self.resume = threading.Event(), threading.Event()
+
+        def _copy_file(self, src, dest, size):
+            self.copying.set()
+            self.resume.wait(30)
+            return super()._copy_file(src, dest, size)
+
+    local = LocalProcesses(cell="local", node_id="test-node", model_cache=tmp_path / "cache")
+    local._store = store = SlowStore(tmp_path / "cache")
+    origin, _ = _weights(tmp_path)
+    marker = tmp_path / "ran"
+
+    async def scenario():
+        out: list[dict] = []
+        run = asyncio.create_task(_execute(local, _with_model(_command(["sh", "-c", f"touch {marker}"], "w"), origin),
+                                           out))
+        await asyncio.to_thread(store.copying.wait, 30)
+        assert await local.stop("tw", "test-node", "preempted by t9")
+        await asyncio.wait_for(run, 10)         # ended while the copy still waits
+        assert store.path_of("llama-3-8b@2") is None
+        store.resume.set()
+        later = await store.ensure({"model_arch": "llama-3-8b@2", "artifact_uri": origin.as_uri(), "size_mib": 0})
+        return out, later
+
+    events, later = asyncio.run(scenario())
+    assert [(e["status"], e["exit_code"], e["message"]) for e in events] == [
+        ("FAILED", None, "stopped by the scheduler: preempted by t9 (while its model was loading)")]
+    assert not marker.exists()
+    assert later.shared and later.path.read_bytes() == origin.read_bytes()   # the one copy finished for others
+
+
+def test_a_prewarm_copies_the_model_so_the_task_hits(tmp_path):
+    local = LocalProcesses(cell="local", node_id="test-node", model_cache=tmp_path / "cache")
+    origin, digest = _weights(tmp_path)
+    prewarm = {"event_id": "pw1", "node_id": "test-node", "cell": "local", "model_arch": "llama-3-8b@2",
+               "artifact_uri": origin.as_uri(), "size_mib": 2, "at": 1, "reason": "expected demand"}
+    where = tmp_path / "seen.txt"
+
+    async def scenario():
+        await local.prewarm({**prewarm, "node_id": "another-node"})     # not this node: ignored
+        assert local.model_store().cached() == {}
+        await local.prewarm(prewarm)
+        return await _execute(local, _with_model(_command([PY, "-c", SHOW_MODEL, str(where)], "p"), origin))
+
+    events = asyncio.run(scenario())
+    assert events[0]["message"].startswith("model llama-3-8b@2: cache hit")
+    assert events[1]["status"] == "COMPLETED" and where.read_text().endswith(digest)
