@@ -14,6 +14,27 @@ from ..model_cache import holders, locate, model_of
 class ModelLocalityArgs:
     points_per_second: float = arg(10.0, "score points per second of model load saved against the origin", ge=0)
     cap: float = arg(3000.0, "most points a node can get (a 70 GiB model saves ~600 s)", ge=0)
+    local_points: float = arg(1000.0, "default 1.5.0 on: points more for a node holding the model itself "
+                              "(a disk read rather than a LAN copy that takes a second cache slot at the site)",
+                              ge=0)
+
+
+def held_here(ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
+    """Per row, 1.0 where the node's own cache holds (or is loading) the task's model."""
+    out = np.zeros(rows.size, dtype=np.float64)
+    rec = ctx.task
+    s = ctx.state
+    if rec is None or not s.model_caches:
+        return out
+    model = model_of(rec.task)
+    if model is None:
+        return out
+    ids = s.node_ids
+    for i, row in enumerate(rows.tolist()):
+        c = s.model_caches.get(ids[row])
+        if c is not None and model.model_arch in c.entries:
+            out[i] = 1.0
+    return out
 
 
 def saved_seconds(ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
@@ -51,7 +72,10 @@ class ModelLocality(Plugin):
     """Model locality: ``min(cap, points_per_second x seconds saved)``, the seconds of model
     load a node saves against fetching the weights from the origin (its own cache: a disk
     read; a peer of its site: a LAN copy; what is left of a load in flight counts against
-    it). The load times are ``connectors/model_loading.py``'s. A task without a model
+    it). The load times are ``connectors/model_loading.py``'s. Plus ``local_points`` for a
+    node that holds the model itself (``default`` 1.5.0 on; 1.4.0 runs it with 0): a local
+    read saves only a few seconds over a peer's LAN copy, which the packing terms outweigh,
+    but the copy also takes a second slot in the site's caches and a busier p50. A task without a model
     scores 0 on every node, so the plugin changes no other decision. The core notes where
     the chosen node gets the model in the decision's provenance (``Provenance.notes``).
     Args: :class:`ModelLocalityArgs`."""
@@ -61,4 +85,7 @@ class ModelLocality(Plugin):
 
     def score(self, ctx, rows):
         a = self.args
-        return np.minimum(a.cap, a.points_per_second * saved_seconds(ctx, rows))
+        out = np.minimum(a.cap, a.points_per_second * saved_seconds(ctx, rows))
+        if a.local_points:
+            out = out + a.local_points * held_here(ctx, rows)
+        return out

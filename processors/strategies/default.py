@@ -50,7 +50,10 @@ under one version verifies under it): ``1.2.0`` is the blend without the strand 
 picks its provenance candidates among equal scores by lowest row (``Profile.stable_candidates``:
 1.2.0's choice among ties depends on the CPU's SIMD); ``1.4.0`` adds ``ModelLocality``
 (``plugins/model_locality.py``: seconds of model load a node saves, for tasks that carry
-model weights; 0 for all others, whose placements are 1.3.0's). ``suanli replay --verify`` pins the
+model weights; 0 for all others, whose placements are 1.3.0's); ``1.5.0`` (default) gives
+ModelLocality's ``local_points`` (1,000) to a node holding the model itself, so a task reads
+it from its own disk rather than copying it from a site peer (1.4.0 runs it with 0; tasks
+without a model place as before). ``suanli replay --verify`` pins the
 version a log's decisions name. On
 the openb workloads most of what 1.2.0 left unallocated was whole GPUs on nodes whose CPU
 was gone (default workload, seed 42: 203 one-GPU tasks refused for CPU beside free GPUs),
@@ -58,7 +61,7 @@ which no per-class fragment measure sees.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..args import arg, like
@@ -72,8 +75,8 @@ from .args import TIE_BREAK_DOC, TieBreak
 from .fgd import FgdFamilyArgs, fgd_args
 
 NAME = "default"
-VERSION = "1.4.0"
-VERSIONS = ("1.2.0", "1.3.0", "1.4.0")
+VERSION = "1.5.0"
+VERSIONS = ("1.2.0", "1.3.0", "1.4.0", "1.5.0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +97,9 @@ class Args(FgdFamilyArgs):
                                   "when the task is CPU-only (GPU tasks: 1)", gt=0)
     model_locality: ModelLocalityArgs = arg(ModelLocalityArgs(), "1.4.0: the model-locality score (nodes "
                                             "holding the task's model weights; 0 for tasks without a model)")
-    version: Literal["1.2.0", "1.3.0", "1.4.0"] = arg("1.4.0", "the blend's version: 1.2.0 (FGD + gap + BestFit + "
-                                                      "scarcity), 1.3.0 (+ CpuStrand), 1.4.0 (+ ModelLocality)")
+    version: Literal["1.2.0", "1.3.0", "1.4.0", "1.5.0"] = arg(
+        "1.5.0", "the blend's version: 1.2.0 (FGD + gap + BestFit + scarcity), 1.3.0 (+ CpuStrand), 1.4.0 "
+        "(+ ModelLocality), 1.5.0 (ModelLocality's local_points)")
 
 
 def build(args: Args) -> Profile:
@@ -113,7 +117,10 @@ def build(args: Args) -> Profile:
     if args.version not in ("1.2.0", "1.3.0"):
         # 1.4.0: scores 0 everywhere for a task without a model, so only the version and the
         # scorer list in the path tell its decisions from 1.3.0's
-        scorers.append({"name": "ModelLocality", "args": args.model_locality})
+        ml = args.model_locality
+        if args.version == "1.4.0":
+            ml = replace(ml, local_points=0.0)     # 1.4.0 had no local term: its logs replay unchanged
+        scorers.append({"name": "ModelLocality", "args": ml})
     # TopologyNear acts only on tasks with a place label: no trace on any other decision
     profile = standard_profile(args, scorers, filters=[*FILTERS, "TopologyNear"])
     # 1.3.0 on: provenance candidates the same on every CPU (framework.stable_top)

@@ -24,8 +24,9 @@ def _profile(config):
 
 
 def test_versions_and_default():
-    assert D.VERSION == "1.4.0" and D.VERSIONS == ("1.2.0", "1.3.0", "1.4.0")    # 1.4.0: ModelLocality (#20)
-    assert S.defaults("default")["version"] == "1.4.0"
+    # 1.4.0: ModelLocality (#20); 1.5.0: its local_points (#20, prewarm)
+    assert D.VERSION == "1.5.0" and D.VERSIONS == ("1.2.0", "1.3.0", "1.4.0", "1.5.0")
+    assert S.defaults("default")["version"] == "1.5.0"
 
 
 def test_v120_builds_the_old_profile_whatever_the_new_keys():

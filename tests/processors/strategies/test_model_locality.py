@@ -1,4 +1,4 @@
-"""``ModelLocality`` in ``default`` 1.4.0: prefer the node holding the task's model, say why,
+"""``ModelLocality`` in ``default`` 1.4.0 (1.5.0: local_points): prefer the node holding the task's model, say why,
 and change nothing for tasks without a model."""
 from __future__ import annotations
 
@@ -66,3 +66,35 @@ def test_tasks_without_a_model_decide_as_version_130():
         assert (o["node_id"], o["gpu_devices"]) == (n["node_id"], n["gpu_devices"])
         assert o["provenance"]["candidates"] == n["provenance"]["candidates"]
         assert n["provenance"]["notes"] == [] and n["provenance"]["strategy"]["version"] == "1.4.0"
+
+
+def _local_vs_peer(version):
+    """The model sits on n0 (s1) after task a ends; a 2-GPU task without a model then takes
+    half of n0, so for a 1-GPU task the packing terms favour the empty n1 by more than the
+    few seconds a local read saves over a peer's LAN copy."""
+    f = _cell({**CFG, "version": version})
+    a = _placed(model_task(f, "a", "m@1", size_gib=8, site="s1"))[0]
+    f.status("a", "COMPLETED", at=5)
+    fill = _placed(model_task(f, "fill", None, at=10, gpus=2, site="s1"))[0]
+    b = _placed(model_task(f, "b", "m@1", size_gib=8, at=600_000, site="s1", gpus=1))[0]
+    assert a["node_id"] == fill["node_id"] == "n0"
+    return b
+
+
+def test_v150_reads_the_model_from_the_nodes_own_disk_rather_than_a_peers():
+    b = _local_vs_peer("1.5.0")
+    assert b["node_id"] == "n0" and b["provenance"]["strategy"]["version"] == "1.5.0"
+    assert b["provenance"]["notes"][0].startswith("model m@1 cached on n0: saves")
+    old = _local_vs_peer("1.4.0")                # 1.4.0, as recorded: the LAN copy to n1
+    assert old["node_id"] == "n1" and "a peer at the site" in old["provenance"]["notes"][0]
+
+
+def test_v140_ignores_local_points():
+    from suanli.processors import strategies as S
+
+    st = S.get_strategy("default", {**CFG, "version": "1.4.0", "model_locality": {"local_points": 5000}})
+    ml = [p for p, _ in st.profile.scorers if p.name == "ModelLocality"][0]
+    assert ml.args.local_points == 0.0
+    st = S.get_strategy("default", {**CFG})
+    ml = [p for p, _ in st.profile.scorers if p.name == "ModelLocality"][0]
+    assert ml.args.local_points == 1000.0
