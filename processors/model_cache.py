@@ -13,8 +13,9 @@ model and version, e.g. ``llama@2``) and records:
 * ``used``: whether a task has used it since it arrived (a prewarm nobody used is waste);
 * ``hits``: uses by tasks since it arrived.
 
-**Eviction: LRU on the cell clock** (least ``last_used`` first, ties by ``model_arch``),
-with a veto: :meth:`ModelCache.insert` takes a ``keep`` predicate and never evicts what it
+**Eviction: LRU on the cell clock** (least ``last_used`` first, ties by ``model_arch``;
+while the prewarm planner runs, superseded versions of a family go first and prefetched
+entries not used yet last, :func:`task_order`), with a veto: :meth:`ModelCache.insert` takes a ``keep`` predicate and never evicts what it
 protects (the planner protects what it expects to be used more than what it brings in).
 Why not cost-aware (GreedyDual-Size-Frequency)? GDSF's priority is ``L + freq x cost /
 size``; the cost of a miss here is a load time, which is almost exactly proportional to
@@ -102,17 +103,21 @@ class ModelCache:
         e.hits += 1
         return True
 
-    def victims(self, size_mib: int, keep: Callable[[str, Entry], bool] | None = None) -> Optional[list[str]]:
+    def victims(self, size_mib: int, keep: Callable[[str, Entry], bool] | None = None,
+                order: Callable[[str, Entry], Any] | None = None) -> Optional[list[str]]:
         """The entries an insert of ``size_mib`` would evict, least recently used first
-        (ties by name), skipping those ``keep`` protects; None when it cannot fit (larger
-        than the capacity, or the protected entries leave too little room)."""
+        (ties by name; ``order``: a sort key of ``(model_arch, entry)`` instead), skipping
+        those ``keep`` protects; None when it cannot fit (larger than the capacity, or the
+        protected entries leave too little room)."""
         if size_mib > self.capacity_mib:
             return None
         need = size_mib - self.free_mib
         out: list[str] = []
         if need <= 0:
             return out
-        for arch in sorted(self.entries, key=lambda a: (self.entries[a].last_used, a)):
+        key = (lambda a: (self.entries[a].last_used, a)) if order is None else \
+            (lambda a: order(a, self.entries[a]))
+        for arch in sorted(self.entries, key=key):
             e = self.entries[arch]
             if keep is not None and keep(arch, e):
                 continue
@@ -123,9 +128,10 @@ class ModelCache:
         return None
 
     def insert(self, model_arch: str, size_mib: int, now: int, ready_at: int, via: str = TASK,
-               keep: Callable[[str, Entry], bool] | None = None) -> Optional[list[Evicted]]:
-        """Put a model in (a miss: a task loaded it, or a prewarm); evict LRU entries not
-        protected by ``keep`` until it fits. Returns what was evicted, or None (nothing
+               keep: Callable[[str, Entry], bool] | None = None,
+               order: Callable[[str, Entry], Any] | None = None) -> Optional[list[Evicted]]:
+        """Put a model in (a miss: a task loaded it, or a prewarm); evict LRU entries (or in
+        ``order``, see :meth:`victims`) not protected by ``keep`` until it fits. Returns what was evicted, or None (nothing
         changes) when it cannot fit. Already present: a touch by a task (``via`` task), or
         nothing for a prewarm; returns []."""
         if size_mib < 0:
@@ -134,7 +140,7 @@ class ModelCache:
             if via == TASK:
                 self.touch(model_arch, now)
             return []
-        names = self.victims(size_mib, keep)
+        names = self.victims(size_mib, keep, order)
         if names is None:
             return None
         out = []
@@ -234,7 +240,20 @@ def on_placed(s: Any, node_id: str, task: Any) -> None:
     if c.touch(model.model_arch, s.now):
         return
     source, wait, _ = locate(s, node_id, model.model_arch, model.size_mib)
-    c.insert(model.model_arch, model.size_mib, s.now, s.now + wait, TASK)
+    c.insert(model.model_arch, model.size_mib, s.now, s.now + wait, TASK, None, task_order(s))
+
+
+def task_order(s: Any) -> Optional[Callable[[str, Entry], Any]]:
+    """The eviction order of a task's load. Plain LRU, unless the prewarm planner's book
+    (kept only while it is enabled) knows the newest version of each family: then first the
+    superseded versions (tasks ask for the newest: an older one is dead weight), then LRU,
+    with prefetched entries no task used yet after those (the planner fetched them for a
+    task expected soon; evicting them first would waste the fetch)."""
+    latest = s.prewarm.get("latest") if s.prewarm else None
+    if not latest:
+        return None
+    newest = set(latest.values())
+    return lambda a, e: (a in newest, e.via == PREWARM and not e.used, e.last_used, a)
 
 
 def node_gone(s: Any, node_id: str) -> None:

@@ -69,3 +69,31 @@ def test_json_round_trip_is_exact():
 def test_negative_size_is_an_error():
     with pytest.raises(ModelError):
         ModelCache(10).insert("x", -1, now=0, ready_at=0)
+
+
+def test_an_order_picks_the_victims_and_keep_still_vetoes():
+    c = ModelCache(100)
+    c.insert("a@1", 40, 1, 1)
+    c.insert("b@1", 40, 2, 2)
+    newest = {"b@1"}
+    order = lambda a, e: (a in newest, e.last_used, a)          # noqa: E731
+    c.touch("a@1", 3)
+    assert c.victims(50) == ["b@1"]                               # LRU
+    assert c.victims(50, None, order) == ["a@1"]                  # the order first, recency after
+    assert c.victims(50, lambda a, e: a == "a@1", order) == ["b@1"]
+
+
+def test_task_loads_evict_superseded_versions_first_and_unused_prewarms_last():
+    from suanli.processors import CellState
+    from suanli.processors.model_cache import task_order
+
+    s = CellState("t")
+    assert task_order(s) is None                                  # no planner book: plain LRU
+    s.prewarm = {"latest": {"a": "a@2", "b": "b@1", "c": "c@1"}}
+    c = ModelCache(100)
+    c.insert("c@1", 30, 1, 1, PREWARM)                            # prefetched, unused, oldest
+    c.insert("a@1", 30, 5, 5)                                     # superseded by a@2
+    c.insert("b@1", 30, 3, 3)
+    assert c.victims(40) == ["c@1"]                               # LRU would waste the prefetch
+    assert c.victims(40, None, task_order(s)) == ["a@1"]
+    assert c.victims(70, None, task_order(s)) == ["a@1", "b@1"]

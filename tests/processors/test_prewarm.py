@@ -12,7 +12,7 @@ from suanli.processors.model_cache import PREWARM
 from core_helpers import TOPIC, Feed, typed
 from model_helpers import GIB, edge_node, model_task, tick
 
-PW = {"enabled": True, "period_ms": 60_000, "bandwidth_mib_s": 50.0, "burst_periods": 2, "min_expected": 0.1,
+PW = {"enabled": True, "period_ms": 60_000, "bandwidth_mib_s": 50.0, "burst_periods": 2, "min_use": 0.1,
       "half_life_ms": 600_000, "horizon_ms": 600_000}
 
 
@@ -148,3 +148,72 @@ def test_old_snapshots_without_caches_load_empty():
     assert "model_caches" not in snap and "prewarm" not in snap
     back = CellState.from_snapshot(snap)
     assert back.model_caches == {} and back.prewarm == {}
+
+
+# ---------------------------------------------------------------- the planner's choice (#20, round 2)
+def test_chance_of_use_is_the_first_arrival_before_the_next_version_and_the_horizon():
+    from suanli.processors.prewarm import _p_used
+
+    h = 3_600_000
+    lam, life = 2 / h, 3 * h                                # 2 an hour, a version lives 3 h
+    assert abs(_p_used(lam, life, 1e12) - 6 / 7) < 1e-9     # lam L / (1 + lam L) with no horizon
+    assert _p_used(lam, life, h) < _p_used(lam, life, 2 * h) < 6 / 7
+    assert _p_used(lam / 10, life, 2 * h) < _p_used(lam, life, 2 * h)
+
+
+def _one_node_sites(cache_gib, prewarm):
+    f = Feed(strategy="default", config={"seed": 2, "prewarm": prewarm})
+    for site in ("s1", "s2", "s3"):
+        edge_node(f, f"{site}-n0", site, cache_gib=cache_gib)
+    return f
+
+
+def test_a_new_version_goes_out_and_evicts_the_superseded_one_first():
+    pw = {**PW, "max_waste": 0.3, "bandwidth_mib_s": 500.0}
+    f = _one_node_sites(14, pw)
+    t = 1000
+    for i in range(30):                                     # a@1 (6 GiB) popular at s1 and s2; b@1 once at s3
+        model_task(f, f"a{i}", "a@1", size_gib=6, at=t, site=("s1", "s2")[i % 2])
+        f.status(f"a{i}", "COMPLETED", at=t + 1)
+        t += 20_000
+    model_task(f, "b", "b@1", size_gib=6, at=t, site="s3")
+    f.status("b", "COMPLETED", at=t + 1)
+    cmds = [c for at in range(t + 60_000, t + 600_001, 30_000) for c in _prewarms(tick(f, at))]
+    assert [(c["node_id"], c["model_arch"]) for c in cmds] == [("s3-n0", "a@1")]
+    assert set(f.state.model_caches["s3-n0"].entries) == {"a@1", "b@1"}
+    t += 700_000
+    model_task(f, "new", "a@2", size_gib=6, at=t, site="s1")     # a new version: the family's newest
+    f.status("new", "COMPLETED", at=t + 1)
+    cmds = [c for at in range(t + 30_000, t + 600_001, 30_000) for c in _prewarms(tick(f, at))]
+    mine = [c for c in cmds if c["node_id"] == "s3-n0"]
+    assert [c["model_arch"] for c in mine] == ["a@2"]
+    assert "evicts a@1 (superseded" in mine[0]["reason"]          # not b@1, used less recently
+    assert set(f.state.model_caches["s3-n0"].entries) == {"a@2", "b@1"}
+
+
+def test_the_waste_ledger_never_goes_negative():
+    for mw in (0.05, 0.3):
+        f = _cell(prewarm={**PW, "max_waste": mw})
+        _arrivals(f, n=30)
+        for t in range(20_000, 1_200_001, 5000):
+            tick(f, t)
+            assert f.state.prewarm.get("slack", 0.0) >= -1e-6
+
+
+def test_prewarm_disabled_decides_as_without_the_key():
+    outs = []
+    for cfg in ({"seed": 2}, {"seed": 2, "prewarm": {"enabled": False}}):
+        f = Feed(strategy="default", config=cfg)
+        for site in ("s1", "s2"):
+            for i in range(2):
+                edge_node(f, f"{site}-n{i}", site, cache_gib=20)
+        for i in range(20):
+            model_task(f, f"t{i}", ("a@1", "b@1", "a@2")[i % 3], size_gib=(3, 7, 3)[i % 3], at=1000 + i * 7000,
+                       site=("s1", "s2")[i % 2])
+            if i % 2:
+                f.status(f"t{i - 1}", "COMPLETED", at=1500 + i * 7000)
+            tick(f, 2000 + i * 7000)
+        for _, d in f.outputs:                     # the policy's digest names its config: it differs
+            d.get("provenance", {}).get("strategy", {}).pop("config_digest", None)
+        outs.append(json.dumps([(k, d) for k, d in f.outputs], sort_keys=True, default=str))
+    assert '"TaskPlaced"' in outs[0] and outs[0] == outs[1]

@@ -27,7 +27,7 @@ def test_prewarm_goes_to_the_nodes_dispatch_topic_and_dispatch_carries_the_model
         off += 1
         return out
 
-    cfg = {"seed": 1, "prewarm": {"enabled": True, "period_ms": 1000, "min_expected": 0.01, "bandwidth_mib_s": 5000}}
+    cfg = {"seed": 1, "prewarm": {"enabled": True, "period_ms": 1000, "min_use": 0.01, "bandwidth_mib_s": 5000}}
     put("PolicyChanged", {"event_id": "p", "cell": "c1", "strategy": "default", "config_json": json.dumps(cfg),
                           "at": 0})
     for nid, site in (("a0", "sa"), ("b0", "sb")):
