@@ -38,6 +38,7 @@ from . import model as m
 from .framework import Code, CycleContext, CycleResult, Status, default_devices, run_cycle
 from .frag import shape_key
 from .model import Request
+from .profiler import Profiler
 from .reservation_args import ReservationArgs
 from .qos import BATCH, GOLD, LANE_RANK, SILVER, URGENT, QosArgs, gold_pool, lane_of, outranks, queue_key
 from .sandbox import SandboxError
@@ -67,6 +68,17 @@ def qos_of(s: CellState) -> QosArgs:
 def reservation_args_of(s: CellState) -> ReservationArgs:
     """The cell policy's reservation arguments (``reservation_args.py``)."""
     return policy_strategy(s).args.reservations
+
+
+def profiler_of(s: CellState) -> Optional[Profiler]:
+    """The cell's task profiler while its policy turns profiles on (made on first use; its
+    history stays in the state if they are turned off and on again), else None."""
+    args = policy_strategy(s).args.profiles
+    if not args.enabled:
+        return None
+    if s.profiler is None:
+        s.profiler = Profiler(args.max_signatures)
+    return s.profiler
 
 
 def _key(s: CellState, t: TaskRecord, lost: bool) -> list:
@@ -134,6 +146,9 @@ def _task_submitted(s: CellState, e: m.TaskSubmitted) -> None:
     r = task.request
     k = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
     s.class_counts[k] = s.class_counts.get(k, 0) + 1
+    prof = profiler_of(s)
+    if prof is not None:
+        prof.submitted(task, s.now)
 
 
 def _task_status(s: CellState, e: m.TaskStatusChanged) -> None:
@@ -185,6 +200,9 @@ def _lost(s: CellState, e: m.TaskLost) -> None:
     _free_old_copy(s, t)
     t.status, t.node, t.devices = PENDING, None, ()
     s.enqueue(e.task_id, _key(s, t, lost=True))
+    prof = profiler_of(s)
+    if prof is not None:
+        prof.requeued(t.task)
 
 
 def _placed(s: CellState, e: m.TaskPlaced) -> None:
@@ -196,6 +214,9 @@ def _placed(s: CellState, e: m.TaskPlaced) -> None:
     s.dequeue(e.task_id)
     t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.node_id, tuple(e.gpu_devices), None, s.now
     model_cache.on_placed(s, e.node_id, t.task)     # its model is on the node's disk from now on
+    prof = profiler_of(s)
+    if prof is not None:
+        prof.placed(t.task, t.queued_at, s.now)
 
 
 def _pending(s: CellState, e: m.TaskPending) -> None:
@@ -219,6 +240,9 @@ def _preempted(s: CellState, e: m.TaskPreempted) -> None:
     # ``node`` stays: the old copy may still finish there during its grace (see decide)
     t.status, t.devices, t.key = PREEMPTED, (), None
     t.requeue_at = s.now + e.grace_ms
+    prof = profiler_of(s)
+    if prof is not None:
+        prof.requeued(t.task)
     bisect.insort(s.grace, [t.requeue_at, e.task_id, e.preempted_by or ""])
 
 
@@ -255,6 +279,9 @@ def _released(s: CellState, e: m.TaskReleased) -> None:
         s.grace = [g for g in s.grace if g[1] != e.task_id]
     s.dequeue(e.task_id)
     t.status = e.cause if e.cause in (COMPLETED, FAILED, CANCELLED) else CANCELLED
+    prof = profiler_of(s)
+    if prof is not None:
+        prof.ended(t.task)
 
 
 _EVOLVE: dict[type, Any] = {
@@ -344,7 +371,9 @@ class _Decider:
         return f"{did}/{kind}", did
 
     def provenance(self, res: CycleResult | None, path: list[str], strategy: Strategy | None = None,
-                   matched_rule: str | None = None) -> m.Provenance:
+                   matched_rule: str | None = None, task_id: str | None = None) -> m.Provenance:
+        """Why a decision was made; ``task_id``: the task it decides, whose profile it carries
+        while the policy has profiles on (profiler.py)."""
         s = self.s
         t, p, o = self.pos
         cands: tuple[m.Candidate, ...] = ()
@@ -359,7 +388,15 @@ class _Decider:
                             strategy=m.StrategyRef(name=ref["name"], version=ref["version"],
                                                    config_digest=ref["config_digest"]),
                             candidates=cands, filtered=filt, path=tuple(path), decided_at=self.at,
-                            matched_rule=matched_rule)
+                            matched_rule=matched_rule, profile=self.profile_of(task_id))
+
+    def profile_of(self, task_id: str | None) -> Optional[m.TaskProfile]:
+        """The task's profile when profiles are on, else None."""
+        if task_id is None:
+            return None
+        prof = profiler_of(self.s)
+        t = self.s.tasks.get(task_id)
+        return prof.profile(t.task, self.s) if prof is not None and t is not None else None
 
     def emit(self, decision: Any) -> None:
         evolve(self.s, decision)
@@ -557,7 +594,7 @@ class _Decider:
         s.decisions += 1
         if res.plan is not None:
             self._placed(task_id, t, res.plan.node_id, res.plan.devices,
-                         self.provenance(res, path, strategy, rule))
+                         self.provenance(res, path, strategy, rule, task_id))
             for other, row in ctx.scratch.get("joint") or []:
                 self.place_joint(other, row, task_id, strategy, rule)
             return True
@@ -565,7 +602,8 @@ class _Decider:
             plan = self.preempt_for(task_id, t, path, strategy, rule)
             if plan is not None:
                 path.append(f"bind {plan.node_id}")
-                self._placed(task_id, t, plan.node_id, plan.devices, self.provenance(res, path, strategy, rule))
+                self._placed(task_id, t, plan.node_id, plan.devices,
+                             self.provenance(res, path, strategy, rule, task_id))
                 self.requeue_preempted()         # victims with no grace go back to the queue now
                 return True
         if retry:
@@ -576,11 +614,11 @@ class _Decider:
             self.emit(m.TaskUnschedulable(
                 event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant, cell=s.cell,
                 reasons=(m.PendingReason(reason=res.status.reason, nodes=s.n_nodes),),
-                provenance=self.provenance(res, path + ["unschedulable"], strategy, rule)))
+                provenance=self.provenance(res, path + ["unschedulable"], strategy, rule, task_id)))
             return False
         if not reasons:
             reasons = (m.PendingReason(reason=res.status.reason or "no nodes", nodes=s.n_nodes),)
-        self.pend(task_id, reasons, self.provenance(res, path + ["queued"], strategy, rule))
+        self.pend(task_id, reasons, self.provenance(res, path + ["queued"], strategy, rule, task_id))
         return False
 
     # ------------------------------------------------------------------ reservations (C4)
@@ -659,7 +697,7 @@ class _Decider:
             path.append(f"preempted lent work: {', '.join(victims)}")
         path.append(f"bind {tok['node']}")
         s.decisions += 1
-        self._placed(task_id, t, tok["node"], sorted(chosen), self.provenance(None, path))
+        self._placed(task_id, t, tok["node"], sorted(chosen), self.provenance(None, path, task_id=task_id))
         unused = [d for d in tok["devices"] if d not in in_use and d not in chosen]
         if unused and self.rargs.release_unused:
             eid, did = self._ids(m.ReservationReleased.KIND)
@@ -770,7 +808,7 @@ class _Decider:
         self.emit(m.TaskMigrated(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant, cell=s.cell,
                                  from_node=from_node, to_node=node, gpu_devices=tuple(devices),
                                  reason=f"{cause}: {from_node} -> {node}; {how}",
-                                 provenance=self.provenance(res, path + [how], strategy, rule), cause=cause,
+                                 provenance=self.provenance(res, path + [how], strategy, rule, task_id), cause=cause,
                                  since=since, elapsed_ms=max(0, s.now - since), reserve_first=reserve_first,
                                  preempted=tuple(victims)))
         if victims:
@@ -804,7 +842,7 @@ class _Decider:
             reason = f"preempted by {by}; queued again when its grace ended" if by else "preempted; grace ended"
             s.decisions += 1
             self.pend(tid, (m.PendingReason(reason=reason, nodes=0),),
-                      self.provenance(None, [f"cell clock {s.now}", reason, "queued"]))
+                      self.provenance(None, [f"cell clock {s.now}", reason, "queued"], task_id=tid))
             if s.tasks[tid].status == PENDING:
                 self.schedule(tid, retry=True)
 
@@ -816,7 +854,7 @@ class _Decider:
         reason = f"batch window: placed jointly when it closes at {s.batch_close_at}"
         s.decisions += 1
         self.pend(task_id, (m.PendingReason(reason=reason, nodes=0),),
-                  self.provenance(None, ["submitted", "batch tier", reason, "queued"]))
+                  self.provenance(None, ["submitted", "batch tier", reason, "queued"], task_id=task_id))
         return False
 
     def run_batch(self) -> None:
@@ -865,7 +903,7 @@ class _Decider:
                       else f"gang {gang}: its {size} tasks do not fit together now (all or nothing)")
             s.decisions += 1
             self.pend(task_id, (m.PendingReason(reason=reason, nodes=s.n_nodes),),
-                      self.provenance(None, ["submitted", reason, "queued"]))
+                      self.provenance(None, ["submitted", reason, "queued"], task_id=task_id))
             return False
         where = plan.describe(s)
         for tid, (row, devices) in zip(waiting, plan.placements):
@@ -877,7 +915,7 @@ class _Decider:
                     f"reserve gpu{list(devices)} {s.tasks[tid].task.request.gpu_milli} milli" if devices else "no GPU",
                     f"bind {node}"]
             res = CycleResult(Status(), None, [], [(row, 1.0)], 1, [])
-            self._placed(tid, s.tasks[tid], node, list(devices), self.provenance(res, path))
+            self._placed(tid, s.tasks[tid], node, list(devices), self.provenance(res, path, task_id=tid))
         return True
 
     def place_joint(self, task_id: str, row: int, with_task: str, strategy: Strategy, rule: str | None) -> None:
@@ -898,7 +936,7 @@ class _Decider:
         path = ["retry from queue", f"batch window: placed jointly with {with_task} by {strategy.name}",
                 f"reserve gpu{devices} {req.gpu_milli} milli" if devices else "no GPU", f"bind {node}"]
         res = CycleResult(Status(), None, [], [(row, 1.0)], 1, [])
-        self._placed(task_id, t, node, devices, self.provenance(res, path, strategy, rule))
+        self._placed(task_id, t, node, devices, self.provenance(res, path, strategy, rule, task_id))
 
     # ------------------------------------------------------------------ time and health
     def tick(self) -> None:
@@ -1128,6 +1166,11 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
             d.stop_old_copy(event.task_id, moving[0], f"moved to {t.node}, which runs it now (reserve-first)")
             d.retry_pending()
         if event.status in (COMPLETED, FAILED, CANCELLED) and t.status in HOLDING:
+            prof = profiler_of(state)
+            if prof is not None and event.status != CANCELLED:
+                node = state.nodes.get(t.node or "")
+                prof.finished(t.task, event.status, event.exit_code, event.usage, state.now - t.placed_at,
+                              node.gpu_memory_mib if node is not None else 0)
             d.release(event.task_id, event.status)
             d.retry_pending()
         return state, d.outs

@@ -389,16 +389,25 @@ class DurationPredictor:
         return Prediction(max(1, round(math.exp(est))), src, n,
                           max(1, round(math.exp(est - Z80 * sd))), max(1, round(math.exp(est + Z80 * sd))))
 
-    def stats(self, features: DurationFeatures) -> DurationStats:
-        """The signature-level statistics of ``features``' signature (n=0 when unseen)."""
-        table = self._levels.get("signature")
-        acc = table.get(self._keys(features)[0][1]) if table is not None else None
-        if acc is None or acc.n == 0:
-            return DurationStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
-        mean = acc.sum_ms / acc.n
-        var = max(0.0, acc.sumsq_ms / acc.n - mean * mean)
-        return DurationStats(acc.n, mean, acc.quantile(0.5), acc.quantile(0.9), acc.quantile(0.99),
-                             math.sqrt(var) / mean if mean > 0 else 0.0, acc.last_ms)
+    def stats(self, features: DurationFeatures, back_off: bool = False) -> DurationStats:
+        """The statistics of ``features``' signature (n=0 when unseen); with ``back_off``, of the
+        finest level that has seen any (see :meth:`stats_level` for which)."""
+        return self.stats_level(features, back_off)[1]
+
+    def stats_level(self, features: DurationFeatures, back_off: bool = True) -> tuple[str, DurationStats]:
+        """``(level, statistics)`` of the finest level with completed durations (only the
+        signature's without ``back_off``); ``("none", zeros)`` when there are none."""
+        for lvl, key in self._keys(features):
+            table = self._levels.get(lvl)
+            acc = table.get(key) if table is not None else None
+            if acc is not None and acc.n > 0:
+                mean = acc.sum_ms / acc.n
+                var = max(0.0, acc.sumsq_ms / acc.n - mean * mean)
+                return lvl, DurationStats(acc.n, mean, acc.quantile(0.5), acc.quantile(0.9), acc.quantile(0.99),
+                                          math.sqrt(var) / mean if mean > 0 else 0.0, acc.last_ms)
+            if not back_off:
+                break
+        return "none", DurationStats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0)
 
     def size(self) -> dict[str, int]:
         """Keys held per level."""

@@ -41,7 +41,7 @@ from suanli.errors import StrategyError
 
 from . import rng
 from .args import NoArgs, parse_args
-from .model import Request  # noqa: F401  (re-exported: plugins take the request from here)
+from .model import Request, TaskProfile  # noqa: F401  (Request re-exported: plugins take the request from here)
 from .state import GPU_MILLI, CellState, TaskRecord
 
 
@@ -95,6 +95,18 @@ class CycleContext:
         """The task's record in the state (``.task``: labels, qos_tier, priority, tenant ...;
         ``.status``, ``.node``); None for a task the state does not hold."""
         return self.state.tasks.get(self.task_id)
+
+    @property
+    def profile(self) -> Optional["TaskProfile"]:
+        """The task's profile (``processors/profiler.py``: predicted duration, IO intensity,
+        history of its signature ...) while the cell's policy has profiles on, else None.
+        Made once per cycle."""
+        if "profile" not in self.scratch:
+            from .core import profiler_of          # core imports this module
+            prof = profiler_of(self.state)
+            rec = self.task
+            self.scratch["profile"] = prof.profile(rec.task, self.state) if prof is not None and rec else None
+        return self.scratch["profile"]
 
     @property
     def labels(self) -> Mapping[str, str]:
@@ -297,19 +309,39 @@ def _normalize(s: np.ndarray) -> np.ndarray:
 
 
 def _avoid_bad_conditions(state: CellState, alive: np.ndarray,
-                          filtered: list[tuple[str, int, np.ndarray]]) -> None:
+                          filtered: list[tuple[str, int, np.ndarray]], ctx: Optional[CycleContext] = None) -> None:
     """Telemetry conditions (HOT, CONGESTED, DEGRADED, from NodeConditionChanged): after the
     filters, drop the feasible nodes in a bad condition while feasible NORMAL nodes remain,
     each condition as its own filter reason ("node HOT (telemetry)"). When only bad ones are
-    left they stay: a hot node is better than no node. No effect when all are NORMAL."""
+    left they stay: a hot node is better than no node. No effect when all are NORMAL.
+
+    With profiles on (``processors/profiler.py``), a task whose signature's runs were
+    measured light on IO (``io_intensity`` below ``profiles.io_heavy``) does not mind a
+    CONGESTED node (congestion is of its network or disks): only IO-heavy tasks, and tasks
+    not measured yet, are kept off it."""
     bad = alive & ~state.condition_ok
-    if not bad.any() or not (alive & state.condition_ok).any():
+    if not bad.any():
+        return
+    if ctx is not None and _tolerates_congestion(ctx):
+        bad &= np.array([c != "CONGESTED" for c in state.condition[: bad.size]], dtype=bool)
+        if not bad.any():
+            return
+    if not (alive & ~bad).any():
         return
     rows = np.flatnonzero(bad)
     for cond in sorted({state.condition[r] for r in rows.tolist()}):
         these = rows[[state.condition[r] == cond for r in rows.tolist()]]
         filtered.append((f"node {cond} (telemetry)", int(these.size), these[:3]))
     alive &= ~bad
+
+
+def _tolerates_congestion(ctx: CycleContext) -> bool:
+    """Whether the task's profile says CONGESTED nodes do it no harm (see above)."""
+    prof = ctx.profile
+    if prof is None or prof.history_level == "prior" or prof.io_read_mib_s + prof.io_write_mib_s + prof.net_mib_s == 0:
+        return False
+    from .core import policy_strategy          # core imports this module
+    return prof.io_intensity < policy_strategy(ctx.state).args.profiles.io_heavy
 
 
 def stable_top(total: np.ndarray, k: int, tied: np.ndarray) -> np.ndarray:
@@ -356,7 +388,7 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
         if k:
             filtered.append((ctx.allowed_reason, k, np.flatnonzero(drop)[:3]))
             alive &= ctx.allowed
-    _avoid_bad_conditions(state, alive, filtered)
+    _avoid_bad_conditions(state, alive, filtered, ctx)
     rows = np.flatnonzero(alive)
     nf = int(rows.size)
     detail = ", ".join(f"{r}: {k}" for r, k, _ in filtered)

@@ -91,6 +91,72 @@ class TaskProfile:
     model_size_mib: int = 0
     data_locations: tuple[str, ...] = ()
     extra: Mapping[str, float] = field(default_factory=_empty_map)
+    # processors/profiler.py fills the rest; each is documented in TaskProfile.avsc
+    signature: str = ''
+    history_level: str = ''
+    dims_filled: int = 0
+    req_cpu_cores: float = 0.0
+    req_memory_gib: float = 0.0
+    req_gpu_count: float = 0.0
+    req_gpu_share: float = 0.0
+    req_gpu_total: float = 0.0
+    req_gpu_models: float = 0.0
+    req_accelerators: float = 0.0
+    mem_per_core_gib: float = 0.0
+    declared_duration_s: float = 0.0
+    deadline_slack_s: float = 0.0
+    qos_rank: float = 0.0
+    priority_value: float = 0.0
+    scheduling_rank: float = 1.0
+    model_size_gib: float = 0.0
+    command_args: float = 0.0
+    env_vars: float = 0.0
+    label_count: float = 0.0
+    gang_size: float = 1.0
+    reserved: float = 0.0
+    submitted_hour: float = 0.0
+    submitted_weekday: float = 0.0
+    history_runs: float = 0.0
+    duration_mean_s: float = 0.0
+    duration_p50_s: float = 0.0
+    duration_p90_s: float = 0.0
+    duration_p99_s: float = 0.0
+    duration_cv: float = 0.0
+    duration_last_s: float = 0.0
+    predicted_duration_s: float = 0.0
+    predicted_duration_lo_s: float = 0.0
+    predicted_duration_hi_s: float = 0.0
+    success_rate: float = 1.0
+    exit_zero_share: float = 1.0
+    exit_oom_share: float = 0.0
+    exit_other_share: float = 0.0
+    retries_per_run: float = 0.0
+    queue_wait_mean_s: float = 0.0
+    queue_wait_last_s: float = 0.0
+    arrivals: float = 0.0
+    interarrival_mean_s: float = 0.0
+    interarrival_cv: float = 0.0
+    cpu_used_ratio_mean: float = 0.0
+    cpu_used_ratio_max: float = 0.0
+    mem_peak_ratio_mean: float = 0.0
+    mem_peak_ratio_max: float = 0.0
+    gpu_util_mean: float = 0.0
+    gpu_mem_peak_ratio: float = 0.0
+    io_read_mib_s: float = 0.0
+    io_write_mib_s: float = 0.0
+    net_mib_s: float = 0.0
+    tenant_active: float = 0.0
+    tenant_arrivals: float = 0.0
+    cell_queue_length: float = 0.0
+    cell_gpu_alloc: float = 0.0
+    duration_rank: float = 0.0
+    compute_bound: float = 0.0
+    memory_bound: float = 0.0
+    burstiness: float = 0.0
+    over_request: float = 0.0
+    oom_risk: float = 0.0
+    backfill_fit: float = 0.0
+    deadline_pressure: float = 0.0
 
     @property
     def model(self) -> Optional["ModelRef"]:
@@ -115,6 +181,11 @@ class ResourceUsage:
     cpu_seconds: float
     max_rss_mib: int
     wall_ms: int
+    gpu_util: Optional[float] = None
+    gpu_memory_peak_mib: Optional[float] = None
+    io_read_mib: Optional[float] = None
+    io_write_mib: Optional[float] = None
+    net_mib: Optional[float] = None
 
 
 @_record

@@ -26,6 +26,7 @@ import numpy as np
 
 from .model import GPU_MILLI, Node, Policy, Task
 from .model_cache import ModelCache
+from .profiler import Profiler
 from .topology import Topology
 
 READY, CORDONED, DOWN = "READY", "CORDONED", "DOWN"
@@ -137,6 +138,7 @@ class CellState:
         self.topology = Topology(self)          # the network graph (topology.py): nodes and measured links
         self.model_caches: dict[str, ModelCache] = {}   # node -> its model cache (model_cache.py), once it holds one
         self.prewarm: dict[str, Any] = {}       # the prewarm planner's book (prewarm.py): demand, budget, next run
+        self.profiler: Optional[Profiler] = None  # task profiles (profiler.py): made while the policy turns them on
         self._derived: dict[Any, Any] = {}
 
     def derived_recent(self, group: str, key: Any, compute: Callable[[], Any], keep: int = 64) -> Any:
@@ -493,6 +495,8 @@ class CellState:
             **({"model_caches": {n: self.model_caches[n].to_json() for n in sorted(self.model_caches)}}
                if self.model_caches else {}),
             **({"prewarm": json.loads(json.dumps(self.prewarm))} if self.prewarm else {}),
+            # only when it exists: a cell that never profiled snapshots as before
+            **({"profiler": self.profiler.to_json()} if self.profiler is not None else {}),
         }
 
     @classmethod
@@ -531,6 +535,7 @@ class CellState:
         s.topology.restore(snap.get("topology"))
         s.model_caches = {n: ModelCache.from_json(c) for n, c in (snap.get("model_caches") or {}).items()}
         s.prewarm = json.loads(json.dumps(snap.get("prewarm") or {}))
+        s.profiler = Profiler.from_json(snap["profiler"]) if snap.get("profiler") is not None else None
         s._derived = {}
         return s
 

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 from ..args import DEFAULT, arg
 from ..matching import Rule
 from ..prewarm import PrewarmArgs
+from ..profiler import ProfileArgs
 from ..qos import QosArgs
 from ..reservation_args import ReservationArgs
 from ..telemetry import TelemetryArgs
@@ -62,6 +63,8 @@ class StrategyArgs:
                                         "(processors/reservation_args.py)")
     prewarm: PrewarmArgs = arg(PrewarmArgs(), "model prewarming: the planner fetching model weights to edge "
                                "sites ahead of demand, its period, bandwidth and cache budgets (processors/prewarm.py)")
+    profiles: ProfileArgs = arg(ProfileArgs(), "the task profiler: a profile of each task in its decisions' "
+                                "provenance and offered to plugins (processors/profiler.py)")
 
 
 @dataclass(frozen=True, slots=True)
