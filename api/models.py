@@ -12,7 +12,10 @@ strings.
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from suanli.schemas.task_spec import ResourcesSpec, TaskSpec
 
@@ -138,6 +141,23 @@ class FilterOutcome(_Out):
     sample: list[str] = []
 
 
+def _profile_model() -> type[_Out]:
+    """Avro ``TaskProfile`` as a model, field for field from its schema (70 documented
+    dimensions: written out by hand they would drift)."""
+    from suanli.schemas.catalog import AVRO_DIR
+
+    types: dict[str, Any] = {"string": str, "double": float, "int": int, "long": int}
+    fields: dict[str, Any] = {}
+    for f in json.loads((AVRO_DIR / "io.suanli.events.TaskProfile.avsc").read_text())["fields"]:
+        t = f["type"]
+        tp = (types[t] if isinstance(t, str) else list[str] if t["type"] == "array" else dict[str, float])
+        fields[f["name"]] = (tp, Field(f["default"], description=f.get("doc")))
+    return create_model("TaskProfile", __base__=_Out, __doc__="Avro ``TaskProfile`` (C9).", **fields)
+
+
+TaskProfile = _profile_model()
+
+
 class Provenance(_Out):
     """Avro ``Provenance``: what the scheduler knew and did (DESIGN.md invariant 4)."""
 
@@ -148,6 +168,8 @@ class Provenance(_Out):
     path: list[str] = []
     decided_at: int
     matched_rule: str | None = None
+    profile: TaskProfile | None = None  # type: ignore[valid-type]
+    notes: list[str] = []
 
 
 # ----------------------------------------------------------------------- responses

@@ -307,7 +307,7 @@ class FilterOutcome(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., nodes: _Optional[int] = ..., sample: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Provenance(_message.Message):
-    __slots__ = ("input", "strategy", "candidates", "filtered", "path", "decided_at", "matched_rule")
+    __slots__ = ("input", "strategy", "candidates", "filtered", "path", "decided_at", "matched_rule", "profile", "notes")
     INPUT_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
@@ -315,6 +315,8 @@ class Provenance(_message.Message):
     PATH_FIELD_NUMBER: _ClassVar[int]
     DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
     MATCHED_RULE_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
     input: LogPosition
     strategy: StrategyRef
     candidates: _containers.RepeatedCompositeFieldContainer[Candidate]
@@ -322,7 +324,168 @@ class Provenance(_message.Message):
     path: _containers.RepeatedScalarFieldContainer[str]
     decided_at: int
     matched_rule: str
-    def __init__(self, input: _Optional[_Union[LogPosition, _Mapping]] = ..., strategy: _Optional[_Union[StrategyRef, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., filtered: _Optional[_Iterable[_Union[FilterOutcome, _Mapping]]] = ..., path: _Optional[_Iterable[str]] = ..., decided_at: _Optional[int] = ..., matched_rule: _Optional[str] = ...) -> None: ...
+    profile: TaskProfile
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, input: _Optional[_Union[LogPosition, _Mapping]] = ..., strategy: _Optional[_Union[StrategyRef, _Mapping]] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., filtered: _Optional[_Iterable[_Union[FilterOutcome, _Mapping]]] = ..., path: _Optional[_Iterable[str]] = ..., decided_at: _Optional[int] = ..., matched_rule: _Optional[str] = ..., profile: _Optional[_Union[TaskProfile, _Mapping]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TaskProfile(_message.Message):
+    __slots__ = ("duration_class", "io_intensity", "parallelism", "sla_level", "model_arch", "model_uri", "model_size_mib", "data_locations", "extra", "signature", "history_level", "dims_filled", "req_cpu_cores", "req_memory_gib", "req_gpu_count", "req_gpu_share", "req_gpu_total", "req_gpu_models", "req_accelerators", "mem_per_core_gib", "declared_duration_s", "deadline_slack_s", "qos_rank", "priority_value", "scheduling_rank", "model_size_gib", "command_args", "env_vars", "label_count", "gang_size", "reserved", "submitted_hour", "submitted_weekday", "history_runs", "duration_mean_s", "duration_p50_s", "duration_p90_s", "duration_p99_s", "duration_cv", "duration_last_s", "predicted_duration_s", "predicted_duration_lo_s", "predicted_duration_hi_s", "success_rate", "exit_zero_share", "exit_oom_share", "exit_other_share", "retries_per_run", "queue_wait_mean_s", "queue_wait_last_s", "arrivals", "interarrival_mean_s", "interarrival_cv", "cpu_used_ratio_mean", "cpu_used_ratio_max", "mem_peak_ratio_mean", "mem_peak_ratio_max", "gpu_util_mean", "gpu_mem_peak_ratio", "io_read_mib_s", "io_write_mib_s", "net_mib_s", "tenant_active", "tenant_arrivals", "cell_queue_length", "cell_gpu_alloc", "duration_rank", "compute_bound", "memory_bound", "burstiness", "over_request", "oom_risk", "backfill_fit", "deadline_pressure")
+    class ExtraEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    DURATION_CLASS_FIELD_NUMBER: _ClassVar[int]
+    IO_INTENSITY_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    SLA_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ARCH_FIELD_NUMBER: _ClassVar[int]
+    MODEL_URI_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SIZE_MIB_FIELD_NUMBER: _ClassVar[int]
+    DATA_LOCATIONS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    DIMS_FILLED_FIELD_NUMBER: _ClassVar[int]
+    REQ_CPU_CORES_FIELD_NUMBER: _ClassVar[int]
+    REQ_MEMORY_GIB_FIELD_NUMBER: _ClassVar[int]
+    REQ_GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REQ_GPU_SHARE_FIELD_NUMBER: _ClassVar[int]
+    REQ_GPU_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    REQ_GPU_MODELS_FIELD_NUMBER: _ClassVar[int]
+    REQ_ACCELERATORS_FIELD_NUMBER: _ClassVar[int]
+    MEM_PER_CORE_GIB_FIELD_NUMBER: _ClassVar[int]
+    DECLARED_DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_SLACK_S_FIELD_NUMBER: _ClassVar[int]
+    QOS_RANK_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_VALUE_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULING_RANK_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SIZE_GIB_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_ARGS_FIELD_NUMBER: _ClassVar[int]
+    ENV_VARS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    GANG_SIZE_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_HOUR_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTED_WEEKDAY_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_RUNS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MEAN_S_FIELD_NUMBER: _ClassVar[int]
+    DURATION_P50_S_FIELD_NUMBER: _ClassVar[int]
+    DURATION_P90_S_FIELD_NUMBER: _ClassVar[int]
+    DURATION_P99_S_FIELD_NUMBER: _ClassVar[int]
+    DURATION_CV_FIELD_NUMBER: _ClassVar[int]
+    DURATION_LAST_S_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_DURATION_LO_S_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_DURATION_HI_S_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_RATE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_ZERO_SHARE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_OOM_SHARE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_OTHER_SHARE_FIELD_NUMBER: _ClassVar[int]
+    RETRIES_PER_RUN_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_WAIT_MEAN_S_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_WAIT_LAST_S_FIELD_NUMBER: _ClassVar[int]
+    ARRIVALS_FIELD_NUMBER: _ClassVar[int]
+    INTERARRIVAL_MEAN_S_FIELD_NUMBER: _ClassVar[int]
+    INTERARRIVAL_CV_FIELD_NUMBER: _ClassVar[int]
+    CPU_USED_RATIO_MEAN_FIELD_NUMBER: _ClassVar[int]
+    CPU_USED_RATIO_MAX_FIELD_NUMBER: _ClassVar[int]
+    MEM_PEAK_RATIO_MEAN_FIELD_NUMBER: _ClassVar[int]
+    MEM_PEAK_RATIO_MAX_FIELD_NUMBER: _ClassVar[int]
+    GPU_UTIL_MEAN_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEM_PEAK_RATIO_FIELD_NUMBER: _ClassVar[int]
+    IO_READ_MIB_S_FIELD_NUMBER: _ClassVar[int]
+    IO_WRITE_MIB_S_FIELD_NUMBER: _ClassVar[int]
+    NET_MIB_S_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ARRIVALS_FIELD_NUMBER: _ClassVar[int]
+    CELL_QUEUE_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    CELL_GPU_ALLOC_FIELD_NUMBER: _ClassVar[int]
+    DURATION_RANK_FIELD_NUMBER: _ClassVar[int]
+    COMPUTE_BOUND_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BOUND_FIELD_NUMBER: _ClassVar[int]
+    BURSTINESS_FIELD_NUMBER: _ClassVar[int]
+    OVER_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    OOM_RISK_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_FIT_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_PRESSURE_FIELD_NUMBER: _ClassVar[int]
+    duration_class: str
+    io_intensity: float
+    parallelism: int
+    sla_level: str
+    model_arch: str
+    model_uri: str
+    model_size_mib: int
+    data_locations: _containers.RepeatedScalarFieldContainer[str]
+    extra: _containers.ScalarMap[str, float]
+    signature: str
+    history_level: str
+    dims_filled: int
+    req_cpu_cores: float
+    req_memory_gib: float
+    req_gpu_count: float
+    req_gpu_share: float
+    req_gpu_total: float
+    req_gpu_models: float
+    req_accelerators: float
+    mem_per_core_gib: float
+    declared_duration_s: float
+    deadline_slack_s: float
+    qos_rank: float
+    priority_value: float
+    scheduling_rank: float
+    model_size_gib: float
+    command_args: float
+    env_vars: float
+    label_count: float
+    gang_size: float
+    reserved: float
+    submitted_hour: float
+    submitted_weekday: float
+    history_runs: float
+    duration_mean_s: float
+    duration_p50_s: float
+    duration_p90_s: float
+    duration_p99_s: float
+    duration_cv: float
+    duration_last_s: float
+    predicted_duration_s: float
+    predicted_duration_lo_s: float
+    predicted_duration_hi_s: float
+    success_rate: float
+    exit_zero_share: float
+    exit_oom_share: float
+    exit_other_share: float
+    retries_per_run: float
+    queue_wait_mean_s: float
+    queue_wait_last_s: float
+    arrivals: float
+    interarrival_mean_s: float
+    interarrival_cv: float
+    cpu_used_ratio_mean: float
+    cpu_used_ratio_max: float
+    mem_peak_ratio_mean: float
+    mem_peak_ratio_max: float
+    gpu_util_mean: float
+    gpu_mem_peak_ratio: float
+    io_read_mib_s: float
+    io_write_mib_s: float
+    net_mib_s: float
+    tenant_active: float
+    tenant_arrivals: float
+    cell_queue_length: float
+    cell_gpu_alloc: float
+    duration_rank: float
+    compute_bound: float
+    memory_bound: float
+    burstiness: float
+    over_request: float
+    oom_risk: float
+    backfill_fit: float
+    deadline_pressure: float
+    def __init__(self, duration_class: _Optional[str] = ..., io_intensity: _Optional[float] = ..., parallelism: _Optional[int] = ..., sla_level: _Optional[str] = ..., model_arch: _Optional[str] = ..., model_uri: _Optional[str] = ..., model_size_mib: _Optional[int] = ..., data_locations: _Optional[_Iterable[str]] = ..., extra: _Optional[_Mapping[str, float]] = ..., signature: _Optional[str] = ..., history_level: _Optional[str] = ..., dims_filled: _Optional[int] = ..., req_cpu_cores: _Optional[float] = ..., req_memory_gib: _Optional[float] = ..., req_gpu_count: _Optional[float] = ..., req_gpu_share: _Optional[float] = ..., req_gpu_total: _Optional[float] = ..., req_gpu_models: _Optional[float] = ..., req_accelerators: _Optional[float] = ..., mem_per_core_gib: _Optional[float] = ..., declared_duration_s: _Optional[float] = ..., deadline_slack_s: _Optional[float] = ..., qos_rank: _Optional[float] = ..., priority_value: _Optional[float] = ..., scheduling_rank: _Optional[float] = ..., model_size_gib: _Optional[float] = ..., command_args: _Optional[float] = ..., env_vars: _Optional[float] = ..., label_count: _Optional[float] = ..., gang_size: _Optional[float] = ..., reserved: _Optional[float] = ..., submitted_hour: _Optional[float] = ..., submitted_weekday: _Optional[float] = ..., history_runs: _Optional[float] = ..., duration_mean_s: _Optional[float] = ..., duration_p50_s: _Optional[float] = ..., duration_p90_s: _Optional[float] = ..., duration_p99_s: _Optional[float] = ..., duration_cv: _Optional[float] = ..., duration_last_s: _Optional[float] = ..., predicted_duration_s: _Optional[float] = ..., predicted_duration_lo_s: _Optional[float] = ..., predicted_duration_hi_s: _Optional[float] = ..., success_rate: _Optional[float] = ..., exit_zero_share: _Optional[float] = ..., exit_oom_share: _Optional[float] = ..., exit_other_share: _Optional[float] = ..., retries_per_run: _Optional[float] = ..., queue_wait_mean_s: _Optional[float] = ..., queue_wait_last_s: _Optional[float] = ..., arrivals: _Optional[float] = ..., interarrival_mean_s: _Optional[float] = ..., interarrival_cv: _Optional[float] = ..., cpu_used_ratio_mean: _Optional[float] = ..., cpu_used_ratio_max: _Optional[float] = ..., mem_peak_ratio_mean: _Optional[float] = ..., mem_peak_ratio_max: _Optional[float] = ..., gpu_util_mean: _Optional[float] = ..., gpu_mem_peak_ratio: _Optional[float] = ..., io_read_mib_s: _Optional[float] = ..., io_write_mib_s: _Optional[float] = ..., net_mib_s: _Optional[float] = ..., tenant_active: _Optional[float] = ..., tenant_arrivals: _Optional[float] = ..., cell_queue_length: _Optional[float] = ..., cell_gpu_alloc: _Optional[float] = ..., duration_rank: _Optional[float] = ..., compute_bound: _Optional[float] = ..., memory_bound: _Optional[float] = ..., burstiness: _Optional[float] = ..., over_request: _Optional[float] = ..., oom_risk: _Optional[float] = ..., backfill_fit: _Optional[float] = ..., deadline_pressure: _Optional[float] = ...) -> None: ...
 
 class Health(_message.Message):
     __slots__ = ("ready", "namespace")

@@ -222,6 +222,11 @@ def entry(kind: str, payload: dict[str, Any], record: tuple[str, int, int]) -> d
         "candidates": [dict(c) for c in prov.get("candidates") or []],
         "filtered": [dict(f) for f in prov.get("filtered") or []],
     }
+    # kept only when present: most decisions carry neither, and rows stay as small as before
+    if prov.get("notes"):
+        row["notes"] = list(prov["notes"])
+    if prov.get("profile") is not None:
+        row["profile"] = dict(prov["profile"])
     detail = {k: v for k, v in payload.items()
               if k not in ("event_id", "decision_id", "task_id", "tenant", "cell", "node_id", "provenance")}
     if detail:
@@ -246,6 +251,7 @@ def payload_of(row: dict[str, Any]) -> dict[str, Any]:
         "strategy": dict(row["strategy"]), "candidates": [dict(c) for c in row["candidates"]],
         "filtered": [dict(f) for f in row["filtered"]], "path": list(row["path"]),
         "decided_at": row["decided_at"], "matched_rule": row.get("matched_rule"),
+        "profile": row.get("profile"), "notes": list(row.get("notes") or []),
     }
     return out
 

@@ -46,7 +46,8 @@ def _prov(rnd: random.Random, cell_log: str, offset: int, at: int, strategy: tup
                 for r in rnd.sample(REASONS, k=2)]
     return {"input": {"topic": cell_log, "partition": 0, "offset": offset},
             "strategy": {"name": strategy[0], "version": strategy[1], "config_digest": f"{zlib.crc32(strategy[0].encode()):08x}"},
-            "candidates": cands, "filtered": filtered, "path": path, "decided_at": at, "matched_rule": None}
+            "candidates": cands, "filtered": filtered, "path": path, "decided_at": at, "matched_rule": None,
+            "profile": None, "notes": []}
 
 
 def synthetic_decisions(n: int, *, tenants: int = 8, nodes: int = 500, cell: str = "bench",

@@ -1731,6 +1731,8 @@ type Provenance struct {
 	Path          []string               `protobuf:"bytes,5,rep,name=path,proto3" json:"path,omitempty"`
 	DecidedAt     int64                  `protobuf:"varint,6,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
 	MatchedRule   *string                `protobuf:"bytes,7,opt,name=matched_rule,json=matchedRule,proto3,oneof" json:"matched_rule,omitempty"`
+	Profile       *TaskProfile           `protobuf:"bytes,8,opt,name=profile,proto3" json:"profile,omitempty"` // the task's profile when its cell's policy has profiles on
+	Notes         []string               `protobuf:"bytes,9,rep,name=notes,proto3" json:"notes,omitempty"`     // reasons of score terms the scores do not spell out (e.g. model cache)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1814,6 +1816,649 @@ func (x *Provenance) GetMatchedRule() string {
 	return ""
 }
 
+func (x *Provenance) GetProfile() *TaskProfile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
+func (x *Provenance) GetNotes() []string {
+	if x != nil {
+		return x.Notes
+	}
+	return nil
+}
+
+// The task profile (C9): the fields of the Avro TaskProfile, each documented there.
+type TaskProfile struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	DurationClass        string                 `protobuf:"bytes,1,opt,name=duration_class,json=durationClass,proto3" json:"duration_class,omitempty"`
+	IoIntensity          float64                `protobuf:"fixed64,2,opt,name=io_intensity,json=ioIntensity,proto3" json:"io_intensity,omitempty"`
+	Parallelism          int32                  `protobuf:"varint,3,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	SlaLevel             string                 `protobuf:"bytes,4,opt,name=sla_level,json=slaLevel,proto3" json:"sla_level,omitempty"`
+	ModelArch            string                 `protobuf:"bytes,5,opt,name=model_arch,json=modelArch,proto3" json:"model_arch,omitempty"`
+	ModelUri             string                 `protobuf:"bytes,6,opt,name=model_uri,json=modelUri,proto3" json:"model_uri,omitempty"`
+	ModelSizeMib         int64                  `protobuf:"varint,7,opt,name=model_size_mib,json=modelSizeMib,proto3" json:"model_size_mib,omitempty"`
+	DataLocations        []string               `protobuf:"bytes,8,rep,name=data_locations,json=dataLocations,proto3" json:"data_locations,omitempty"`
+	Extra                map[string]float64     `protobuf:"bytes,9,rep,name=extra,proto3" json:"extra,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	Signature            string                 `protobuf:"bytes,10,opt,name=signature,proto3" json:"signature,omitempty"`
+	HistoryLevel         string                 `protobuf:"bytes,11,opt,name=history_level,json=historyLevel,proto3" json:"history_level,omitempty"`
+	DimsFilled           int32                  `protobuf:"varint,12,opt,name=dims_filled,json=dimsFilled,proto3" json:"dims_filled,omitempty"`
+	ReqCpuCores          float64                `protobuf:"fixed64,13,opt,name=req_cpu_cores,json=reqCpuCores,proto3" json:"req_cpu_cores,omitempty"`
+	ReqMemoryGib         float64                `protobuf:"fixed64,14,opt,name=req_memory_gib,json=reqMemoryGib,proto3" json:"req_memory_gib,omitempty"`
+	ReqGpuCount          float64                `protobuf:"fixed64,15,opt,name=req_gpu_count,json=reqGpuCount,proto3" json:"req_gpu_count,omitempty"`
+	ReqGpuShare          float64                `protobuf:"fixed64,16,opt,name=req_gpu_share,json=reqGpuShare,proto3" json:"req_gpu_share,omitempty"`
+	ReqGpuTotal          float64                `protobuf:"fixed64,17,opt,name=req_gpu_total,json=reqGpuTotal,proto3" json:"req_gpu_total,omitempty"`
+	ReqGpuModels         float64                `protobuf:"fixed64,18,opt,name=req_gpu_models,json=reqGpuModels,proto3" json:"req_gpu_models,omitempty"`
+	ReqAccelerators      float64                `protobuf:"fixed64,19,opt,name=req_accelerators,json=reqAccelerators,proto3" json:"req_accelerators,omitempty"`
+	MemPerCoreGib        float64                `protobuf:"fixed64,20,opt,name=mem_per_core_gib,json=memPerCoreGib,proto3" json:"mem_per_core_gib,omitempty"`
+	DeclaredDurationS    float64                `protobuf:"fixed64,21,opt,name=declared_duration_s,json=declaredDurationS,proto3" json:"declared_duration_s,omitempty"`
+	DeadlineSlackS       float64                `protobuf:"fixed64,22,opt,name=deadline_slack_s,json=deadlineSlackS,proto3" json:"deadline_slack_s,omitempty"`
+	QosRank              float64                `protobuf:"fixed64,23,opt,name=qos_rank,json=qosRank,proto3" json:"qos_rank,omitempty"`
+	PriorityValue        float64                `protobuf:"fixed64,24,opt,name=priority_value,json=priorityValue,proto3" json:"priority_value,omitempty"`
+	SchedulingRank       float64                `protobuf:"fixed64,25,opt,name=scheduling_rank,json=schedulingRank,proto3" json:"scheduling_rank,omitempty"`
+	ModelSizeGib         float64                `protobuf:"fixed64,26,opt,name=model_size_gib,json=modelSizeGib,proto3" json:"model_size_gib,omitempty"`
+	CommandArgs          float64                `protobuf:"fixed64,27,opt,name=command_args,json=commandArgs,proto3" json:"command_args,omitempty"`
+	EnvVars              float64                `protobuf:"fixed64,28,opt,name=env_vars,json=envVars,proto3" json:"env_vars,omitempty"`
+	LabelCount           float64                `protobuf:"fixed64,29,opt,name=label_count,json=labelCount,proto3" json:"label_count,omitempty"`
+	GangSize             float64                `protobuf:"fixed64,30,opt,name=gang_size,json=gangSize,proto3" json:"gang_size,omitempty"`
+	Reserved             float64                `protobuf:"fixed64,31,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	SubmittedHour        float64                `protobuf:"fixed64,32,opt,name=submitted_hour,json=submittedHour,proto3" json:"submitted_hour,omitempty"`
+	SubmittedWeekday     float64                `protobuf:"fixed64,33,opt,name=submitted_weekday,json=submittedWeekday,proto3" json:"submitted_weekday,omitempty"`
+	HistoryRuns          float64                `protobuf:"fixed64,34,opt,name=history_runs,json=historyRuns,proto3" json:"history_runs,omitempty"`
+	DurationMeanS        float64                `protobuf:"fixed64,35,opt,name=duration_mean_s,json=durationMeanS,proto3" json:"duration_mean_s,omitempty"`
+	DurationP50S         float64                `protobuf:"fixed64,36,opt,name=duration_p50_s,json=durationP50S,proto3" json:"duration_p50_s,omitempty"`
+	DurationP90S         float64                `protobuf:"fixed64,37,opt,name=duration_p90_s,json=durationP90S,proto3" json:"duration_p90_s,omitempty"`
+	DurationP99S         float64                `protobuf:"fixed64,38,opt,name=duration_p99_s,json=durationP99S,proto3" json:"duration_p99_s,omitempty"`
+	DurationCv           float64                `protobuf:"fixed64,39,opt,name=duration_cv,json=durationCv,proto3" json:"duration_cv,omitempty"`
+	DurationLastS        float64                `protobuf:"fixed64,40,opt,name=duration_last_s,json=durationLastS,proto3" json:"duration_last_s,omitempty"`
+	PredictedDurationS   float64                `protobuf:"fixed64,41,opt,name=predicted_duration_s,json=predictedDurationS,proto3" json:"predicted_duration_s,omitempty"`
+	PredictedDurationLoS float64                `protobuf:"fixed64,42,opt,name=predicted_duration_lo_s,json=predictedDurationLoS,proto3" json:"predicted_duration_lo_s,omitempty"`
+	PredictedDurationHiS float64                `protobuf:"fixed64,43,opt,name=predicted_duration_hi_s,json=predictedDurationHiS,proto3" json:"predicted_duration_hi_s,omitempty"`
+	SuccessRate          float64                `protobuf:"fixed64,44,opt,name=success_rate,json=successRate,proto3" json:"success_rate,omitempty"`
+	ExitZeroShare        float64                `protobuf:"fixed64,45,opt,name=exit_zero_share,json=exitZeroShare,proto3" json:"exit_zero_share,omitempty"`
+	ExitOomShare         float64                `protobuf:"fixed64,46,opt,name=exit_oom_share,json=exitOomShare,proto3" json:"exit_oom_share,omitempty"`
+	ExitOtherShare       float64                `protobuf:"fixed64,47,opt,name=exit_other_share,json=exitOtherShare,proto3" json:"exit_other_share,omitempty"`
+	RetriesPerRun        float64                `protobuf:"fixed64,48,opt,name=retries_per_run,json=retriesPerRun,proto3" json:"retries_per_run,omitempty"`
+	QueueWaitMeanS       float64                `protobuf:"fixed64,49,opt,name=queue_wait_mean_s,json=queueWaitMeanS,proto3" json:"queue_wait_mean_s,omitempty"`
+	QueueWaitLastS       float64                `protobuf:"fixed64,50,opt,name=queue_wait_last_s,json=queueWaitLastS,proto3" json:"queue_wait_last_s,omitempty"`
+	Arrivals             float64                `protobuf:"fixed64,51,opt,name=arrivals,proto3" json:"arrivals,omitempty"`
+	InterarrivalMeanS    float64                `protobuf:"fixed64,52,opt,name=interarrival_mean_s,json=interarrivalMeanS,proto3" json:"interarrival_mean_s,omitempty"`
+	InterarrivalCv       float64                `protobuf:"fixed64,53,opt,name=interarrival_cv,json=interarrivalCv,proto3" json:"interarrival_cv,omitempty"`
+	CpuUsedRatioMean     float64                `protobuf:"fixed64,54,opt,name=cpu_used_ratio_mean,json=cpuUsedRatioMean,proto3" json:"cpu_used_ratio_mean,omitempty"`
+	CpuUsedRatioMax      float64                `protobuf:"fixed64,55,opt,name=cpu_used_ratio_max,json=cpuUsedRatioMax,proto3" json:"cpu_used_ratio_max,omitempty"`
+	MemPeakRatioMean     float64                `protobuf:"fixed64,56,opt,name=mem_peak_ratio_mean,json=memPeakRatioMean,proto3" json:"mem_peak_ratio_mean,omitempty"`
+	MemPeakRatioMax      float64                `protobuf:"fixed64,57,opt,name=mem_peak_ratio_max,json=memPeakRatioMax,proto3" json:"mem_peak_ratio_max,omitempty"`
+	GpuUtilMean          float64                `protobuf:"fixed64,58,opt,name=gpu_util_mean,json=gpuUtilMean,proto3" json:"gpu_util_mean,omitempty"`
+	GpuMemPeakRatio      float64                `protobuf:"fixed64,59,opt,name=gpu_mem_peak_ratio,json=gpuMemPeakRatio,proto3" json:"gpu_mem_peak_ratio,omitempty"`
+	IoReadMibS           float64                `protobuf:"fixed64,60,opt,name=io_read_mib_s,json=ioReadMibS,proto3" json:"io_read_mib_s,omitempty"`
+	IoWriteMibS          float64                `protobuf:"fixed64,61,opt,name=io_write_mib_s,json=ioWriteMibS,proto3" json:"io_write_mib_s,omitempty"`
+	NetMibS              float64                `protobuf:"fixed64,62,opt,name=net_mib_s,json=netMibS,proto3" json:"net_mib_s,omitempty"`
+	TenantActive         float64                `protobuf:"fixed64,63,opt,name=tenant_active,json=tenantActive,proto3" json:"tenant_active,omitempty"`
+	TenantArrivals       float64                `protobuf:"fixed64,64,opt,name=tenant_arrivals,json=tenantArrivals,proto3" json:"tenant_arrivals,omitempty"`
+	CellQueueLength      float64                `protobuf:"fixed64,65,opt,name=cell_queue_length,json=cellQueueLength,proto3" json:"cell_queue_length,omitempty"`
+	CellGpuAlloc         float64                `protobuf:"fixed64,66,opt,name=cell_gpu_alloc,json=cellGpuAlloc,proto3" json:"cell_gpu_alloc,omitempty"`
+	DurationRank         float64                `protobuf:"fixed64,67,opt,name=duration_rank,json=durationRank,proto3" json:"duration_rank,omitempty"`
+	ComputeBound         float64                `protobuf:"fixed64,68,opt,name=compute_bound,json=computeBound,proto3" json:"compute_bound,omitempty"`
+	MemoryBound          float64                `protobuf:"fixed64,69,opt,name=memory_bound,json=memoryBound,proto3" json:"memory_bound,omitempty"`
+	Burstiness           float64                `protobuf:"fixed64,70,opt,name=burstiness,proto3" json:"burstiness,omitempty"`
+	OverRequest          float64                `protobuf:"fixed64,71,opt,name=over_request,json=overRequest,proto3" json:"over_request,omitempty"`
+	OomRisk              float64                `protobuf:"fixed64,72,opt,name=oom_risk,json=oomRisk,proto3" json:"oom_risk,omitempty"`
+	BackfillFit          float64                `protobuf:"fixed64,73,opt,name=backfill_fit,json=backfillFit,proto3" json:"backfill_fit,omitempty"`
+	DeadlinePressure     float64                `protobuf:"fixed64,74,opt,name=deadline_pressure,json=deadlinePressure,proto3" json:"deadline_pressure,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *TaskProfile) Reset() {
+	*x = TaskProfile{}
+	mi := &file_suanli_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskProfile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskProfile) ProtoMessage() {}
+
+func (x *TaskProfile) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskProfile.ProtoReflect.Descriptor instead.
+func (*TaskProfile) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *TaskProfile) GetDurationClass() string {
+	if x != nil {
+		return x.DurationClass
+	}
+	return ""
+}
+
+func (x *TaskProfile) GetIoIntensity() float64 {
+	if x != nil {
+		return x.IoIntensity
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetParallelism() int32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetSlaLevel() string {
+	if x != nil {
+		return x.SlaLevel
+	}
+	return ""
+}
+
+func (x *TaskProfile) GetModelArch() string {
+	if x != nil {
+		return x.ModelArch
+	}
+	return ""
+}
+
+func (x *TaskProfile) GetModelUri() string {
+	if x != nil {
+		return x.ModelUri
+	}
+	return ""
+}
+
+func (x *TaskProfile) GetModelSizeMib() int64 {
+	if x != nil {
+		return x.ModelSizeMib
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDataLocations() []string {
+	if x != nil {
+		return x.DataLocations
+	}
+	return nil
+}
+
+func (x *TaskProfile) GetExtra() map[string]float64 {
+	if x != nil {
+		return x.Extra
+	}
+	return nil
+}
+
+func (x *TaskProfile) GetSignature() string {
+	if x != nil {
+		return x.Signature
+	}
+	return ""
+}
+
+func (x *TaskProfile) GetHistoryLevel() string {
+	if x != nil {
+		return x.HistoryLevel
+	}
+	return ""
+}
+
+func (x *TaskProfile) GetDimsFilled() int32 {
+	if x != nil {
+		return x.DimsFilled
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetReqCpuCores() float64 {
+	if x != nil {
+		return x.ReqCpuCores
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetReqMemoryGib() float64 {
+	if x != nil {
+		return x.ReqMemoryGib
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetReqGpuCount() float64 {
+	if x != nil {
+		return x.ReqGpuCount
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetReqGpuShare() float64 {
+	if x != nil {
+		return x.ReqGpuShare
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetReqGpuTotal() float64 {
+	if x != nil {
+		return x.ReqGpuTotal
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetReqGpuModels() float64 {
+	if x != nil {
+		return x.ReqGpuModels
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetReqAccelerators() float64 {
+	if x != nil {
+		return x.ReqAccelerators
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetMemPerCoreGib() float64 {
+	if x != nil {
+		return x.MemPerCoreGib
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDeclaredDurationS() float64 {
+	if x != nil {
+		return x.DeclaredDurationS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDeadlineSlackS() float64 {
+	if x != nil {
+		return x.DeadlineSlackS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetQosRank() float64 {
+	if x != nil {
+		return x.QosRank
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetPriorityValue() float64 {
+	if x != nil {
+		return x.PriorityValue
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetSchedulingRank() float64 {
+	if x != nil {
+		return x.SchedulingRank
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetModelSizeGib() float64 {
+	if x != nil {
+		return x.ModelSizeGib
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetCommandArgs() float64 {
+	if x != nil {
+		return x.CommandArgs
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetEnvVars() float64 {
+	if x != nil {
+		return x.EnvVars
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetLabelCount() float64 {
+	if x != nil {
+		return x.LabelCount
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetGangSize() float64 {
+	if x != nil {
+		return x.GangSize
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetReserved() float64 {
+	if x != nil {
+		return x.Reserved
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetSubmittedHour() float64 {
+	if x != nil {
+		return x.SubmittedHour
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetSubmittedWeekday() float64 {
+	if x != nil {
+		return x.SubmittedWeekday
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetHistoryRuns() float64 {
+	if x != nil {
+		return x.HistoryRuns
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDurationMeanS() float64 {
+	if x != nil {
+		return x.DurationMeanS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDurationP50S() float64 {
+	if x != nil {
+		return x.DurationP50S
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDurationP90S() float64 {
+	if x != nil {
+		return x.DurationP90S
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDurationP99S() float64 {
+	if x != nil {
+		return x.DurationP99S
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDurationCv() float64 {
+	if x != nil {
+		return x.DurationCv
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDurationLastS() float64 {
+	if x != nil {
+		return x.DurationLastS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetPredictedDurationS() float64 {
+	if x != nil {
+		return x.PredictedDurationS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetPredictedDurationLoS() float64 {
+	if x != nil {
+		return x.PredictedDurationLoS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetPredictedDurationHiS() float64 {
+	if x != nil {
+		return x.PredictedDurationHiS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetSuccessRate() float64 {
+	if x != nil {
+		return x.SuccessRate
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetExitZeroShare() float64 {
+	if x != nil {
+		return x.ExitZeroShare
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetExitOomShare() float64 {
+	if x != nil {
+		return x.ExitOomShare
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetExitOtherShare() float64 {
+	if x != nil {
+		return x.ExitOtherShare
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetRetriesPerRun() float64 {
+	if x != nil {
+		return x.RetriesPerRun
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetQueueWaitMeanS() float64 {
+	if x != nil {
+		return x.QueueWaitMeanS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetQueueWaitLastS() float64 {
+	if x != nil {
+		return x.QueueWaitLastS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetArrivals() float64 {
+	if x != nil {
+		return x.Arrivals
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetInterarrivalMeanS() float64 {
+	if x != nil {
+		return x.InterarrivalMeanS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetInterarrivalCv() float64 {
+	if x != nil {
+		return x.InterarrivalCv
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetCpuUsedRatioMean() float64 {
+	if x != nil {
+		return x.CpuUsedRatioMean
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetCpuUsedRatioMax() float64 {
+	if x != nil {
+		return x.CpuUsedRatioMax
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetMemPeakRatioMean() float64 {
+	if x != nil {
+		return x.MemPeakRatioMean
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetMemPeakRatioMax() float64 {
+	if x != nil {
+		return x.MemPeakRatioMax
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetGpuUtilMean() float64 {
+	if x != nil {
+		return x.GpuUtilMean
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetGpuMemPeakRatio() float64 {
+	if x != nil {
+		return x.GpuMemPeakRatio
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetIoReadMibS() float64 {
+	if x != nil {
+		return x.IoReadMibS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetIoWriteMibS() float64 {
+	if x != nil {
+		return x.IoWriteMibS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetNetMibS() float64 {
+	if x != nil {
+		return x.NetMibS
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetTenantActive() float64 {
+	if x != nil {
+		return x.TenantActive
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetTenantArrivals() float64 {
+	if x != nil {
+		return x.TenantArrivals
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetCellQueueLength() float64 {
+	if x != nil {
+		return x.CellQueueLength
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetCellGpuAlloc() float64 {
+	if x != nil {
+		return x.CellGpuAlloc
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDurationRank() float64 {
+	if x != nil {
+		return x.DurationRank
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetComputeBound() float64 {
+	if x != nil {
+		return x.ComputeBound
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetMemoryBound() float64 {
+	if x != nil {
+		return x.MemoryBound
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetBurstiness() float64 {
+	if x != nil {
+		return x.Burstiness
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetOverRequest() float64 {
+	if x != nil {
+		return x.OverRequest
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetOomRisk() float64 {
+	if x != nil {
+		return x.OomRisk
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetBackfillFit() float64 {
+	if x != nil {
+		return x.BackfillFit
+	}
+	return 0
+}
+
+func (x *TaskProfile) GetDeadlinePressure() float64 {
+	if x != nil {
+		return x.DeadlinePressure
+	}
+	return 0
+}
+
 type Health struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ready         bool                   `protobuf:"varint,1,opt,name=ready,proto3" json:"ready,omitempty"`
@@ -1824,7 +2469,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +2481,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +2494,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{28}
+	return file_suanli_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Health) GetReady() bool {
@@ -1880,7 +2525,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +2537,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +2550,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{29}
+	return file_suanli_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SubmitTaskResponse) GetTaskId() string {
@@ -1961,7 +2606,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2618,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2631,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{30}
+	return file_suanli_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelTaskResponse) GetTaskId() string {
@@ -2023,7 +2668,7 @@ type SubmitBidResponse struct {
 
 func (x *SubmitBidResponse) Reset() {
 	*x = SubmitBidResponse{}
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2680,7 @@ func (x *SubmitBidResponse) String() string {
 func (*SubmitBidResponse) ProtoMessage() {}
 
 func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2693,7 @@ func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBidResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{31}
+	return file_suanli_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubmitBidResponse) GetBidId() string {
@@ -2114,7 +2759,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2771,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2784,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{32}
+	return file_suanli_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TaskStatus) GetTaskId() string {
@@ -2291,7 +2936,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2948,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2961,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{33}
+	return file_suanli_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskStatus {
@@ -2345,7 +2990,7 @@ type WhyPendingResponse struct {
 
 func (x *WhyPendingResponse) Reset() {
 	*x = WhyPendingResponse{}
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +3002,7 @@ func (x *WhyPendingResponse) String() string {
 func (*WhyPendingResponse) ProtoMessage() {}
 
 func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +3015,7 @@ func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingResponse.ProtoReflect.Descriptor instead.
 func (*WhyPendingResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{34}
+	return file_suanli_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WhyPendingResponse) GetTaskId() string {
@@ -2479,7 +3124,7 @@ type BidView struct {
 
 func (x *BidView) Reset() {
 	*x = BidView{}
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +3136,7 @@ func (x *BidView) String() string {
 func (*BidView) ProtoMessage() {}
 
 func (x *BidView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +3149,7 @@ func (x *BidView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidView.ProtoReflect.Descriptor instead.
 func (*BidView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{35}
+	return file_suanli_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BidView) GetBidId() string {
@@ -2663,7 +3308,7 @@ type ListBidsResponse struct {
 
 func (x *ListBidsResponse) Reset() {
 	*x = ListBidsResponse{}
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +3320,7 @@ func (x *ListBidsResponse) String() string {
 func (*ListBidsResponse) ProtoMessage() {}
 
 func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +3333,7 @@ func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsResponse.ProtoReflect.Descriptor instead.
 func (*ListBidsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{36}
+	return file_suanli_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListBidsResponse) GetBids() []*BidView {
@@ -2734,7 +3379,7 @@ type ReservationView struct {
 
 func (x *ReservationView) Reset() {
 	*x = ReservationView{}
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +3391,7 @@ func (x *ReservationView) String() string {
 func (*ReservationView) ProtoMessage() {}
 
 func (x *ReservationView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +3404,7 @@ func (x *ReservationView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationView.ProtoReflect.Descriptor instead.
 func (*ReservationView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{37}
+	return file_suanli_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReservationView) GetReservationId() string {
@@ -2946,7 +3591,7 @@ type ListReservationsResponse struct {
 
 func (x *ListReservationsResponse) Reset() {
 	*x = ListReservationsResponse{}
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3603,7 @@ func (x *ListReservationsResponse) String() string {
 func (*ListReservationsResponse) ProtoMessage() {}
 
 func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3616,7 @@ func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReservationsResponse.ProtoReflect.Descriptor instead.
 func (*ListReservationsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{38}
+	return file_suanli_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListReservationsResponse) GetReservations() []*ReservationView {
@@ -3001,7 +3646,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3658,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3671,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{39}
+	return file_suanli_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeView) GetNodeId() string {
@@ -3122,7 +3767,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3134,7 +3779,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3147,7 +3792,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{40}
+	return file_suanli_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeView {
@@ -3183,7 +3828,7 @@ type AuditDecision struct {
 
 func (x *AuditDecision) Reset() {
 	*x = AuditDecision{}
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3195,7 +3840,7 @@ func (x *AuditDecision) String() string {
 func (*AuditDecision) ProtoMessage() {}
 
 func (x *AuditDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3208,7 +3853,7 @@ func (x *AuditDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditDecision.ProtoReflect.Descriptor instead.
 func (*AuditDecision) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{41}
+	return file_suanli_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AuditDecision) GetKind() string {
@@ -3336,7 +3981,7 @@ type AuditTrail struct {
 
 func (x *AuditTrail) Reset() {
 	*x = AuditTrail{}
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3993,7 @@ func (x *AuditTrail) String() string {
 func (*AuditTrail) ProtoMessage() {}
 
 func (x *AuditTrail) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +4006,7 @@ func (x *AuditTrail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditTrail.ProtoReflect.Descriptor instead.
 func (*AuditTrail) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{42}
+	return file_suanli_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AuditTrail) GetTaskId() string {
@@ -3409,7 +4054,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3421,7 +4066,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3434,7 +4079,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{43}
+	return file_suanli_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FieldError) GetField() string {
@@ -3462,7 +4107,7 @@ type ErrorResponse struct {
 
 func (x *ErrorResponse) Reset() {
 	*x = ErrorResponse{}
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3474,7 +4119,7 @@ func (x *ErrorResponse) String() string {
 func (*ErrorResponse) ProtoMessage() {}
 
 func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3487,7 +4132,7 @@ func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorResponse.ProtoReflect.Descriptor instead.
 func (*ErrorResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{44}
+	return file_suanli_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ErrorResponse) GetDetail() string {
@@ -3520,7 +4165,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_suanli_proto_msgTypes[45]
+	mi := &file_suanli_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3532,7 +4177,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[45]
+	mi := &file_suanli_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3545,7 +4190,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{45}
+	return file_suanli_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeStatusResponse) GetNodeId() string {
@@ -3773,7 +4418,7 @@ const file_suanli_proto_rawDesc = "" +
 	"\rFilterOutcome\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05nodes\x18\x02 \x01(\x05R\x05nodes\x12\x16\n" +
-	"\x06sample\x18\x03 \x03(\tR\x06sample\"\xc6\x02\n" +
+	"\x06sample\x18\x03 \x03(\tR\x06sample\"\x8e\x03\n" +
 	"\n" +
 	"Provenance\x12,\n" +
 	"\x05input\x18\x01 \x01(\v2\x16.suanli.v1.LogPositionR\x05input\x122\n" +
@@ -3785,8 +4430,97 @@ const file_suanli_proto_rawDesc = "" +
 	"\x04path\x18\x05 \x03(\tR\x04path\x12\x1d\n" +
 	"\n" +
 	"decided_at\x18\x06 \x01(\x03R\tdecidedAt\x12&\n" +
-	"\fmatched_rule\x18\a \x01(\tH\x00R\vmatchedRule\x88\x01\x01B\x0f\n" +
-	"\r_matched_rule\"<\n" +
+	"\fmatched_rule\x18\a \x01(\tH\x00R\vmatchedRule\x88\x01\x01\x120\n" +
+	"\aprofile\x18\b \x01(\v2\x16.suanli.v1.TaskProfileR\aprofile\x12\x14\n" +
+	"\x05notes\x18\t \x03(\tR\x05notesB\x0f\n" +
+	"\r_matched_rule\"\xd9\x16\n" +
+	"\vTaskProfile\x12%\n" +
+	"\x0eduration_class\x18\x01 \x01(\tR\rdurationClass\x12!\n" +
+	"\fio_intensity\x18\x02 \x01(\x01R\vioIntensity\x12 \n" +
+	"\vparallelism\x18\x03 \x01(\x05R\vparallelism\x12\x1b\n" +
+	"\tsla_level\x18\x04 \x01(\tR\bslaLevel\x12\x1d\n" +
+	"\n" +
+	"model_arch\x18\x05 \x01(\tR\tmodelArch\x12\x1b\n" +
+	"\tmodel_uri\x18\x06 \x01(\tR\bmodelUri\x12$\n" +
+	"\x0emodel_size_mib\x18\a \x01(\x03R\fmodelSizeMib\x12%\n" +
+	"\x0edata_locations\x18\b \x03(\tR\rdataLocations\x127\n" +
+	"\x05extra\x18\t \x03(\v2!.suanli.v1.TaskProfile.ExtraEntryR\x05extra\x12\x1c\n" +
+	"\tsignature\x18\n" +
+	" \x01(\tR\tsignature\x12#\n" +
+	"\rhistory_level\x18\v \x01(\tR\fhistoryLevel\x12\x1f\n" +
+	"\vdims_filled\x18\f \x01(\x05R\n" +
+	"dimsFilled\x12\"\n" +
+	"\rreq_cpu_cores\x18\r \x01(\x01R\vreqCpuCores\x12$\n" +
+	"\x0ereq_memory_gib\x18\x0e \x01(\x01R\freqMemoryGib\x12\"\n" +
+	"\rreq_gpu_count\x18\x0f \x01(\x01R\vreqGpuCount\x12\"\n" +
+	"\rreq_gpu_share\x18\x10 \x01(\x01R\vreqGpuShare\x12\"\n" +
+	"\rreq_gpu_total\x18\x11 \x01(\x01R\vreqGpuTotal\x12$\n" +
+	"\x0ereq_gpu_models\x18\x12 \x01(\x01R\freqGpuModels\x12)\n" +
+	"\x10req_accelerators\x18\x13 \x01(\x01R\x0freqAccelerators\x12'\n" +
+	"\x10mem_per_core_gib\x18\x14 \x01(\x01R\rmemPerCoreGib\x12.\n" +
+	"\x13declared_duration_s\x18\x15 \x01(\x01R\x11declaredDurationS\x12(\n" +
+	"\x10deadline_slack_s\x18\x16 \x01(\x01R\x0edeadlineSlackS\x12\x19\n" +
+	"\bqos_rank\x18\x17 \x01(\x01R\aqosRank\x12%\n" +
+	"\x0epriority_value\x18\x18 \x01(\x01R\rpriorityValue\x12'\n" +
+	"\x0fscheduling_rank\x18\x19 \x01(\x01R\x0eschedulingRank\x12$\n" +
+	"\x0emodel_size_gib\x18\x1a \x01(\x01R\fmodelSizeGib\x12!\n" +
+	"\fcommand_args\x18\x1b \x01(\x01R\vcommandArgs\x12\x19\n" +
+	"\benv_vars\x18\x1c \x01(\x01R\aenvVars\x12\x1f\n" +
+	"\vlabel_count\x18\x1d \x01(\x01R\n" +
+	"labelCount\x12\x1b\n" +
+	"\tgang_size\x18\x1e \x01(\x01R\bgangSize\x12\x1a\n" +
+	"\breserved\x18\x1f \x01(\x01R\breserved\x12%\n" +
+	"\x0esubmitted_hour\x18  \x01(\x01R\rsubmittedHour\x12+\n" +
+	"\x11submitted_weekday\x18! \x01(\x01R\x10submittedWeekday\x12!\n" +
+	"\fhistory_runs\x18\" \x01(\x01R\vhistoryRuns\x12&\n" +
+	"\x0fduration_mean_s\x18# \x01(\x01R\rdurationMeanS\x12$\n" +
+	"\x0eduration_p50_s\x18$ \x01(\x01R\fdurationP50S\x12$\n" +
+	"\x0eduration_p90_s\x18% \x01(\x01R\fdurationP90S\x12$\n" +
+	"\x0eduration_p99_s\x18& \x01(\x01R\fdurationP99S\x12\x1f\n" +
+	"\vduration_cv\x18' \x01(\x01R\n" +
+	"durationCv\x12&\n" +
+	"\x0fduration_last_s\x18( \x01(\x01R\rdurationLastS\x120\n" +
+	"\x14predicted_duration_s\x18) \x01(\x01R\x12predictedDurationS\x125\n" +
+	"\x17predicted_duration_lo_s\x18* \x01(\x01R\x14predictedDurationLoS\x125\n" +
+	"\x17predicted_duration_hi_s\x18+ \x01(\x01R\x14predictedDurationHiS\x12!\n" +
+	"\fsuccess_rate\x18, \x01(\x01R\vsuccessRate\x12&\n" +
+	"\x0fexit_zero_share\x18- \x01(\x01R\rexitZeroShare\x12$\n" +
+	"\x0eexit_oom_share\x18. \x01(\x01R\fexitOomShare\x12(\n" +
+	"\x10exit_other_share\x18/ \x01(\x01R\x0eexitOtherShare\x12&\n" +
+	"\x0fretries_per_run\x180 \x01(\x01R\rretriesPerRun\x12)\n" +
+	"\x11queue_wait_mean_s\x181 \x01(\x01R\x0equeueWaitMeanS\x12)\n" +
+	"\x11queue_wait_last_s\x182 \x01(\x01R\x0equeueWaitLastS\x12\x1a\n" +
+	"\barrivals\x183 \x01(\x01R\barrivals\x12.\n" +
+	"\x13interarrival_mean_s\x184 \x01(\x01R\x11interarrivalMeanS\x12'\n" +
+	"\x0finterarrival_cv\x185 \x01(\x01R\x0einterarrivalCv\x12-\n" +
+	"\x13cpu_used_ratio_mean\x186 \x01(\x01R\x10cpuUsedRatioMean\x12+\n" +
+	"\x12cpu_used_ratio_max\x187 \x01(\x01R\x0fcpuUsedRatioMax\x12-\n" +
+	"\x13mem_peak_ratio_mean\x188 \x01(\x01R\x10memPeakRatioMean\x12+\n" +
+	"\x12mem_peak_ratio_max\x189 \x01(\x01R\x0fmemPeakRatioMax\x12\"\n" +
+	"\rgpu_util_mean\x18: \x01(\x01R\vgpuUtilMean\x12+\n" +
+	"\x12gpu_mem_peak_ratio\x18; \x01(\x01R\x0fgpuMemPeakRatio\x12!\n" +
+	"\rio_read_mib_s\x18< \x01(\x01R\n" +
+	"ioReadMibS\x12#\n" +
+	"\x0eio_write_mib_s\x18= \x01(\x01R\vioWriteMibS\x12\x1a\n" +
+	"\tnet_mib_s\x18> \x01(\x01R\anetMibS\x12#\n" +
+	"\rtenant_active\x18? \x01(\x01R\ftenantActive\x12'\n" +
+	"\x0ftenant_arrivals\x18@ \x01(\x01R\x0etenantArrivals\x12*\n" +
+	"\x11cell_queue_length\x18A \x01(\x01R\x0fcellQueueLength\x12$\n" +
+	"\x0ecell_gpu_alloc\x18B \x01(\x01R\fcellGpuAlloc\x12#\n" +
+	"\rduration_rank\x18C \x01(\x01R\fdurationRank\x12#\n" +
+	"\rcompute_bound\x18D \x01(\x01R\fcomputeBound\x12!\n" +
+	"\fmemory_bound\x18E \x01(\x01R\vmemoryBound\x12\x1e\n" +
+	"\n" +
+	"burstiness\x18F \x01(\x01R\n" +
+	"burstiness\x12!\n" +
+	"\fover_request\x18G \x01(\x01R\voverRequest\x12\x19\n" +
+	"\boom_risk\x18H \x01(\x01R\aoomRisk\x12!\n" +
+	"\fbackfill_fit\x18I \x01(\x01R\vbackfillFit\x12+\n" +
+	"\x11deadline_pressure\x18J \x01(\x01R\x10deadlinePressure\x1a8\n" +
+	"\n" +
+	"ExtraEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"<\n" +
 	"\x06Health\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\"\xcb\x01\n" +
@@ -4013,7 +4747,7 @@ func file_suanli_proto_rawDescGZIP() []byte {
 	return file_suanli_proto_rawDescData
 }
 
-var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_suanli_proto_goTypes = []any{
 	(*TaskSpec)(nil),                 // 0: suanli.v1.TaskSpec
 	(*ModelSpec)(nil),                // 1: suanli.v1.ModelSpec
@@ -4043,31 +4777,33 @@ var file_suanli_proto_goTypes = []any{
 	(*Candidate)(nil),                // 25: suanli.v1.Candidate
 	(*FilterOutcome)(nil),            // 26: suanli.v1.FilterOutcome
 	(*Provenance)(nil),               // 27: suanli.v1.Provenance
-	(*Health)(nil),                   // 28: suanli.v1.Health
-	(*SubmitTaskResponse)(nil),       // 29: suanli.v1.SubmitTaskResponse
-	(*CancelTaskResponse)(nil),       // 30: suanli.v1.CancelTaskResponse
-	(*SubmitBidResponse)(nil),        // 31: suanli.v1.SubmitBidResponse
-	(*TaskStatus)(nil),               // 32: suanli.v1.TaskStatus
-	(*ListTasksResponse)(nil),        // 33: suanli.v1.ListTasksResponse
-	(*WhyPendingResponse)(nil),       // 34: suanli.v1.WhyPendingResponse
-	(*BidView)(nil),                  // 35: suanli.v1.BidView
-	(*ListBidsResponse)(nil),         // 36: suanli.v1.ListBidsResponse
-	(*ReservationView)(nil),          // 37: suanli.v1.ReservationView
-	(*ListReservationsResponse)(nil), // 38: suanli.v1.ListReservationsResponse
-	(*NodeView)(nil),                 // 39: suanli.v1.NodeView
-	(*ListNodesResponse)(nil),        // 40: suanli.v1.ListNodesResponse
-	(*AuditDecision)(nil),            // 41: suanli.v1.AuditDecision
-	(*AuditTrail)(nil),               // 42: suanli.v1.AuditTrail
-	(*FieldError)(nil),               // 43: suanli.v1.FieldError
-	(*ErrorResponse)(nil),            // 44: suanli.v1.ErrorResponse
-	(*NodeStatusResponse)(nil),       // 45: suanli.v1.NodeStatusResponse
-	nil,                              // 46: suanli.v1.TaskSpec.LabelsEntry
-	nil,                              // 47: suanli.v1.TaskSpec.EnvEntry
+	(*TaskProfile)(nil),              // 28: suanli.v1.TaskProfile
+	(*Health)(nil),                   // 29: suanli.v1.Health
+	(*SubmitTaskResponse)(nil),       // 30: suanli.v1.SubmitTaskResponse
+	(*CancelTaskResponse)(nil),       // 31: suanli.v1.CancelTaskResponse
+	(*SubmitBidResponse)(nil),        // 32: suanli.v1.SubmitBidResponse
+	(*TaskStatus)(nil),               // 33: suanli.v1.TaskStatus
+	(*ListTasksResponse)(nil),        // 34: suanli.v1.ListTasksResponse
+	(*WhyPendingResponse)(nil),       // 35: suanli.v1.WhyPendingResponse
+	(*BidView)(nil),                  // 36: suanli.v1.BidView
+	(*ListBidsResponse)(nil),         // 37: suanli.v1.ListBidsResponse
+	(*ReservationView)(nil),          // 38: suanli.v1.ReservationView
+	(*ListReservationsResponse)(nil), // 39: suanli.v1.ListReservationsResponse
+	(*NodeView)(nil),                 // 40: suanli.v1.NodeView
+	(*ListNodesResponse)(nil),        // 41: suanli.v1.ListNodesResponse
+	(*AuditDecision)(nil),            // 42: suanli.v1.AuditDecision
+	(*AuditTrail)(nil),               // 43: suanli.v1.AuditTrail
+	(*FieldError)(nil),               // 44: suanli.v1.FieldError
+	(*ErrorResponse)(nil),            // 45: suanli.v1.ErrorResponse
+	(*NodeStatusResponse)(nil),       // 46: suanli.v1.NodeStatusResponse
+	nil,                              // 47: suanli.v1.TaskSpec.LabelsEntry
+	nil,                              // 48: suanli.v1.TaskSpec.EnvEntry
+	nil,                              // 49: suanli.v1.TaskProfile.ExtraEntry
 }
 var file_suanli_proto_depIdxs = []int32{
 	2,  // 0: suanli.v1.TaskSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	46, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
-	47, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
+	47, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
+	48, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
 	1,  // 3: suanli.v1.TaskSpec.model:type_name -> suanli.v1.ModelSpec
 	2,  // 4: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
 	0,  // 5: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
@@ -4077,55 +4813,57 @@ var file_suanli_proto_depIdxs = []int32{
 	24, // 9: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
 	25, // 10: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
 	26, // 11: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
-	20, // 12: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
-	20, // 13: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
-	20, // 14: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
-	21, // 15: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
-	32, // 16: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
-	21, // 17: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
-	23, // 18: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
-	35, // 19: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
-	37, // 20: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
-	39, // 21: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
-	21, // 22: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
-	27, // 23: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
-	20, // 24: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
-	41, // 25: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
-	43, // 26: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
-	20, // 27: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
-	5,  // 28: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
-	6,  // 29: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
-	7,  // 30: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
-	8,  // 31: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
-	9,  // 32: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
-	10, // 33: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
-	11, // 34: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
-	12, // 35: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
-	13, // 36: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
-	14, // 37: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
-	15, // 38: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
-	16, // 39: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
-	18, // 40: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
-	19, // 41: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
-	28, // 42: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
-	29, // 43: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
-	33, // 44: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
-	32, // 45: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
-	30, // 46: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
-	34, // 47: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
-	42, // 48: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
-	31, // 49: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
-	36, // 50: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
-	35, // 51: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
-	38, // 52: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
-	40, // 53: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
-	45, // 54: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
-	45, // 55: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
-	42, // [42:56] is the sub-list for method output_type
-	28, // [28:42] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	28, // 12: suanli.v1.Provenance.profile:type_name -> suanli.v1.TaskProfile
+	49, // 13: suanli.v1.TaskProfile.extra:type_name -> suanli.v1.TaskProfile.ExtraEntry
+	20, // 14: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
+	20, // 15: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
+	20, // 16: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
+	21, // 17: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
+	33, // 18: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
+	21, // 19: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
+	23, // 20: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
+	36, // 21: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
+	38, // 22: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
+	40, // 23: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
+	21, // 24: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
+	27, // 25: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
+	20, // 26: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
+	42, // 27: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
+	44, // 28: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
+	20, // 29: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
+	5,  // 30: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
+	6,  // 31: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
+	7,  // 32: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
+	8,  // 33: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
+	9,  // 34: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
+	10, // 35: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
+	11, // 36: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
+	12, // 37: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
+	13, // 38: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
+	14, // 39: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
+	15, // 40: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
+	16, // 41: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
+	18, // 42: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
+	19, // 43: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
+	29, // 44: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
+	30, // 45: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
+	34, // 46: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
+	33, // 47: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
+	31, // 48: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
+	35, // 49: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
+	43, // 50: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
+	32, // 51: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
+	37, // 52: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
+	36, // 53: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
+	39, // 54: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
+	41, // 55: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
+	46, // 56: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
+	46, // 57: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
+	44, // [44:58] is the sub-list for method output_type
+	30, // [30:44] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_suanli_proto_init() }
@@ -4145,15 +4883,15 @@ func file_suanli_proto_init() {
 	file_suanli_proto_msgTypes[18].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[19].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[27].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[35].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[37].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[36].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_suanli_proto_rawDesc), len(file_suanli_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
