@@ -35,7 +35,8 @@ node_id)`` carry the label ``pool: gold`` (the QoS core's dedicated gold pool). 
 A dispatched task "runs" for ``duration_estimate_ms * time_scale`` seconds of wall time
 (``default_duration_ms`` when the command has no estimate), then COMPLETES with exit code
 0, or FAILS with exit code 1 if :func:`fails` selects its task id (``fail_fraction``,
-seeded). Reported usage is in *simulated* time: what the task would have used unscaled.
+seeded). Reported usage is in *simulated* time: what the task would have used unscaled, each
+task kind with a load of its own (:func:`simulated_usage`).
 
 **Heartbeats and metrics.** Every node heartbeats every 5 s (the runner's heartbeat period)
 and reports its metrics every 15 s (``_metrics``, see ``sim_telemetry.py``), in
@@ -192,6 +193,48 @@ def _pick_pricing(node_id: str) -> int:
 def scaled_duration_s(duration_ms: int | None, time_scale: float, default_ms: int) -> float:
     """Wall seconds a task with this estimate runs for in the simulator."""
     return max(0.0, (default_ms if duration_ms is None else duration_ms) * time_scale / 1000.0)
+
+
+DEVICE_MEMORY_MIB = 16384     # a device of a model GPU_MEMORY_MIB does not know
+
+
+def simulated_usage(command: dict[str, Any], ran_ms: int, seed: int = 0,
+                    device_mib: int = DEVICE_MEMORY_MIB) -> dict[str, Any]:
+    """What a simulated run used over ``ran_ms`` of simulated time (the connector's usage report:
+    the live part of task profiles, C9).
+
+    A task *kind* (its shape: CPU, memory, GPU count and share) has a typical load drawn from a
+    hash of the shape: CPU busy 15-95 % of its cores, peak memory 30-100 % of its request, disk
+    read and write and network rates with a heavy tail (uniform cubed: most kinds light, up to
+    200, 100 and 100 MiB/s), and on GPUs 20-95 % utilisation and 30-95 % of its share of
+    the device's memory (``device_mib``). Each run varies by a factor 0.8-1.2 per figure, seeded by ``seed`` and the
+    task id; CPU busy is capped at 100 % and peak memory at 110 % of the request. So a
+    profiler can learn kinds, not noise; nothing is random across processes."""
+    shape = (command["cpu_milli"], command["memory_mib"], len(command.get("gpu_devices") or ()),
+             command.get("gpu_milli") or 0)
+    task_id = command["task_id"]
+
+    def kind(name: str, lo: float, hi: float) -> float:
+        return lo + (hi - lo) * unit_hash("usage", name, *shape)
+
+    def run(name: str) -> float:
+        return 0.8 + 0.4 * unit_hash("run", seed, name, task_id)
+
+    seconds = ran_ms / 1000
+    cores = command["cpu_milli"] / 1000
+    usage: dict[str, Any] = {
+        "cpu_seconds": round(cores * seconds * min(1.0, kind("cpu", 0.15, 0.95) * run("cpu")), 3),
+        "max_rss_mib": int(command["memory_mib"] * min(1.1, kind("rss", 0.3, 1.0) * run("rss"))),
+        "wall_ms": ran_ms,
+        "io_read_mib": round(200 * kind("read", 0, 1) ** 3 * run("read") * seconds, 3),
+        "io_write_mib": round(100 * kind("write", 0, 1) ** 3 * run("write") * seconds, 3),
+        "net_mib": round(100 * kind("net", 0, 1) ** 3 * run("net") * seconds, 3),
+    }
+    if shape[2]:
+        share = shape[2] * (shape[3] or 1000) / 1000
+        usage["gpu_util"] = round(min(1.0, kind("gpu", 0.2, 0.95) * run("gpu")), 4)
+        usage["gpu_memory_peak_mib"] = round(device_mib * share * kind("gmem", 0.3, 0.95) * run("gmem"), 1)
+    return usage
 
 
 def fails(task_id: str, fraction: float, seed: int = 0) -> bool:
@@ -436,14 +479,12 @@ class SimulatedCluster(Adapter):
         if stopped:
             ran_s = time.monotonic() - started
             ran_ms = min(simulated_ms, int(ran_s / self.time_scale)) if self.time_scale else 0
-            usage = {"cpu_seconds": command["cpu_milli"] / 1000 * ran_ms / 1000,
-                     "max_rss_mib": command["memory_mib"], "wall_ms": ran_ms}
+            usage = simulated_usage(command, ran_ms, self.seed, self._device_mib(node_id))
             grace = f" including a {grace_ms} ms grace" if grace_ms else ""
             await report.failed(None, f"{stopped_message(reasons[0] if reasons else 'no reason given')} (after "
                                       f"{ran_ms} of {simulated_ms} ms of simulated time{grace}, {ran_s:.3f} s)", usage)
             return
-        usage = {"cpu_seconds": command["cpu_milli"] / 1000 * simulated_ms / 1000,
-                 "max_rss_mib": command["memory_mib"], "wall_ms": simulated_ms}
+        usage = simulated_usage(command, simulated_ms, self.seed, self._device_mib(node_id))
         ran = (f"ran {simulated_ms} ms of simulated time ({'default' if duration_ms is None else 'the estimate'}) "
                f"in {wall_s:.3f} s (time scale {self.time_scale:g})")
         if fails(command["task_id"], self.fail_fraction, self.seed):
@@ -451,6 +492,11 @@ class SimulatedCluster(Adapter):
                                 usage)
         else:
             await report.completed(usage, ran)
+
+    def _device_mib(self, node_id: str) -> int:
+        """Memory of one of the node's GPUs (for usage reports)."""
+        gpus = [a for a in self.nodes[node_id]["accelerators"] if a["kind"] == "GPU"]
+        return int(gpus[0]["memory_mib"]) if gpus and gpus[0]["memory_mib"] else DEVICE_MEMORY_MIB
 
     async def stop(self, task_id: str, node_id: str, reason: str, grace_ms: int | None = None) -> bool:
         """End the simulated runs of ``task_id`` on ``node_id`` once ``grace_ms`` of simulated

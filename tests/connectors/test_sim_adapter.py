@@ -9,7 +9,7 @@ import fastavro
 import pytest
 
 from suanli.connectors.kit import TaskReporter
-from suanli.connectors.simulated import (DEFAULT_NODES, SimulatedCluster, _bucket, describe_node, fails,
+from suanli.connectors.simulated import (DEFAULT_NODES, SimulatedCluster, _bucket, describe_node, fails, simulated_usage,
                                           scaled_duration_s, topology)
 from suanli.errors import ConnectorError
 from suanli.replay.openb import read_nodes
@@ -127,7 +127,10 @@ def test_a_task_runs_for_its_scaled_duration_then_completes(sim):
     assert [e["status"] for e in events] == ["RUNNING", "COMPLETED"]
     assert [e["event_id"] for e in events] == ["d-ok-1:running", "d-ok-1:completed"]
     assert events[1]["exit_code"] == 0
-    assert events[1]["usage"] == {"cpu_seconds": 160.0, "max_rss_mib": 2048, "wall_ms": 40_000}
+    usage = events[1]["usage"]
+    assert usage == simulated_usage(command, 40_000, sim.seed, sim._device_mib(gpu_node)) and usage["wall_ms"] == 40_000
+    assert 0 < usage["cpu_seconds"] <= 160.0 and 0 < usage["max_rss_mib"] <= 2048 * 1.1
+    assert 0 <= usage["gpu_util"] <= 1 and usage["gpu_memory_peak_mib"] > 0
     assert 0.03 <= (events[1]["at"] - events[0]["at"]) / 1000 < 10.0  # 40 s simulated at 0.001, not 40 s
     assert events[1]["message"] == "ran 40000 ms of simulated time (the estimate) in 0.040 s (time scale 0.001)"
     assert busy["node_id"] == gpu_node and busy["gpu_util"][1] == 0.5 and busy["gpu_util"][0] == 0.0
@@ -266,3 +269,16 @@ def test_a_restored_node_restates_what_it_runs():
     assert not any("resync" in eid for t, eid, _ in trail if t == "there")     # still silenced: says nothing new
     resync = next(e for e in out if e["event_id"] == "d-back:running-resync1")
     assert fits("TaskStatusChanged", resync) and "reconnected" in resync["message"]
+
+
+def test_simulated_usage_is_a_kind_of_its_own_varied_per_run():
+    a = {"task_id": "a", "cpu_milli": 4000, "memory_mib": 8192, "gpu_devices": [0], "gpu_milli": 500}
+    b = dict(a, task_id="b")
+    other = dict(a, task_id="c", cpu_milli=2000)
+    ua, ub, uc = (simulated_usage(c, 60_000, seed=1) for c in (a, b, other))
+    assert ua == simulated_usage(a, 60_000, seed=1)                     # deterministic
+    assert ua != ub                                                      # runs vary ...
+    ratio = ua["cpu_seconds"] / ub["cpu_seconds"]
+    assert 0.8 / 1.2 <= ratio <= 1.2 / 0.8                               # ... around their kind's load
+    assert uc["cpu_seconds"] / 120 != ua["cpu_seconds"] / 240            # another kind, another load
+    assert "gpu_util" not in simulated_usage(dict(a, gpu_devices=[]), 60_000)
