@@ -61,7 +61,7 @@ from suanli.processors import CellState, decide
 from suanli.processors import model as m
 
 from .metrics import percentiles
-from .progress import Progress
+from .progress import Progress, run_jobs
 
 GIB = 1024
 GPU_MEM_GIB = 24
@@ -478,15 +478,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f"p50 {r['ready_s']['p50']} s, hit {r['hit_rate_pct']} %, wasted {r['wasted_prefetch_pct']} % "
             f"({r['seconds']:.0f} s)")
 
-    if args.workers > 1 and len(jobs) > 1:
-        from multiprocessing import get_context
-
-        with get_context("spawn").Pool(args.workers) as pool:
-            for r in pool.imap_unordered(_run_one, jobs):
-                done(r)
-    else:
-        for job in jobs:
-            done(_run_one(job))
+    run_jobs(_run_one, jobs, args.workers, done)
     runs.sort(key=lambda r: (r["seed"], r["prewarm"]))
     agg = aggregate(runs)
     print(render(agg))

@@ -212,3 +212,19 @@ class Progress:
     def _push(self) -> None:
         if self._mine():
             self._live.update(self._task, completed=self.n, total=self.total, description=self.label)
+
+
+def run_jobs(fn: Any, jobs: list, workers: int, each: Any) -> None:
+    """Run ``fn(job)`` for every job and hand each result to ``each`` as it comes: in
+    ``workers`` spawned processes when there are more than one and more than one job (results
+    in completion order), else in this process, in order. ``fn`` must be importable (pickled
+    by name) for the processes."""
+    if workers > 1 and len(jobs) > 1:
+        from multiprocessing import get_context
+
+        with get_context("spawn").Pool(workers) as pool:
+            for result in pool.imap_unordered(fn, jobs):
+                each(result)
+    else:
+        for job in jobs:
+            each(fn(job))

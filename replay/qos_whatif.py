@@ -72,7 +72,7 @@ from suanli.projections.cost import MS_PER_HOUR, CostLedger, Interval, bronze_vs
 
 from .fgd_protocol import policy_config
 from .metrics import percentiles, thin
-from .progress import Progress
+from .progress import Progress, run_jobs
 from .timed import TimedWorkload, build
 
 TIERS = ("GOLD", "SILVER", "BRONZE")
@@ -581,15 +581,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f"alloc {r['gpu_allocation_pct']:.1f} %, gold {r['gold']['availability_pct']} %, "
             f"bronze preempted {r['bronze']['tasks_preempted']}/{r['bronze']['tasks_run']} ({r['seconds']:.0f} s)")
 
-    if args.workers > 1 and len(jobs) > 1:
-        from multiprocessing import get_context
-
-        with get_context("spawn").Pool(args.workers) as pool:
-            for r in pool.imap_unordered(_run_one, jobs):
-                done(r)
-    else:
-        for job in jobs:
-            done(_run_one(job))
+    run_jobs(_run_one, jobs, args.workers, done)
     runs.sort(key=lambda r: (r["failure_fraction"], r["seed"]))
     agg = aggregate(runs)
     print(render(agg))

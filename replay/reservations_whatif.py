@@ -86,7 +86,7 @@ from . import timed
 from .fgd_protocol import policy_config
 from .metrics import RunMetrics, percentiles
 from .openb import read_nodes
-from .progress import Progress
+from .progress import Progress, run_jobs
 
 try:                                      # the core's token helpers (#15)
     from suanli.processors import reservations as _rsv
@@ -655,15 +655,7 @@ def run_grid(jobs: list[tuple], *, workers: int = 2, say=None, progress: bool = 
                     f"frag {_f(r['frag_idle_pct'])} % of idle, granted {r['granted']}/{r['bids']}, "
                     f"idle {_f(r['idle_share_pct'])} % ({r['seconds']:.1f} s)")
 
-    if workers > 1 and len(jobs) > 1:
-        from multiprocessing import get_context
-
-        with get_context("spawn").Pool(workers) as pool:
-            for batch in pool.imap_unordered(run_job, jobs):
-                take(batch)
-    else:
-        for job in jobs:
-            take(run_job(job))
+    run_jobs(run_job, jobs, workers, take)
     bar.close()
     rows.sort(key=lambda r: (r["strategy"], r["load"], r["share"], list(ARMS).index(r["arm"]), r["seed"]))
     return rows

@@ -19,14 +19,18 @@ class ModelLocalityArgs:
                               ge=0)
 
 
+def _cached_model(ctx: CycleContext):
+    """The task's model when it has one and some node of the cell caches models, else None."""
+    rec = ctx.task
+    if rec is None or not ctx.state.model_caches:
+        return None
+    return model_of(rec.task)
+
+
 def held_here(ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
     """Per row, 1.0 where the node's own cache holds (or is loading) the task's model."""
     out = np.zeros(rows.size, dtype=np.float64)
-    rec = ctx.task
-    s = ctx.state
-    if rec is None or not s.model_caches:
-        return out
-    model = model_of(rec.task)
+    s, model = ctx.state, _cached_model(ctx)
     if model is None:
         return out
     ids = s.node_ids
@@ -42,11 +46,7 @@ def saved_seconds(ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
     (its own cache, else a peer of its site; ``model_cache.locate``); zeros for a task
     without a model or a cell whose nodes hold none."""
     out = np.zeros(rows.size, dtype=np.float64)
-    rec = ctx.task
-    s = ctx.state
-    if rec is None or not s.model_caches:
-        return out
-    model = model_of(rec.task)
+    s, model = ctx.state, _cached_model(ctx)
     if model is None:
         return out
     held = holders(s, model.model_arch)
