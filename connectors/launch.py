@@ -81,6 +81,13 @@ def _parser() -> argparse.ArgumentParser:
     local.add_argument("--cell", default="local")
     local.add_argument("--node-id", default=None)
     local.add_argument("--max-procs", type=int, default=None, help="max concurrent processes (default: CPUs)")
+    local.add_argument("--site", default="local", help="the node's site (also its region and zone)")
+    local.add_argument("--tier", default="onprem", choices=("cloud", "edge", "onprem"))
+    local.add_argument("--model-cache", type=Path, default=None,
+                       help="directory of the model weights cache (default: <home>/connectors/<name>/models)")
+    local.add_argument("--model-cache-mib", type=int, default=None,
+                       help="what the model cache may hold, MiB; registered, so the scheduler places by model and "
+                            "prewarms (default: no limit but the disk, and not registered)")
     return parser
 
 
@@ -94,7 +101,9 @@ def _adapter_from_args(args: argparse.Namespace) -> Adapter:
         if args.nodes is not None:
             options["nodes_csv"] = args.nodes
         return build_adapter("sim", **options)
-    return build_adapter("local", cell=args.cell, name=name, node_id=args.node_id, max_concurrent=args.max_procs)
+    return build_adapter("local", cell=args.cell, name=name, node_id=args.node_id, max_concurrent=args.max_procs,
+                         site=args.site, tier=args.tier, model_cache=args.model_cache,
+                         model_cache_mib=args.model_cache_mib)
 
 
 def _announce(runner: ConnectorRunner) -> None:

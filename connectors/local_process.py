@@ -130,11 +130,13 @@ def cpu_count() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def describe_machine(node_id: str, cell: str, connector: str = "local") -> dict[str, Any]:
-    """The NodeRegistered payload (without ``registered_at``) of this machine."""
+def describe_machine(node_id: str, cell: str, connector: str = "local", *, site: str = "local",
+                     tier: str = "onprem", model_cache_mib: int = 0) -> dict[str, Any]:
+    """The NodeRegistered payload (without ``registered_at``) of this machine; ``site`` is
+    its region and zone too; ``model_cache_mib``: what its model cache may hold (0: none)."""
     host = socket.gethostname()
     return {"event_id": f"{connector}/{node_id}/registered", "node_id": node_id, "cell": cell,
-            "site": "local", "region": "local", "zone": "local", "tier": "onprem",
+            "site": site, "region": site, "zone": site, "tier": tier, "model_cache_mib": model_cache_mib,
             "arch": ARCH.get(platform.machine().lower(), "other"), "cpu_milli": cpu_count() * 1000,
             "memory_mib": read_meminfo()["MemTotal"] // 1024, "accelerators": [], "pricing": "ON_DEMAND",
             "price_per_hour": 0.0, "pue": 1.0, "carbon_g_per_kwh": 0.0, "connector": connector,
@@ -166,8 +168,11 @@ class LocalProcesses(Adapter):
     def __init__(self, *, cell: str = "local", name: str = "local", node_id: str | None = None,
                  max_concurrent: int | None = None, kill_grace_s: float = 5.0, tail_chars: int = 500,
                  prometheus: str | None = None, prometheus_node: str = "127.0.0.1",
-                 model_cache: Path | str | None = None, model_cache_mib: int | None = None):
-        self.name, self.cell = name, cell
+                 model_cache: Path | str | None = None, model_cache_mib: int | None = None,
+                 site: str = "local", tier: str = "onprem"):
+        if tier not in ("cloud", "edge", "onprem"):
+            raise ConnectorError(f"local: tier must be cloud, edge or onprem, not {tier!r}")
+        self.name, self.cell, self.site, self.tier = name, cell, site, tier
         self.node_id = node_id or f"local-{socket.gethostname()}"
         self.max_concurrent = cpu_count() if max_concurrent is None else max_concurrent
         if self.max_concurrent < 1:
@@ -191,7 +196,9 @@ class LocalProcesses(Adapter):
 
     # -- discover / monitor ------------------------------------------------------------------
     def discover(self) -> list[dict[str, Any]]:
-        return [{**describe_machine(self.node_id, self.cell, self.name), "registered_at": self.now_ms()}]
+        # the scheduler keeps a view of the cache (placement by model, prewarms) only when it has a size
+        return [{**describe_machine(self.node_id, self.cell, self.name, site=self.site, tier=self.tier,
+                                    model_cache_mib=self.model_cache_mib or 0), "registered_at": self.now_ms()}]
 
     def _prometheus_feed(self, url: str | None, selector: str) -> Any:
         """The background Prometheus sampler of this node, or None (then /proc only)."""
