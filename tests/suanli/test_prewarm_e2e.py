@@ -150,3 +150,15 @@ def test_weights_are_copied_before_the_task_and_prewarmed_where_demand_is_coming
               if r.kind == "TaskPlaced" and r.payload["task_id"] == second]
     assert placed and any("e2e-llm@1" in n for n in placed[0]["provenance"]["notes"]), placed
     assert placed[0]["provenance"]["profile"]["model_size_gib"] == pytest.approx(WEIGHTS_MIB / 1024)
+
+
+def test_the_cell_log_replays_identical_with_profiles_and_prewarming_on(two_sites, tmp_path):
+    lp, _nodes, weights, tmp = two_sites
+    task = _submit(lp, tmp, weights, "edge-1")
+    wait_for(f"{task} to end", lambda: (t := lp.task(task)) and t["status"] in ("COMPLETED", "FAILED"), timeout=120)
+    out = tmp_path / "log"
+    exported = lp.cli("export", "--cell", lp.cell, "--out", str(out))
+    assert exported.returncode == 0, exported.stderr
+    replayed = lp.cli("replay", str(out), "--verify")
+    # the regenerated decisions carry the profiles and the model-cache notes, byte for byte
+    assert replayed.returncode == 0 and "IDENTICAL" in replayed.stdout, replayed.stdout + replayed.stderr
