@@ -19,6 +19,20 @@ class ModelLocalityArgs:
                               ge=0)
 
 
+def _zeros(n: int) -> np.ndarray:
+    """A read-only zero score of ``n`` rows, kept per size (the hot path of tasks without a model)."""
+    z = _ZEROS.get(n)
+    if z is None:
+        z = _ZEROS[n] = np.zeros(n, dtype=np.float64)
+        z.flags.writeable = False
+        if len(_ZEROS) > 64:                 # cell sizes change rarely; keep a few
+            _ZEROS.pop(next(iter(_ZEROS)))
+    return z
+
+
+_ZEROS: dict[int, np.ndarray] = {}
+
+
 def _cached_model(ctx: CycleContext):
     """The task's model when it has one and some node of the cell caches models, else None."""
     rec = ctx.task
@@ -85,6 +99,8 @@ class ModelLocality(Plugin):
 
     def score(self, ctx, rows):
         a = self.args
+        if _cached_model(ctx) is None:         # most tasks: no model, or no node caches any
+            return _zeros(rows.size)
         out = np.minimum(a.cap, a.points_per_second * saved_seconds(ctx, rows))
         if a.local_points:
             out = out + a.local_points * held_here(ctx, rows)
