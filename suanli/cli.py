@@ -154,13 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--no-metrics", action="store_true", help="no /metrics servers")
     up.set_defaults(func=_up, needs=NOTHING)                  # starts the stack itself
 
-    from suanli import (cli_api, cli_cost, cli_profile, cli_prometheus, cli_reserve, cli_sim, cli_strategy,
-                        cli_tasks, cli_topology)
+    from suanli import (cli_api, cli_cost, cli_policy, cli_profile, cli_prometheus, cli_reserve, cli_sim,
+                        cli_strategy, cli_tasks, cli_topology)
     from suanli.bench import cli as bench_cli
     from suanli.projections import cli as projections_cli
     from suanli.replay import cli as replay_cli
 
-    for module in (cli_tasks, cli_reserve, replay_cli, cli_strategy, cli_profile, projections_cli, cli_api,
+    for module in (cli_tasks, cli_reserve, replay_cli, cli_strategy, cli_policy, cli_profile, projections_cli, cli_api,
                    bench_cli, cli_prometheus, cli_topology, cli_sim, cli_cost):
         module.add_commands(sub)
 

@@ -60,6 +60,7 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "whatif": (["{logdir}", "--policy", "recorded,bestfit", "--report", "{tmp}/report"], ANY, "embedded"),
     "explain": (["t-1"], STACK, "embedded"),
     "profile": (["t-1"], STACK, "embedded"),
+    "policy set": (["--cell", "c1"], STACK, "embedded"),
     "strategy list": (["--no-discover"], ANY, "embedded"),
     "strategy show": (["bestfit", "--no-discover"], ANY, "embedded"),
     "strategy bench": (["bestfit", "--data", "{openb}", "--seeds", "42", "--workers", "1"], ANY, "embedded"),

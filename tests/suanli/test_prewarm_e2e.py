@@ -27,7 +27,7 @@ from suanli.config import load_settings, to_env
 from suanli.deploy.plane import worker_processes
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
-from suanli.streams.kafka_io import EventConsumer, EventProducer, ensure_topics
+from suanli.streams.kafka_io import EventConsumer, ensure_topics
 from suanli.streams.topics import TopicNames, core_topics
 
 from test_dispatch_e2e import PY, LocalPlane, wait_for
@@ -48,10 +48,10 @@ def two_sites(stack, tmp_path_factory):
     weights.parent.mkdir()
     weights.write_bytes(os.urandom(WEIGHTS_MIB << 20))
     asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace)))
-    asyncio.run(_publish(settings, "PolicyChanged", {
-        "event_id": f"policy-{run}", "cell": lp.cell, "strategy": "default", "changed_by": "test", "at": 1,
-        "config_json": json.dumps({"profiles": {"enabled": True},
-                                   "prewarm": {"enabled": True, "period_ms": 1000, "min_use": 0.05}})}))
+    policy = lp.cli("policy", "set", "--cell", lp.cell, "--config",
+                    json.dumps({"profiles": {"enabled": True},
+                                "prewarm": {"enabled": True, "period_ms": 1000, "min_use": 0.05}}))
+    assert policy.returncode == 0 and "stored" in policy.stdout, policy.stderr
     services = list(worker_processes(settings).values())
     for service, argv in services:
         service.start(argv, env=to_env(settings))
@@ -82,12 +82,6 @@ def two_sites(stack, tmp_path_factory):
                 proc.wait()
         for service, _argv in reversed(services):
             service.stop()
-
-
-async def _publish(settings, kind: str, payload: dict) -> None:
-    with RegistryClient(settings.registry_url) as registry:
-        async with EventProducer(settings.bootstrap_servers, Codec(registry), namespace=settings.namespace) as p:
-            await (await p.publish(kind, payload))
 
 
 def _submit(lp: LocalPlane, tmp: Path, weights: Path, site: str) -> str:
