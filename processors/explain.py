@@ -56,6 +56,11 @@ def render_text(task_id: str, decisions: Iterable[Decision]) -> str:
         out.append("    path:")
         for i, step in enumerate(prov.get("path") or [], 1):
             out.append(f"      {i:2d}. {step}")
+        for note in prov.get("notes") or []:
+            out.append(f"    note:     {note}")
+        prof = prov.get("profile")
+        if prof:
+            out.append(f"    profile:  {profile_summary(prof)} (`suanli profile` shows all of it)")
         filt = prov.get("filtered") or []
         if filt:
             out.append("    excluded by filters:")
@@ -127,3 +132,12 @@ def render_mermaid(task_id: str, decisions: Iterable[Decision]) -> str:
         lines.append(f"  {cur} --> {o}")
         prev = o
     return "\n".join(lines) + "\n"
+
+
+def profile_summary(prof: dict) -> str:
+    """One line of a task profile: predicted duration and its source, class, IO, history."""
+    pred = prof.get("predicted_duration_s") or 0.0
+    return (f"predicted {pred / 3600:.2f} h ({prof.get('duration_class') or 'no class'}), "
+            f"io {prof.get('io_intensity', 0.0):.2f}, learnt from {prof.get('history_level') or '?'} "
+            f"({int(prof.get('history_runs') or 0)} runs), {prof.get('dims_filled', 0)} dimensions observed")
+

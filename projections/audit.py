@@ -59,6 +59,7 @@ from fastavro import schemaless_reader as _schemaless_reader
 
 from suanli.errors import AuditError
 from suanli.processors import model as m
+from suanli.processors.explain import profile_summary
 from suanli.projections.audit_avro import EXTRACT_ERRORS, Extractor, Fields, canonical_json
 from suanli.projections.audit_store import Batch, Store
 
@@ -713,6 +714,10 @@ def render_why(answer: dict[str, Any], *, candidates: int = 5) -> str:
                      + (f", rule {r['matched_rule']}" if r.get("matched_rule") else ""))
         if r["path"]:
             lines.append(f"   path: {' -> '.join(r['path'])}")
+        for note in r.get("notes") or []:
+            lines.append(f"   note: {note}")
+        if r.get("profile"):
+            lines.append(f"   profile: {profile_summary(r['profile'])}")
         detail = r.get("detail") or {}
         if detail.get("reasons"):
             lines.append("   reasons: " + "; ".join(f"{x['reason']} ({x['nodes']} nodes)" for x in detail["reasons"]))

@@ -32,3 +32,20 @@ def test_no_profile_when_profiles_are_off() -> None:
     f.node("n1")
     f.task("a", at=1)
     assert latest_profile([(k, d) for k, d in f.outputs]) is None
+
+
+def test_explain_and_audit_why_show_the_notes_and_a_profile_line() -> None:
+    from suanli.processors.explain import render_text
+    from suanli.projections.audit import entry, render_why
+    f = Feed(config={"seed": 1, "profiles": {"enabled": True}})
+    f.node("n1")
+    f.task("a", at=1)
+    decisions = [(k, d) for k, d in f.outputs]
+    kind, payload = decisions[-1]
+    payload["provenance"]["notes"] = ["model m@1 cached on n1: saves ~3 s of load from origin"]
+    text = render_text("a", decisions)
+    assert "note:     model m@1 cached on n1" in text and "profile:  predicted" in text
+    row = entry(kind, payload, ("t.decisions", 0, 7))
+    why = render_why({"task_id": "a", "tenant": "t", "cell": "test", "outcome": "placed", "node_id": "n1",
+                      "decisions": [row]})
+    assert "   note: model m@1 cached on n1" in why and "   profile: predicted" in why
