@@ -1,12 +1,32 @@
-"""Cold starts with and without prewarming: a timed what-if through the production core (#20).
+"""Cold starts with and without caching and prewarming: a timed what-if through the production core (#20).
 
 Every input goes through ``processors.decide`` as in ``qos_whatif.py``: node registrations,
 the policy, arrivals (TaskSubmitted), completions (TaskStatusChanged COMPLETED) and the cell
-clock (a CellTick every ``tick_ms``). Two arms per seed, on the same workload: the
-``default`` strategy (1.5.0: ModelLocality, local reads first) with on-demand caching (a
-placed task's model stays in its node's cache, LRU) in both, and the prewarm planner off /
-on (``prewarm.enabled``; its other arguments are :data:`PREWARM` over the planner's
-defaults). Run it with
+clock (a CellTick every ``tick_ms``). Three arms per seed (:data:`ARMS`), on the same
+workload, all with the ``default`` strategy (1.5.0: ModelLocality, local reads first):
+
+* ``no_cache`` ("no cache", the issue's "before"): the nodes register ``model_cache_mib=0``,
+  so the core keeps no model cache, ModelLocality has nothing to score and every start
+  pulls its weights from the origin; the prewarm planner off (it could fill nothing anyway).
+* ``off`` ("on-demand cache"): ``cache_gib`` of cache per node; a placed task's model stays
+  in its node's cache (LRU); the prewarm planner off.
+* ``on`` ("cache + prewarm"): the same, with the prewarm planner on (``prewarm.enabled``;
+  its other arguments are :data:`PREWARM` over the planner's defaults).
+
+Comparisons (:data:`COMPARISONS`, ``aggregate["changes"]``): relative changes of p50, p95 and
+origin bytes, the hit rate's change in points (relative too, except against no cache, whose
+hit rate is 0 by construction):
+
+* ``on_vs_no_cache``: what caching and prewarming together buy over the "before";
+* ``on_vs_off``: what the prewarm planner adds on top of on-demand caching (also kept as
+  ``aggregate["change"]``, its name before the no-cache arm);
+* ``off_vs_no_cache``: what on-demand caching alone buys.
+
+The goals (:data:`GOALS`: p50 -80 %, hit rate >= 80 %, wasted prefetch <= 20 %) are checked for
+the prewarm-on arm against each baseline (``aggregate["goals_by_baseline"]["no_cache"|"off"]``,
+each with its ``goals`` and ``met``, all of them met); only the p50 change depends on the
+baseline, the hit rate and the wasted prefetch are the on arm's own. ``aggregate["goals"]`` is
+the check against the on-demand cache, as before the no-cache arm. Run it with
 ``python -m suanli.replay.prewarm_whatif [--seeds 1-10] [--json OUT] [--quiet]``.
 
 **Cluster.** ``sites`` (10) edge sites, each its own region and zone, with ``nodes_per_site``
@@ -34,8 +54,10 @@ that instant: the node's own cache (what is left of a load in flight, plus a dis
 node of the same site (the soonest ready: what is left of its load plus a LAN copy), else
 the origin. A task runs its duration after that. *Hit*: not from the origin (the site's
 caches served it; local hits are reported too). *Origin bytes*: origin loads by tasks plus
-every prewarm. *Wasted prefetch*: MiB of prewarms issued in the window that no task used
-(locally, or from a peer at the site) before the run ended, over all prewarmed MiB.
+every prewarm (without caches: the dispatched models' sizes, ``dispatched_gib``, all of
+them). *Wasted prefetch*: MiB of prewarms issued in the window that no task used (locally,
+or from a peer at the site) before the run ended, over all prewarmed MiB. The three arms
+place the same tasks (same dispatches); where, and so when each ends, differ with the caches.
 
 Figures are pooled over the seeds (all dispatches together) with a 95 % interval across
 seeds (mean +- t x sd / sqrt(n) of the per-seed figures).
@@ -65,6 +87,18 @@ from .progress import Progress, run_jobs
 
 GIB = 1024
 GPU_MEM_GIB = 24
+# the arms, in their order in the runs and the table: key -> (label, model cache, prewarm planner)
+ARMS: dict[str, tuple[str, bool, bool]] = {
+    "no_cache": ("no cache", False, False),
+    "off": ("on-demand cache", True, False),
+    "on": ("cache + prewarm", True, True),
+}
+# the comparisons reported: key -> (arm, baseline); "on_vs_off" is also the legacy ``change``
+COMPARISONS: dict[str, tuple[str, str]] = {
+    "on_vs_no_cache": ("on", "no_cache"),
+    "on_vs_off": ("on", "off"),
+    "off_vs_no_cache": ("off", "no_cache"),
+}
 PREWARM: dict[str, Any] = {"enabled": True}      # the planner's defaults (processors/prewarm.py PrewarmArgs)
 GOALS = {"p50_change_pct": -80.0, "hit_rate_pct": 80.0, "wasted_prefetch_pct": 20.0}
 # A prewarm issued in the last hour has had little time to be used when the run ends, and is
@@ -109,6 +143,7 @@ class Arm:
     judged_mib: int = 0              # prewarms issued at least JUDGE_MS before the end (not right-censored)
     judged_unused_mib: int = 0
     local_ms: list[int] = field(default_factory=list)     # the same dispatches' load if it were a local hit
+    sizes_mib: list[int] = field(default_factory=list)    # the same dispatches' model sizes
     prewarms: int = 0
     dispatches: int = 0
     seconds: float = 0.0
@@ -179,7 +214,9 @@ def site_name(i: int) -> str:
     return f"edge-{i:02d}"
 
 
-def nodes(w: Workload) -> list[m.NodeRegistered]:
+def nodes(w: Workload, cache: bool = True) -> list[m.NodeRegistered]:
+    """The cluster's registrations; ``cache`` False: ``model_cache_mib=0`` (the core keeps no
+    model cache for them, so ModelLocality has nothing to score and the planner nothing to fill)."""
     out = []
     for i in range(w.sites):
         site = site_name(i)
@@ -188,7 +225,7 @@ def nodes(w: Workload) -> list[m.NodeRegistered]:
                 event_id=f"{site}-n{j}/reg", node_id=f"{site}-n{j}", cell="edge", site=site, region=site,
                 zone=f"{site}-a", tier="edge", arch="x86_64", cpu_milli=64_000, memory_mib=256 * GIB,
                 accelerators=(m.Accelerator(kind="GPU", model="L4", count=4, memory_mib=GPU_MEM_GIB * GIB),),
-                registered_at=0, model_cache_mib=w.cache_gib * GIB))
+                registered_at=0, model_cache_mib=w.cache_gib * GIB if cache else 0))
     return out
 
 
@@ -213,9 +250,16 @@ def _wait(view: dict, site_of: dict[str, str], node: str, arch: str, size: int, 
     return "origin", load_ms(size, "origin"), None
 
 
-def simulate(w: Workload, prewarm: bool, *, prewarm_args: Optional[dict[str, Any]] = None,
+def arm_of(prewarm: bool, cache: bool) -> str:
+    """The arm's key in :data:`ARMS` (``"no_cache"`` for any run without caches)."""
+    return "no_cache" if not cache else "on" if prewarm else "off"
+
+
+def simulate(w: Workload, prewarm: bool, *, cache: bool = True, prewarm_args: Optional[dict[str, Any]] = None,
              progress: bool = False) -> dict[str, Any]:
-    """One arm over one seed's workload; returns its tallies and figures."""
+    """One arm over one seed's workload; returns its tallies and figures. ``cache`` False: the
+    nodes register no model cache (the no-cache arm runs it with ``prewarm`` False; with the
+    planner on it has no cache to fill and issues nothing)."""
     w.check()
     cat = catalog(w)
     tasks = arrivals(w, cat)
@@ -233,7 +277,7 @@ def simulate(w: Workload, prewarm: bool, *, prewarm_args: Optional[dict[str, Any
         off += 1
         return outs
 
-    regs = nodes(w)
+    regs = nodes(w, cache)
     for e in regs:
         feed(e)
     site_of = {e.node_id: e.site for e in regs}
@@ -251,7 +295,7 @@ def simulate(w: Workload, prewarm: bool, *, prewarm_args: Optional[dict[str, Any
     # prewarm records: (node, arch) -> [ready_at, size, issued_at, used]
     live: dict[tuple[str, str], list] = {}
     issued: list[list] = []
-    bar = Progress(len(heap), f"prewarm {'on' if prewarm else 'off'} seed {w.seed}", enabled=progress)
+    bar = Progress(len(heap), f"{ARMS[arm_of(prewarm, cache)][0]} seed {w.seed}", enabled=progress)
     while heap:
         at, rank, i, tid = heapq.heappop(heap)
         if rank == _ARRIVE:
@@ -284,6 +328,7 @@ def simulate(w: Workload, prewarm: bool, *, prewarm_args: Optional[dict[str, Any
                     arm.dispatches += 1
                     arm.waits_ms.append(wait)
                     arm.local_ms.append(load_ms(t["size_mib"], "local"))
+                    arm.sizes_mib.append(t["size_mib"])
                     arm.sources[source] += 1
                     if source == "origin":
                         arm.origin_mib += t["size_mib"]
@@ -305,8 +350,9 @@ def simulate(w: Workload, prewarm: bool, *, prewarm_args: Optional[dict[str, Any
                 arm.judged_mib += size
                 arm.judged_unused_mib += 0 if used else size
     arm.seconds = round(time.perf_counter() - t0, 2)
-    return {"seed": w.seed, "prewarm": prewarm, **figures(arm), "seconds": arm.seconds,
-            "inputs": off, "tasks": len(tasks), "waits_ms": arm.waits_ms, "local_ms": arm.local_ms}
+    return {"seed": w.seed, "arm": arm_of(prewarm, cache), "prewarm": prewarm, "cache": cache, **figures(arm),
+            "seconds": arm.seconds, "inputs": off, "tasks": len(tasks),
+            "waits_ms": arm.waits_ms, "local_ms": arm.local_ms, "sizes_mib": arm.sizes_mib}
 
 
 def figures(a: Arm) -> dict[str, Any]:
@@ -316,6 +362,7 @@ def figures(a: Arm) -> dict[str, Any]:
             "hit_rate_pct": round(100.0 * (a.sources["local"] + a.sources["peer"]) / n, 3),
             "local_hit_rate_pct": round(100.0 * a.sources["local"] / n, 3),
             "sources": dict(a.sources), "origin_gib": round(a.origin_mib / GIB, 3),
+            "dispatched_gib": round(sum(a.sizes_mib) / GIB, 3),
             "prewarms": a.prewarms, "prefetched_gib": round(a.prefetched_mib / GIB, 3),
             "prefetched_unused_gib": round(a.prefetched_unused_mib / GIB, 3),
             "wasted_prefetch_pct": round(100.0 * a.prefetched_unused_mib / a.prefetched_mib, 3)
@@ -342,10 +389,64 @@ def interval(xs: Sequence[float]) -> dict[str, Any]:
     return {"mean": round(mean, 3), "lo": round(mean - h, 3), "hi": round(mean + h, 3), "n": len(xs)}
 
 
+def arm_key(r: dict[str, Any]) -> str:
+    """A run's arm (runs written before the no-cache arm carry only ``prewarm``)."""
+    return r.get("arm") or arm_of(r["prewarm"], r.get("cache", True))
+
+
+def _change(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    """The relative change from ``a`` (the baseline) to ``b``, in %; None when ``a`` is 0 or unknown."""
+    return round(100.0 * (b - a) / a, 3) if a and b is not None else None
+
+
+def _compare(runs: list[dict[str, Any]], out: dict[str, Any], arm: str, base: str) -> dict[str, Any]:
+    """``arm`` against ``base``: relative changes of the pooled figures (p50 also per seed,
+    paired by seed), the hit rate's change in points (relative: None when the baseline's is 0)."""
+    a, b = out[arm], out[base]
+    per_seed_p50 = []
+    for r in runs:
+        if arm_key(r) == arm:
+            rb = next((x for x in runs if arm_key(x) == base and x["seed"] == r["seed"]), None)
+            if rb is not None:
+                per_seed_p50.append(_change(rb["ready_s"]["p50"], r["ready_s"]["p50"]))
+    return {
+        "arm": arm, "baseline": base, "label": f"{ARMS[arm][0]} vs {ARMS[base][0]}",
+        "p50_pct": _change(b["ready_s_p50"], a["ready_s_p50"]),
+        "p50_pct_per_seed": interval(per_seed_p50),
+        "p95_pct": _change(b["ready_s_p95"], a["ready_s_p95"]),
+        "hit_rate_points": round(a["hit_rate_pct"] - b["hit_rate_pct"], 3),
+        "hit_rate_pct": _change(b["hit_rate_pct"], a["hit_rate_pct"]),
+        "origin_gib_pct": _change(b["origin_gib"], a["origin_gib"]),
+        # the structural bound: the baseline's p50 change if every measured dispatch were a local hit
+        "p50_pct_if_all_local": _change(b["ready_s_p50"], b["ready_s_p50_if_all_local"]),
+    }
+
+
+def _goals(change: dict[str, Any], on: dict[str, Any]) -> dict[str, Any]:
+    """The goals of :data:`GOALS` for the prewarm-on arm against the baseline of ``change``.
+    Only the p50 change depends on the baseline; hit rate and wasted prefetch are the on
+    arm's own figures."""
+    p50, hit, waste = change["p50_pct"], on["hit_rate_pct"], on["wasted_prefetch_pct"]
+    return {
+        "p50_change_pct": {"goal": f"<= {GOALS['p50_change_pct']:g}", "value": p50,
+                           "met": p50 is not None and p50 <= GOALS["p50_change_pct"]},
+        "hit_rate_pct": {"goal": f">= {GOALS['hit_rate_pct']:g}", "value": hit,
+                         "met": hit >= GOALS["hit_rate_pct"]},
+        "wasted_prefetch_pct": {"goal": f"<= {GOALS['wasted_prefetch_pct']:g}", "value": waste,
+                                "met": waste is not None and waste <= GOALS["wasted_prefetch_pct"]},
+    }
+
+
 def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per arm (those with runs, keys of :data:`ARMS`), the comparisons of :data:`COMPARISONS`
+    (``changes``), and the goals of the prewarm-on arm against each baseline
+    (``goals_by_baseline``). ``change`` and ``goals`` are the on-vs-on-demand-cache ones, as
+    before the no-cache arm."""
     out: dict[str, Any] = {}
-    for arm in ("off", "on"):
-        rs = [r for r in runs if r["prewarm"] == (arm == "on")]
+    for arm in ARMS:
+        rs = [r for r in runs if arm_key(r) == arm]
+        if not rs:
+            continue
         waits = [x / 1000 for r in rs for x in r["waits_ms"]]
         pct = percentiles(waits)
         bound = percentiles([x / 1000 for r in rs for x in r["local_ms"]])
@@ -356,6 +457,7 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
         pre = sum(r["prefetched_gib"] for r in rs)
         unused = sum(r["prefetched_unused_gib"] for r in rs)
         out[arm] = {
+            "label": ARMS[arm][0], "cache": ARMS[arm][1], "prewarm": ARMS[arm][2],
             "runs": len(rs), "dispatches": n,
             "ready_s_p50": pct["p50"], "ready_s_p95": pct["p95"], "ready_s_mean": pct["mean"],
             "ready_s_p50_per_seed": interval([r["ready_s"]["p50"] for r in rs]),
@@ -368,6 +470,7 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "ready_s_p50_if_all_local": bound["p50"],
             "origin_gib": round(sum(r["origin_gib"] for r in rs), 3),
             "origin_gib_per_seed": interval([r["origin_gib"] for r in rs]),
+            "dispatched_gib": round(sum(r.get("dispatched_gib", 0.0) for r in rs), 3),
             "prewarms": sum(r["prewarms"] for r in rs), "prefetched_gib": round(pre, 3),
             "prefetched_unused_gib": round(unused, 3),
             "wasted_prefetch_pct": round(100.0 * unused / pre, 3) if pre else None,
@@ -375,35 +478,19 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "wasted_prefetch_judged_pct": round(100.0 * junused / jpre, 3) if jpre else None,
             "seconds": round(sum(r["seconds"] for r in rs), 1),
         }
-    off, on = out["off"], out["on"]
-
-    def change(a: Optional[float], b: Optional[float]) -> Optional[float]:
-        return round(100.0 * (b - a) / a, 3) if a else None
-
-    per_seed_p50 = []
-    for r_on in runs:
-        if r_on["prewarm"]:
-            r_off = next(r for r in runs if not r["prewarm"] and r["seed"] == r_on["seed"])
-            per_seed_p50.append(change(r_off["ready_s"]["p50"], r_on["ready_s"]["p50"]))
-    out["change"] = {
-        "p50_pct": change(off["ready_s_p50"], on["ready_s_p50"]),
-        "p50_pct_per_seed": interval(per_seed_p50),
-        "p95_pct": change(off["ready_s_p95"], on["ready_s_p95"]),
-        "hit_rate_points": round(on["hit_rate_pct"] - off["hit_rate_pct"], 3),
-        "origin_gib_pct": change(off["origin_gib"], on["origin_gib"]),
-        # the structural bound: the p50 change if every measured dispatch were a local hit
-        "p50_pct_if_all_local": change(off["ready_s_p50"], off["ready_s_p50_if_all_local"]),
-    }
-    c = out["change"]
-    out["goals"] = {
-        "p50_change_pct": {"goal": f"<= {GOALS['p50_change_pct']:g}", "value": c["p50_pct"],
-                           "met": c["p50_pct"] is not None and c["p50_pct"] <= GOALS["p50_change_pct"]},
-        "hit_rate_pct": {"goal": f">= {GOALS['hit_rate_pct']:g}", "value": on["hit_rate_pct"],
-                         "met": on["hit_rate_pct"] >= GOALS["hit_rate_pct"]},
-        "wasted_prefetch_pct": {"goal": f"<= {GOALS['wasted_prefetch_pct']:g}", "value": on["wasted_prefetch_pct"],
-                                "met": on["wasted_prefetch_pct"] is not None
-                                and on["wasted_prefetch_pct"] <= GOALS["wasted_prefetch_pct"]},
-    }
+    changes = {key: _compare(runs, out, arm, base) for key, (arm, base) in COMPARISONS.items()
+               if arm in out and base in out}
+    out["changes"] = changes
+    if "on_vs_off" in changes:
+        out["change"] = changes["on_vs_off"]
+    out["goals_by_baseline"] = {}
+    for key, (arm, base) in COMPARISONS.items():
+        if arm == "on" and key in changes:
+            goals = _goals(changes[key], out["on"])
+            out["goals_by_baseline"][base] = {"baseline": base, "label": f"{ARMS['on'][0]} vs {ARMS[base][0]}",
+                                              "goals": goals, "met": all(g["met"] for g in goals.values())}
+    if "off" in out["goals_by_baseline"]:
+        out["goals"] = out["goals_by_baseline"]["off"]["goals"]
     return out
 
 
@@ -411,24 +498,35 @@ def render(agg: dict[str, Any]) -> str:
     def iv(d: dict[str, Any]) -> str:
         return "-" if d["lo"] is None else f"[{d['lo']:.1f}, {d['hi']:.1f}]"
 
+    def pc(x: Optional[float], unit: str = " %") -> str:
+        return "n/a" if x is None else f"{x:+.1f}{unit}"
+
     rows = [("arm", "dispatches", "ready p50 s", "95% CI", "ready p95 s", "hit %", "95% CI", "local %",
              "origin GiB", "prefetched GiB", "wasted %")]
-    for arm in ("off", "on"):
+    arms = [a for a in ARMS if a in agg]
+    for arm in arms:
         a = agg[arm]
-        rows.append((f"prewarm {arm}", str(a["dispatches"]), f"{a['ready_s_p50']:.1f}", iv(a["ready_s_p50_per_seed"]),
+        rows.append((ARMS[arm][0], str(a["dispatches"]), f"{a['ready_s_p50']:.1f}", iv(a["ready_s_p50_per_seed"]),
                      f"{a['ready_s_p95']:.1f}", f"{a['hit_rate_pct']:.1f}", iv(a["hit_rate_pct_per_seed"]),
                      f"{a['local_hit_rate_pct']:.1f}", f"{a['origin_gib']:.0f}", f"{a['prefetched_gib']:.0f}",
                      "-" if a["wasted_prefetch_pct"] is None else f"{a['wasted_prefetch_pct']:.1f}"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.rjust(wd) for c, wd in zip(r, widths)) for r in rows]
-    c, g = agg["change"], agg["goals"]
-    lines.append(f"p50 change {c['p50_pct']:+.1f} % (per seed {iv(c['p50_pct_per_seed'])}), p95 change "
-                 f"{c['p95_pct']:+.1f} %, origin bytes {c['origin_gib_pct']:+.1f} %")
-    lines.append(f"bound: p50 {agg['off']['ready_s_p50_if_all_local']:.1f} s if every dispatch were a local hit "
-                 f"({c['p50_pct_if_all_local']:+.1f} %); wasted prefetch without the last hour's prewarms "
-                 f"(right-censored) {agg['on']['wasted_prefetch_judged_pct']} %")
-    lines.append("goals: " + "; ".join(f"{k} {v['value']} (goal {v['goal']}): {'met' if v['met'] else 'NOT met'}"
-                                       for k, v in g.items()))
+    for c in agg["changes"].values():
+        lines.append(f"{c['label']}: p50 {pc(c['p50_pct'])} (per seed {iv(c['p50_pct_per_seed'])}), "
+                     f"p95 {pc(c['p95_pct'])}, hit rate {pc(c['hit_rate_points'], ' points')}, "
+                     f"origin bytes {pc(c['origin_gib_pct'])}")
+    base = next((b for b in ("off", "no_cache") if b in agg), None)
+    if base is not None:
+        bounds = ", ".join(f"{pc(_change(agg[b]['ready_s_p50'], agg[b]['ready_s_p50_if_all_local']))} vs "
+                           f"{ARMS[b][0]}" for b in ("no_cache", "off") if b in agg)
+        lines.append(f"bound: p50 {agg[base]['ready_s_p50_if_all_local']:.1f} s if every dispatch were a local hit "
+                     f"({bounds})" + (f"; wasted prefetch without the last hour's prewarms (right-censored) "
+                                      f"{agg['on']['wasted_prefetch_judged_pct']} %" if "on" in agg else ""))
+    for g in agg["goals_by_baseline"].values():
+        lines.append(f"goals, {g['label']}: " + "; ".join(
+            f"{k} {v['value']} (goal {v['goal']}): {'met' if v['met'] else 'NOT met'}" for k, v in g["goals"].items())
+            + f" -> {'all met' if g['met'] else 'NOT all met'}")
     return "\n".join(lines)
 
 
@@ -453,8 +551,9 @@ def _seeds(text: str) -> list[int]:
 
 
 def _run_one(job: tuple) -> dict[str, Any]:
-    w, on = job
-    return simulate(w, on)
+    w, arm = job
+    _, cache, prewarm = ARMS[arm]
+    return simulate(w, prewarm, cache=cache)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -465,7 +564,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--json", help="write the runs and the aggregate to this file")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
-    jobs = [(Workload(seed=s, hours=args.hours), on) for s in _seeds(args.seeds) for on in (False, True)]
+    jobs = [(Workload(seed=s, hours=args.hours), arm) for s in _seeds(args.seeds) for arm in ARMS]
     for w, _ in jobs:
         w.check()
     say = (lambda _s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
@@ -474,12 +573,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     def done(r: dict[str, Any]) -> None:
         runs.append(r)
-        say(f"  [{len(runs)}/{len(jobs)}] seed {r['seed']} prewarm {'on' if r['prewarm'] else 'off'}: "
+        say(f"  [{len(runs)}/{len(jobs)}] seed {r['seed']} {ARMS[r['arm']][0]}: "
             f"p50 {r['ready_s']['p50']} s, hit {r['hit_rate_pct']} %, wasted {r['wasted_prefetch_pct']} % "
             f"({r['seconds']:.0f} s)")
 
     run_jobs(_run_one, jobs, args.workers, done)
-    runs.sort(key=lambda r: (r["seed"], r["prewarm"]))
+    order = list(ARMS)
+    runs.sort(key=lambda r: (r["seed"], order.index(r["arm"])))
     agg = aggregate(runs)
     print(render(agg))
     if args.json:
@@ -487,8 +587,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                     *(argv if argv is not None else sys.argv[1:])]),
                "workload": asdict(Workload(hours=args.hours)) | {"seed": "per run"},
                "load_model": {k: {"mib_per_s": v.mib_per_s, "latency_ms": v.latency_ms} for k, v in LINKS.items()},
+               "arms": {k: {"label": lab, "model_cache_mib": Workload().cache_gib * GIB if cache else 0,
+                            "prewarm": pre} for k, (lab, cache, pre) in ARMS.items()},
+               "comparisons": {k: {"arm": a, "baseline": b} for k, (a, b) in COMPARISONS.items()},
                "prewarm_args": _effective_prewarm(), "goals": GOALS, "aggregate": agg,
-               "runs": [{k: v for k, v in r.items() if k not in ("waits_ms", "local_ms")} for r in runs],
+               "runs": [{k: v for k, v in r.items() if k not in ("waits_ms", "local_ms", "sizes_mib")}
+                        for r in runs],
                "seconds": round(time.perf_counter() - started, 1)}
         Path(args.json).write_text(json.dumps(doc, indent=1))
         say(f"wrote {args.json}")

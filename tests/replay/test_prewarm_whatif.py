@@ -33,9 +33,47 @@ def test_both_arms_run_the_same_dispatches_and_only_the_on_arm_prefetches(tmp_pa
     assert sum(off["sources"].values()) == off["dispatches"]
     again = P.simulate(TINY, True)
     assert {k: v for k, v in again.items() if k != "seconds"} == {k: v for k, v in on.items() if k != "seconds"}
-    agg = P.aggregate([off, on])
-    assert set(agg) == {"off", "on", "change", "goals"}
+    agg = P.aggregate([off, on])                   # runs of the two cache arms only: no no-cache comparisons
+    assert set(agg) == {"off", "on", "changes", "change", "goals_by_baseline", "goals"}
+    assert set(agg["changes"]) == {"on_vs_off"} and set(agg["goals_by_baseline"]) == {"off"}
     assert agg["off"]["dispatches"] == off["dispatches"]
+
+
+def test_the_no_cache_arm_loads_everything_from_the_origin():
+    none = P.simulate(TINY, False, cache=False)
+    off, on = P.simulate(TINY, False), P.simulate(TINY, True)
+    assert none["arm"] == "no_cache" and off["arm"] == "off" and on["arm"] == "on"
+    assert none["dispatches"] == off["dispatches"] == on["dispatches"] > 0
+    assert none["dispatched_gib"] == off["dispatched_gib"] == on["dispatched_gib"]
+    # every start pulls its weights from the origin: no hit, origin bytes = the dispatched models' sizes
+    assert none["sources"] == {"local": 0, "peer": 0, "origin": none["dispatches"]}
+    assert none["hit_rate_pct"] == 0 and none["local_hit_rate_pct"] == 0
+    assert none["origin_gib"] == round(sum(none["sizes_mib"]) / 1024, 3) == none["dispatched_gib"]
+    assert none["waits_ms"] == [load_ms(s, "origin") for s in none["sizes_mib"]]
+    assert none["prewarms"] == 0 and none["prefetched_gib"] == 0 and none["wasted_prefetch_pct"] is None
+    # the planner has no cache to fill even when it is on
+    planner_on = P.simulate(TINY, True, cache=False)
+    assert planner_on["prewarms"] == 0 and planner_on["sources"] == none["sources"]
+    assert on["prewarms"] > 0 and on["hit_rate_pct"] > 0
+
+    agg = P.aggregate([none, off, on])
+    assert set(agg) == {"no_cache", "off", "on", "changes", "change", "goals_by_baseline", "goals"}
+    assert agg["no_cache"]["dispatches"] == agg["off"]["dispatches"] == agg["on"]["dispatches"]
+    assert agg["no_cache"]["hit_rate_pct"] == 0 and agg["no_cache"]["origin_gib"] == agg["no_cache"]["dispatched_gib"]
+    ch = agg["changes"]
+    assert set(ch) == {"on_vs_no_cache", "on_vs_off", "off_vs_no_cache"} and agg["change"] == ch["on_vs_off"]
+    assert ch["on_vs_no_cache"]["hit_rate_points"] == agg["on"]["hit_rate_pct"]
+    assert ch["on_vs_no_cache"]["hit_rate_pct"] is None            # relative to a hit rate of 0
+    assert ch["on_vs_no_cache"]["p50_pct"] == P._change(agg["no_cache"]["ready_s_p50"], agg["on"]["ready_s_p50"])
+    gb = agg["goals_by_baseline"]
+    assert set(gb) == {"no_cache", "off"} and agg["goals"] == gb["off"]["goals"]
+    for base in ("no_cache", "off"):
+        g = gb[base]["goals"]
+        assert g["p50_change_pct"]["value"] == ch[f"on_vs_{base}"]["p50_pct"]
+        assert g["hit_rate_pct"]["value"] == agg["on"]["hit_rate_pct"]
+        assert gb[base]["met"] == all(v["met"] for v in g.values())
+    text = P.render(agg)
+    assert "no cache" in text and "cache + prewarm vs no cache" in text and "on-demand cache vs no cache" in text
 
 
 def test_cli_writes_json(tmp_path):
@@ -43,3 +81,6 @@ def test_cli_writes_json(tmp_path):
     assert P.main(["--seeds", "1", "--hours", "2.5", "--workers", "1", "--quiet", "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["aggregate"]["on"]["runs"] == 1 and "load_model" in doc
+    assert doc["aggregate"]["no_cache"]["runs"] == doc["aggregate"]["off"]["runs"] == 1
+    assert [r["arm"] for r in doc["runs"]] == ["no_cache", "off", "on"]
+    assert set(doc["aggregate"]["goals_by_baseline"]) == {"no_cache", "off"}
