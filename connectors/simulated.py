@@ -65,7 +65,7 @@ stops match task and node, so neither copy touches the other.
 **Model weights.** With ``model_cache_mib`` > 0 every node has a model cache of that size
 (its own view, ``processors/model_cache.py``, LRU; also registered as the node's
 ``model_cache_mib``). A dispatch whose command carries ``model`` starts only once the weights
-are loaded: ``connectors/model_loading.py``'s time from the node's own cache, else a node of
+are loaded: ``processors/model_loading.py``'s time from the node's own cache, else a node of
 its site holding them, else the origin (scaled by the time scale like every run time; a load
 in flight counts what is left of it); the model is then in the node's cache. A
 ``PrewarmCommand`` puts the model in the node's cache, ready after its load time (from a site
@@ -99,7 +99,7 @@ from typing import Any
 
 from suanli.config import settings
 from suanli.connectors.kit import Adapter, TaskReporter, heartbeat_event, stopped_message
-from suanli.connectors.model_loading import load_ms
+from suanli.processors.model_loading import load_ms
 from suanli.connectors.sim_telemetry import TelemetryGenerator
 from suanli.errors import ConnectorError
 from suanli.processors.model_cache import PREWARM, TASK, ModelCache

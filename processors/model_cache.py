@@ -19,7 +19,7 @@ entries not used yet last, :func:`task_order`), with a veto: :meth:`ModelCache.i
 protects (the planner protects what it expects to be used more than what it brings in).
 Why not cost-aware (GreedyDual-Size-Frequency)? GDSF's priority is ``L + freq x cost /
 size``; the cost of a miss here is a load time, which is almost exactly proportional to
-the size (``connectors/model_loading.py``: latency is < 1 % of a 1 GiB origin load), so
+the size (``processors/model_loading.py``: latency is < 1 % of a 1 GiB origin load), so
 ``cost / size`` is a constant and GDSF collapses to LFU with ageing. LFU keeps yesterday's
 favourites through a drift of popularity (a new model version), which is exactly what edge
 inference sees; recency follows it at once. Frequency is where it helps (a model used
@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from suanli.errors import ModelError
+
+from .model_loading import load_ms
 
 TASK, PREWARM = "task", "prewarm"
 
@@ -209,8 +211,6 @@ def locate(s: Any, node_id: str, model_arch: str, size_mib: int,
     disk read; peer: the soonest-ready holder at the node's site, what is left of its
     load plus the LAN copy; else the origin. ``held``: :func:`holders`, when the caller
     has it already."""
-    from suanli.connectors.model_loading import load_ms
-
     now = s.now
     held = holders(s, model_arch) if held is None else held
     for n, e in held:
@@ -267,8 +267,6 @@ def placement_note(s: Any, task: Any, node_id: str) -> Optional[str]:
     """The provenance note of a placement of ``task`` on ``node_id``, made before the
     placement is folded: where its model comes from and the load time that saves (or
     costs) against the origin. None for a task without a model or a cell without caches."""
-    from suanli.connectors.model_loading import load_ms
-
     model = model_of(task)
     if model is None or (not s.model_caches and getattr(s.nodes.get(node_id), "model_cache_mib", 0) <= 0):
         return None

@@ -82,6 +82,7 @@ from typing import Any
 from . import model as m
 from .args import arg
 from .model_cache import PREWARM, Entry, cache_of, model_of
+from .model_loading import load_ms
 
 SITE_LABELS = ("user-site", "data-site")
 CELL_WIDE = "*"
@@ -245,8 +246,6 @@ def plan(s: Any, args: PrewarmArgs, pos: tuple[str, int, int]) -> list[m.Prewarm
     """One run of the planner at ``s.now`` (see the module docstring): updates the caches and
     the book, returns the PrewarmCommands. The caller runs it on a CellTick when
     ``s.now >= s.prewarm["next_at"]``."""
-    from suanli.connectors.model_loading import load_ms
-
     book = s.prewarm
     now = s.now
     last = int(book.get("last_at", now - args.period_ms))     # a first run has earned one period

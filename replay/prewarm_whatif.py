@@ -49,7 +49,7 @@ topology filter keeps them at their site); durations log-normal, median 10 min, 
 ``hours`` (10) of arrivals; the first ``warmup_h`` (2) warm the caches and are not measured.
 
 **What is measured** (dispatches, i.e. placements, in the measured window): *dispatch ->
-model ready*: the load time of ``connectors/model_loading.py`` from where the model was at
+model ready*: the load time of ``processors/model_loading.py`` from where the model was at
 that instant: the node's own cache (what is left of a load in flight, plus a disk read), a
 node of the same site (the soonest ready: what is left of its load plus a LAN copy), else
 the origin. A task runs its duration after that. *Hit*: not from the origin (the site's
@@ -77,7 +77,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from suanli.connectors.model_loading import LINKS, load_ms
+from suanli.processors.model_loading import LINKS, load_ms
 from suanli.errors import ReplayError
 from suanli.processors import CellState, decide
 from suanli.processors import model as m

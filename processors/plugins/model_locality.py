@@ -8,6 +8,7 @@ import numpy as np
 from ..args import arg
 from ..framework import REGISTRY, CycleContext, Plugin
 from ..model_cache import holders, locate, model_of
+from ..model_loading import load_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +67,6 @@ def saved_seconds(ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
     held = holders(s, model.model_arch)
     if not held:
         return out
-    from suanli.connectors.model_loading import load_ms
-
     origin = load_ms(model.size_mib, "origin")
     sites = {s.nodes[n].site for n, _ in held if s.nodes[n].site}
     ids = s.node_ids
@@ -86,7 +85,7 @@ class ModelLocality(Plugin):
     """Model locality: ``min(cap, points_per_second x seconds saved)``, the seconds of model
     load a node saves against fetching the weights from the origin (its own cache: a disk
     read; a peer of its site: a LAN copy; what is left of a load in flight counts against
-    it). The load times are ``connectors/model_loading.py``'s. Plus ``local_points`` for a
+    it). The load times are ``processors/model_loading.py``'s. Plus ``local_points`` for a
     node that holds the model itself (``default`` 1.5.0 on; 1.4.0 runs it with 0): a local
     read saves only a few seconds over a peer's LAN copy, which the packing terms outweigh,
     but the copy also takes a second slot in the site's caches and a busier p50. A task without a model

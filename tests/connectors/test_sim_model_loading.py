@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from suanli.connectors.kit import TaskReporter
-from suanli.connectors.model_loading import load_ms
+from suanli.processors.model_loading import load_ms
 from suanli.connectors.simulated import DEFAULT_NODES, SimulatedCluster
 
 GIB = 1024

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from suanli.connectors.model_loading import load_ms
+from suanli.processors.model_loading import load_ms
 from suanli.processors import CellState, decide
 from suanli.processors import model as m
 from suanli.processors.model_cache import PREWARM

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from suanli.connectors.model_loading import load_ms
+from suanli.processors.model_loading import load_ms
 from suanli.replay import prewarm_whatif as P
 
 TINY = P.Workload(seed=3, sites=3, nodes_per_site=2, families=6, hours=2.0, warmup_h=0.5, rate_per_h=20.0)

@@ -1,9 +1,9 @@
-"""The load-time model (connectors/model_loading.py)."""
+"""The load-time model (processors/model_loading.py)."""
 from __future__ import annotations
 
 import pytest
 
-from suanli.connectors.model_loading import LINKS, load_ms, saved_ms, source_for
+from suanli.processors.model_loading import LINKS, load_ms, saved_ms, source_for
 
 
 def test_load_time_is_latency_plus_size_over_bandwidth():
