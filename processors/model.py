@@ -762,6 +762,13 @@ EVENT_KINDS: frozenset[str] = frozenset(name for name, cls in RECORDS.items() if
 
 
 # =========================================================================== core types
+ACCELERATOR_KINDS: tuple[str, ...] = ("NPU", "FPGA", "ASIC", "QPU", "OTHER")
+"""The accelerator kinds besides GPUs (``AcceleratorKind``); GPUs have their own fields."""
+
+AccelAsk = tuple[str, str, int]
+"""``(kind, model, count)``: devices of one kind asked (model '' = any one model) or held."""
+
+
 @dataclass(frozen=True, slots=True)
 class Request:
     """The resource ask of one task, normalised.
@@ -770,12 +777,27 @@ class Request:
     device) or ``"whole"`` (gpu_count whole devices of gpu_milli each, normally 1000).
     ``models`` is sorted and deduplicated (empty = any model). Positional, because
     plugins build requests in hot loops.
+
+    ``gpu_mem``: memory each of its GPUs must have, MiB (0 = any; 0 too when it asks no
+    GPU). ``accels``: its non-GPU accelerators as ``(kind, model, count)``, entries of the
+    same kind and model summed, sorted; model '' = any model, but all ``count`` devices of
+    one model. The wire form (``AcceleratorRequest``) has no per-device memory for them, so
+    none is asked. A task with neither (every task before C1) is decided exactly as before:
+    see :attr:`has_device_needs`.
     """
     cpu: int
     mem: int
     gpu_count: int
     gpu_milli: int
     models: tuple[str, ...] = ()
+    gpu_mem: int = 0
+    accels: tuple[AccelAsk, ...] = ()
+
+    @property
+    def has_device_needs(self) -> bool:
+        """Whether it asks non-GPU accelerators or a GPU memory: the only requests the
+        accelerator filters, allocations and refusals ever act on."""
+        return bool(self.accels) or self.gpu_mem > 0
 
     @property
     def kind(self) -> str:
@@ -796,7 +818,24 @@ class Request:
         milli = res.gpu_milli if cnt else 0
         if cnt and milli <= 0:
             milli = GPU_MILLI
-        return cls(res.cpu_milli, res.memory_mib, cnt, milli, tuple(sorted(set(res.gpu_models))))
+        models = tuple(sorted(set(res.gpu_models)))
+        gpu_mem = res.gpu_memory_mib if cnt and res.gpu_memory_mib > 0 else 0
+        if not res.accelerators:
+            if gpu_mem:
+                return cls(res.cpu_milli, res.memory_mib, cnt, milli, models, gpu_mem)
+            return cls(res.cpu_milli, res.memory_mib, cnt, milli, models)
+        return cls(res.cpu_milli, res.memory_mib, cnt, milli, models, gpu_mem, accel_asks(res.accelerators))
+
+
+def accel_asks(asks: "typing.Iterable[AcceleratorRequest]") -> tuple[AccelAsk, ...]:
+    """A task's non-GPU accelerator requests normalised: GPU entries (GPUs are asked with
+    ``gpu_count``; the core refuses a submission that names them here) and counts <= 0 left
+    out, entries of the same kind and model summed, sorted."""
+    total: dict[tuple[str, str], int] = {}
+    for a in asks:
+        if a.kind != "GPU" and a.count > 0:
+            total[(a.kind, a.model)] = total.get((a.kind, a.model), 0) + a.count
+    return tuple((k, mdl, c) for (k, mdl), c in sorted(total.items()))
 
 
 @dataclass(**_FROZEN)
@@ -825,8 +864,11 @@ class Task:
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (snapshots); :meth:`from_json` inverts it."""
         r = self.request
+        req: list[Any] = [r.cpu, r.mem, r.gpu_count, r.gpu_milli, list(r.models)]
+        if r.has_device_needs:            # only then: other tasks snapshot as before C1
+            req += [r.gpu_mem, [list(a) for a in r.accels]]
         return {"task_id": self.task_id, "tenant": self.tenant,
-                "request": [r.cpu, r.mem, r.gpu_count, r.gpu_milli, list(r.models)],
+                "request": req,
                 "qos_tier": self.qos_tier, "priority": self.priority, "labels": dict(self.labels),
                 "submitted_at": self.submitted_at, "deadline": self.deadline,
                 "duration_estimate_ms": self.duration_estimate_ms,
@@ -835,8 +877,13 @@ class Task:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Task":
-        cpu, mem, cnt, milli, models = d["request"]
-        return cls(task_id=d["task_id"], tenant=d["tenant"], request=Request(cpu, mem, cnt, milli, tuple(models)),
+        cpu, mem, cnt, milli, models, *devices = d["request"]
+        request = Request(cpu, mem, cnt, milli, tuple(models))
+        if devices:
+            gpu_mem, accels = devices
+            request = Request(cpu, mem, cnt, milli, tuple(models), int(gpu_mem),
+                              tuple((k, mdl, int(c)) for k, mdl, c in accels))
+        return cls(task_id=d["task_id"], tenant=d["tenant"], request=request,
                    qos_tier=d["qos_tier"], priority=d["priority"], labels=dict(d["labels"]),
                    submitted_at=d["submitted_at"], deadline=d["deadline"],
                    duration_estimate_ms=d["duration_estimate_ms"],
@@ -899,6 +946,12 @@ class Node:
                    gpu_model=gpu_model if gpu_count else None)
 
     @property
+    def accel_capacity(self) -> dict[tuple[str, str], int]:
+        """Its non-GPU accelerators: ``(kind, model) -> count``, entries of the same kind and
+        model summed, in registration order (empty counts left out)."""
+        return accel_inventory(self.accelerators)
+
+    @property
     def devices(self) -> tuple[GpuDevice, ...]:
         return tuple(GpuDevice(node_id=self.node_id, index=i, model=self.gpu_model or "",
                                memory_mib=self.gpu_memory_mib) for i in range(self.gpu_count))
@@ -910,6 +963,16 @@ class Node:
     def from_json(cls, d: Mapping[str, Any]) -> "Node":
         return cls(**{**d, "labels": dict(d["labels"]),
                       "accelerators": tuple(from_avro(Accelerator, a) for a in d["accelerators"])})
+
+
+def accel_inventory(accelerators: "typing.Iterable[Accelerator]") -> dict[tuple[str, str], int]:
+    """``(kind, model) -> count`` of the non-GPU entries of a node's accelerators (see
+    :attr:`Node.accel_capacity`)."""
+    inv: dict[tuple[str, str], int] = {}
+    for a in accelerators:
+        if a.kind != "GPU" and a.count > 0:
+            inv[(a.kind, a.model)] = inv.get((a.kind, a.model), 0) + a.count
+    return inv
 
 
 @dataclass(**_FROZEN)

@@ -6,14 +6,23 @@ GPUs are individual devices: ``gpu_free[row, d]`` is the free milli of device ``
 (1000 = whole GPU free), padded with -1 where a node has fewer devices than the widest
 node. One node carries one GPU model (``model_idx[row]`` into ``models``; -1 = no GPU).
 
+Other accelerators (C1: NPU, FPGA, ASIC, QPU, OTHER) are counted, not addressed: one column
+per ``(kind, model)`` the cell has seen (``accel_keys``, first-seen order), with
+``accel_cap[row, j]`` devices registered and ``accel_free[row, j]`` not held by a task. A
+node may hold several kinds and models. A task holds ``TaskRecord.accels`` (``(kind, model,
+count)``) on its node, chosen at placement by :meth:`CellState.accel_choice`; every path
+that frees a task's CPU frees them with it. A cell whose nodes register none has zero
+columns, and its snapshot is what it was before accelerators were kept.
+
 Mutation contract: the core mutates a ``CellState`` in place (copying 10^3-row arrays per
 event would cost more than deciding). Use :meth:`copy` or a snapshot when the previous
 state must survive. Everything that is not derivable lives in :meth:`to_snapshot`, a
 plain JSON-able dict; :meth:`from_snapshot` rebuilds an equal state. Caches in
 ``_derived`` are pure functions of the snapshot and are never persisted.
 
-Invariants (checked by :meth:`check`): 0 <= free <= capacity for CPU, memory and every
-GPU device; a task's allocation is recorded exactly once on exactly one node.
+Invariants (checked by :meth:`check`): 0 <= free <= capacity for CPU, memory, every
+GPU device and every accelerator column; a task's allocation is recorded exactly once on
+exactly one node.
 """
 from __future__ import annotations
 
@@ -24,7 +33,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from .model import GPU_MILLI, Node, Policy, Task
+from .model import GPU_MILLI, AccelAsk, Node, Policy, Task
 from .model_cache import ModelCache
 from .profiler import Profiler
 from .topology import Topology
@@ -62,7 +71,9 @@ class TaskRecord:
     place (work lost on preemption); ``key``: its place in the queue while queued
     (``qos.queue_key``); ``requeue_at``: when a PREEMPTED task's grace ends;
     ``moving_from``: ``(node, devices)`` of the old copy during a reserve-first move (it
-    holds its resources until the new copy runs)."""
+    holds its resources until the new copy runs). ``accels`` / ``moving_accels``: the
+    non-GPU accelerators ``(kind, model, count)`` it holds on ``node`` / on the old copy's
+    node (C1; empty for tasks that ask none)."""
     task: Task
     seq: int
     status: str = "SUBMITTED"
@@ -73,20 +84,29 @@ class TaskRecord:
     key: Optional[list] = None
     requeue_at: int = 0
     moving_from: Optional[tuple[str, tuple[int, ...]]] = None
+    accels: tuple[AccelAsk, ...] = ()
+    moving_accels: tuple[AccelAsk, ...] = ()
 
     def to_json(self, task_json: dict[str, Any] | None = None) -> dict[str, Any]:
         """``task_json``: ``self.task.to_json()`` when the caller has it already."""
-        return {"task": self.task.to_json() if task_json is None else task_json, "seq": self.seq, "status": self.status, "node": self.node,
-                "devices": list(self.devices), "queued_at": self.queued_at, "placed_at": self.placed_at,
-                "key": self.key, "requeue_at": self.requeue_at,
-                "moving_from": [self.moving_from[0], list(self.moving_from[1])] if self.moving_from else None}
+        d = {"task": self.task.to_json() if task_json is None else task_json, "seq": self.seq, "status": self.status, "node": self.node,
+             "devices": list(self.devices), "queued_at": self.queued_at, "placed_at": self.placed_at,
+             "key": self.key, "requeue_at": self.requeue_at,
+             "moving_from": [self.moving_from[0], list(self.moving_from[1])] if self.moving_from else None}
+        if self.accels:                   # only when held: other tasks snapshot as before
+            d["accels"] = [list(a) for a in self.accels]
+        if self.moving_accels:
+            d["moving_accels"] = [list(a) for a in self.moving_accels]
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "TaskRecord":
         mv = d["moving_from"]
         return cls(Task.from_json(d["task"]), int(d["seq"]), d["status"], d["node"], tuple(d["devices"]),
                    int(d["queued_at"]), int(d["placed_at"]), d["key"], int(d["requeue_at"]),
-                   (mv[0], tuple(mv[1])) if mv else None)
+                   (mv[0], tuple(mv[1])) if mv else None,
+                   tuple((k, mdl, int(c)) for k, mdl, c in d.get("accels") or ()),
+                   tuple((k, mdl, int(c)) for k, mdl, c in d.get("moving_accels") or ()))
 
 
 class CellState:
@@ -116,6 +136,10 @@ class CellState:
         self.gpu_free_total = _empty()
         self.gpu_max_free = _empty()
         self.gpu_full_count = _empty()
+        # non-GPU accelerators: a column per (kind, model) seen, devices registered and free
+        self.accel_keys: list[tuple[str, str]] = []
+        self.accel_cap = np.zeros((0, 0), dtype=_I64)
+        self.accel_free = np.zeros((0, 0), dtype=_I64)
         # change stamps: stamp[row] = value of self.clock when the row last changed
         self.stamp = _empty()
         self.clock = 0
@@ -187,9 +211,20 @@ class CellState:
     def add_node(self, node_id: str, cpu_milli: int, memory_mib: int, gpu_count: int,
                  gpu_model: str | None, node: Node | None = None, status: str = READY) -> int:
         """Append a node row (all resources free). Returns its row. ``node`` is what the
-        node registered as (a bare one with these resources when None)."""
+        node registered as (a bare one with these resources when None); its non-GPU
+        accelerators (``Node.accel_capacity``) become its accelerator columns."""
         if node_id in self.node_index:
             raise ValueError(f"node {node_id} already registered")
+        inventory = node.accel_capacity if node is not None else {}
+        for key in inventory:
+            if key not in self.accel_keys:
+                self.accel_keys.append(key)
+                zero = np.zeros((self.n_nodes, 1), dtype=_I64)
+                self.accel_cap = np.concatenate([self.accel_cap, zero], axis=1)
+                self.accel_free = np.concatenate([self.accel_free, zero], axis=1)
+        arow = np.array([[inventory.get(k, 0) for k in self.accel_keys]], dtype=_I64).reshape(1, len(self.accel_keys))
+        self.accel_cap = np.concatenate([self.accel_cap, arow], axis=0)
+        self.accel_free = np.concatenate([self.accel_free, arow.copy()], axis=0)
         if gpu_count > self.max_gpus:
             pad = np.full((self.n_nodes, gpu_count - self.max_gpus), -1, dtype=_I64)
             self.gpu_free = np.concatenate([self.gpu_free, pad], axis=1)
@@ -285,12 +320,20 @@ class CellState:
 
     # ------------------------------------------------------------ allocations
     def allocate(self, task_id: str, node_id: str, devices: Iterable[int], gpu_milli: int,
-                 cpu_milli: int, memory_mib: int) -> None:
-        """Take resources for a task on a node. Raises ValueError if they do not fit."""
+                 cpu_milli: int, memory_mib: int, accels: tuple[AccelAsk, ...] = ()) -> None:
+        """Take resources for a task on a node. Raises ValueError if they do not fit.
+        ``accels``: the non-GPU accelerators it takes, ``(kind, model, count)`` (the
+        models chosen: :meth:`accel_choice`)."""
         row = self.node_index[node_id]
         devices = list(devices)
         if self.cpu_free[row] < cpu_milli or self.mem_free[row] < memory_mib:
             raise ValueError(f"{task_id}: cpu/memory do not fit on {node_id}")
+        cols = []
+        for kind, model, count in accels:
+            j = self.accel_keys.index((kind, model)) if (kind, model) in self.accel_keys else -1
+            if j < 0 or self.accel_free[row, j] < count:
+                raise ValueError(f"{task_id}: {count} {kind} {model!r} do not fit on {node_id}")
+            cols.append((j, count))
         for d in devices:
             if d < 0 or d >= self.gpu_count[row] or self.gpu_free[row, d] < gpu_milli:
                 raise ValueError(f"{task_id}: gpu[{d}] {gpu_milli} milli does not fit on {node_id}")
@@ -298,6 +341,8 @@ class CellState:
             raise ValueError(f"{task_id}: duplicate devices {devices}")
         self.cpu_free[row] -= cpu_milli
         self.mem_free[row] -= memory_mib
+        for j, count in cols:
+            self.accel_free[row, j] -= count
         if devices:
             self.gpu_free[row, devices] -= gpu_milli
             self._refresh_gpu_row(row)
@@ -305,10 +350,13 @@ class CellState:
         self.touch(row)
 
     def free(self, node_id: str, devices: Iterable[int], gpu_milli: int, cpu_milli: int,
-             memory_mib: int) -> None:
+             memory_mib: int, accels: tuple[AccelAsk, ...] = ()) -> None:
         """Give back what :meth:`allocate` took."""
         row = self.node_index[node_id]
         devices = list(devices)
+        for kind, model, count in accels:
+            j = self.accel_keys.index((kind, model))
+            self.accel_free[row, j] = min(self.accel_free[row, j] + count, self.accel_cap[row, j])
         if devices:
             self._tag_delta(row, len(devices), gpu_milli, -1)
         self.cpu_free[row] = min(self.cpu_free[row] + cpu_milli, self.cpu_cap[row])
@@ -317,6 +365,58 @@ class CellState:
             self.gpu_free[row, devices] = np.minimum(self.gpu_free[row, devices] + gpu_milli, GPU_MILLI)
             self._refresh_gpu_row(row)
         self.touch(row)
+
+    # ------------------------------------------------------- accelerators (C1)
+    def accel_choice(self, row: int, asks: tuple[AccelAsk, ...],
+                     counts: Optional[np.ndarray] = None) -> Optional[tuple[AccelAsk, ...]]:
+        """The accelerators a request (``Request.accels``) takes on ``row``, ``(kind, model,
+        count)`` sorted, or None when they do not fit. ``counts``: the per-column counts to
+        fit in (default ``accel_free``; ``accel_cap`` asks whether they could ever fit).
+        Named models first; an any-model ask takes all its devices from one model: the one
+        with the fewest left that still holds them (best fit), ties by model name."""
+        if not asks:
+            return ()
+        c = (self.accel_free if counts is None else counts)[row]
+        left = {k: int(c[j]) for j, k in enumerate(self.accel_keys) if c[j] > 0}
+        held: dict[tuple[str, str], int] = {}
+        for kind, model, count in sorted(asks, key=lambda a: (a[0], a[1] == "", a[1])):
+            if model:
+                key = (kind, model)
+                if left.get(key, 0) < count:
+                    return None
+            else:
+                fits = [(n, k[1], k) for k, n in left.items() if k[0] == kind and n >= count]
+                if not fits:
+                    return None
+                key = min(fits)[2]
+            left[key] -= count
+            held[key] = held.get(key, 0) + count
+        return tuple((k, mdl, n) for (k, mdl), n in sorted(held.items()))
+
+    def accel_mask(self, asks: tuple[AccelAsk, ...], counts: Optional[np.ndarray] = None) -> np.ndarray:
+        """Rows where :meth:`accel_choice` finds the asks a place (vectorised per ask; the
+        exact choice only where one kind is asked by model and by any model at once)."""
+        c = self.accel_free if counts is None else counts
+        ok = np.ones(self.n_nodes, dtype=bool)
+        named_kinds, any_kinds = set(), set()
+        for kind, model, count in asks:
+            if model:
+                named_kinds.add(kind)
+                j = self.accel_keys.index((kind, model)) if (kind, model) in self.accel_keys else -1
+                ok &= (c[:, j] >= count) if j >= 0 else False
+            else:
+                any_kinds.add(kind)
+                cols = [j for j, k in enumerate(self.accel_keys) if k[0] == kind]
+                ok &= (c[:, cols] >= count).any(axis=1) if cols else False
+        if named_kinds & any_kinds:
+            for row in np.flatnonzero(ok).tolist():
+                ok[row] = self.accel_choice(row, asks, c) is not None
+        return ok
+
+    def gpu_memory_mask(self, gpu_mem: int) -> np.ndarray:
+        """Rows whose GPUs have at least ``gpu_mem`` MiB each (``Node.gpu_memory_mib``, as
+        registered; a node that reports none counts as 0)."""
+        return self.meta_array("gpu_memory_mib", 0, _I64) >= gpu_mem
 
     # ------------------------------------------------------------- node meta
     def meta_array(self, field: str, default: Any = 0.0, dtype: Any = np.float64) -> np.ndarray:
@@ -421,6 +521,8 @@ class CellState:
         """Assert the capacity invariants (for tests and debugging)."""
         assert (self.cpu_free >= 0).all() and (self.cpu_free <= self.cpu_cap).all()
         assert (self.mem_free >= 0).all() and (self.mem_free <= self.mem_cap).all()
+        assert self.accel_cap.shape == self.accel_free.shape == (self.n_nodes, len(self.accel_keys))
+        assert (self.accel_free >= 0).all() and (self.accel_free <= self.accel_cap).all()
         for row in range(self.n_nodes):
             k = int(self.gpu_count[row])
             g = self.gpu_free[row]
@@ -428,16 +530,35 @@ class CellState:
             assert (g[k:] == -1).all()
         used_cpu = np.zeros_like(self.cpu_cap)
         used_gpu = np.zeros_like(self.gpu_free)
+        used_acc = np.zeros_like(self.accel_cap)
         for t in self.tasks.values():
-            held = [(t.node, t.devices)] if t.status in HOLDING else []
+            held = [(t.node, t.devices, t.accels)] if t.status in HOLDING else []
+            if t.status not in HOLDING:
+                assert not t.accels, (t.task.task_id, t.status, t.accels)
             if t.moving_from:
-                held.append(t.moving_from)
-            for node, devices in held:
+                held.append((*t.moving_from, t.moving_accels))
+            else:
+                assert not t.moving_accels, t.task.task_id
+            for node, devices, accels in held:
                 row = self.node_index[node]
                 used_cpu[row] += t.task.request.cpu
                 for d in devices:
                     used_gpu[row, d] += t.task.request.gpu_milli
+                for kind, model, count in accels:
+                    used_acc[row, self.accel_keys.index((kind, model))] += count
+            if t.status in HOLDING:       # it holds what it asked: as many per kind, the models it named
+                per_kind: dict[str, int] = {}
+                for k, _, c in t.task.request.accels:
+                    per_kind[k] = per_kind.get(k, 0) + c
+                got: dict[str, int] = {}
+                for k, _, c in t.accels:
+                    got[k] = got.get(k, 0) + c
+                assert got == per_kind, (t.task.task_id, t.accels, t.task.request.accels)
+                held_by = {(k, mdl): c for k, mdl, c in t.accels}
+                for k, mdl, c in t.task.request.accels:
+                    assert not mdl or held_by.get((k, mdl), 0) >= c, (t.task.task_id, t.accels)
         assert (self.cpu_cap - self.cpu_free == used_cpu).all()
+        assert (self.accel_cap - self.accel_free == used_acc).all(), (self.accel_cap, self.accel_free, used_acc)
         from .reservations import held_pairs      # GPUs held by reservation tokens count as used
         for row, d, milli in held_pairs(self):
             used_gpu[row, d] += milli
@@ -491,6 +612,12 @@ class CellState:
             "evac_since": dict(self.evac_since),
             "decisions": self.decisions,
             "topology": self.topology.to_snapshot(),
+            # free accelerator counts (their capacity is the nodes' registrations) only when the
+            # cell has any: other cells snapshot as before
+            **({"accel_free": {nid: [[k, mdl, int(self.accel_free[r, j])]
+                                     for j, (k, mdl) in enumerate(self.accel_keys) if self.accel_cap[r, j] > 0]
+                               for r, nid in enumerate(self.node_ids) if self.accel_cap[r].any()}}
+               if self.accel_keys else {}),
             # model caches and the prewarm book only when there are any: other cells snapshot as before
             **({"model_caches": {n: self.model_caches[n].to_json() for n in sorted(self.model_caches)}}
                if self.model_caches else {}),
@@ -516,6 +643,13 @@ class CellState:
             s.last_heartbeat[row] = nd["last_heartbeat"]
             s.set_condition(nd["node_id"], nd["condition"])
             s.set_health(nd["node_id"], nd["health"])
+        # accelerator capacity comes with each node's registration (add_node); free counts
+        # from the snapshot. One written before they were kept has none: the core then never
+        # allocated them, so all are free
+        for nid, entries in (snap.get("accel_free") or {}).items():
+            row = s.node_index[nid]
+            for k, mdl, n in entries:
+                s.accel_free[row, s.accel_keys.index((k, mdl))] = n
         s.clock = int(snap["clock"])
         s.now = int(snap["now"])
         s.next_retry_at = int(snap["next_retry_at"])
