@@ -15,7 +15,10 @@
     is ignored and yields no outputs; so are a second submission of a known task id and
     a status for an unknown task. A PolicyChanged naming an unknown strategy or argument,
     or a value out of range, raises :class:`~suanli.errors.RejectedInput` (its offset
-    counts as applied; nothing else changes): the runner dead-letters it.
+    counts as applied; nothing else changes): the runner dead-letters it. So does a
+    TaskSubmitted asking accelerators or a GPU memory that no node registered in the cell
+    could ever provide (``accelerators.refusal``; a task asking neither is never refused):
+    one that arrives before such a node registers is refused too, and must be sent again.
 
 Inputs and decisions are the typed values of ``model.py``; the codec converts them to
 and from Avro at the edge. Both functions mutate ``state`` in place and return it (see
@@ -34,6 +37,7 @@ import bisect
 
 from . import auction, matching, preemption, reservations, rng
 from . import model_cache, prewarm
+from .accelerators import fits_devices, refusal
 from . import model as m
 from .framework import Code, CycleContext, CycleResult, Status, default_devices, run_cycle
 from .frag import shape_key
@@ -92,14 +96,38 @@ def _free_old_copy(s: CellState, t: TaskRecord) -> None:
     if t.moving_from is not None:
         node, devices = t.moving_from
         r = t.task.request
-        s.free(node, devices, r.gpu_milli, r.cpu, r.mem)
-        t.moving_from = None
+        s.free(node, devices, r.gpu_milli, r.cpu, r.mem, t.moving_accels)
+        t.moving_from, t.moving_accels = None, ()
+
+
+def _accels_on(s: CellState, t: TaskRecord, node_id: str) -> tuple[m.AccelAsk, ...]:
+    """The non-GPU accelerators ``t`` takes on ``node_id`` (``CellState.accel_choice``: the
+    same answer when the decision is made and when it is folded, in replay too)."""
+    asks = t.task.request.accels
+    if not asks:
+        return ()
+    held = s.accel_choice(s.node_index[node_id], asks)
+    if held is None:
+        raise ValueError(f"{t.task.task_id}: accelerators do not fit on {node_id}: {asks}")
+    return held
+
+
+def _release_accels(s: CellState, t: TaskRecord) -> tuple[m.AccelAsk, ...]:
+    """What ``t`` holds on its node, now given back by the caller's ``free``."""
+    held, t.accels = t.accels, ()
+    return held
 
 
 # ============================================================================ evolve
 def _node_registered(s: CellState, e: m.NodeRegistered) -> None:
     node = m.Node.of(e)
     if e.node_id in s.node_index:     # re-registration: refresh descriptive fields, mark ready
+        old = s.nodes[e.node_id]
+        if old.accel_capacity or node.accel_capacity:
+            # resources stay as first registered: its non-GPU accelerators too (the state's
+            # columns and what a snapshot rebuilds them from)
+            node = replace(node, accelerators=(*(a for a in node.accelerators if a.kind == "GPU"),
+                                               *(a for a in old.accelerators if a.kind != "GPU")))
         s.update_node(replace(node, cpu_milli=s.nodes[e.node_id].cpu_milli,
                               memory_mib=s.nodes[e.node_id].memory_mib,
                               gpu_count=s.nodes[e.node_id].gpu_count, gpu_model=s.nodes[e.node_id].gpu_model))
@@ -196,7 +224,7 @@ def _lost(s: CellState, e: m.TaskLost) -> None:
     if t.status not in HOLDING:
         return
     r = t.task.request
-    s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
+    s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem, _release_accels(s, t))
     _free_old_copy(s, t)
     t.status, t.node, t.devices = PENDING, None, ()
     s.enqueue(e.task_id, _key(s, t, lost=True))
@@ -210,7 +238,9 @@ def _placed(s: CellState, e: m.TaskPlaced) -> None:
     if t.status in HOLDING:
         return
     reservations.on_placed(s, e)        # GPUs a token holds go to its claimant, or are lent to bronze
-    s.allocate(e.task_id, e.node_id, e.gpu_devices, e.gpu_milli, e.cpu_milli, e.memory_mib)
+    accels = _accels_on(s, t, e.node_id)
+    s.allocate(e.task_id, e.node_id, e.gpu_devices, e.gpu_milli, e.cpu_milli, e.memory_mib, accels)
+    t.accels = accels
     s.dequeue(e.task_id)
     t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.node_id, tuple(e.gpu_devices), None, s.now
     model_cache.on_placed(s, e.node_id, t.task)     # its model is on the node's disk from now on
@@ -236,7 +266,7 @@ def _preempted(s: CellState, e: m.TaskPreempted) -> None:
     if t.status not in HOLDING:
         return
     r = t.task.request
-    s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
+    s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem, _release_accels(s, t))
     # ``node`` stays: the old copy may still finish there during its grace (see decide)
     t.status, t.devices, t.key = PREEMPTED, (), None
     t.requeue_at = s.now + e.grace_ms
@@ -253,10 +283,12 @@ def _migrated(s: CellState, e: m.TaskMigrated) -> None:
     r = t.task.request
     if t.status in HOLDING and t.node == e.from_node:
         if e.reserve_first:
-            t.moving_from = (t.node, t.devices)
+            t.moving_from, t.moving_accels = (t.node, t.devices), _release_accels(s, t)
         else:
-            s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
-    s.allocate(e.task_id, e.to_node, e.gpu_devices, r.gpu_milli if e.gpu_devices else 0, r.cpu, r.mem)
+            s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem, _release_accels(s, t))
+    accels = _accels_on(s, t, e.to_node)
+    s.allocate(e.task_id, e.to_node, e.gpu_devices, r.gpu_milli if e.gpu_devices else 0, r.cpu, r.mem, accels)
+    t.accels = accels
     s.dequeue(e.task_id)
     t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.to_node, tuple(e.gpu_devices), None, s.now
     model_cache.on_placed(s, e.to_node, t.task)
@@ -273,7 +305,7 @@ def _released(s: CellState, e: m.TaskReleased) -> None:
         return
     if t.status in HOLDING:
         r = t.task.request
-        s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem)
+        s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem, _release_accels(s, t))
     _free_old_copy(s, t)
     if t.status == PREEMPTED:
         s.grace = [g for g in s.grace if g[1] != e.task_id]
@@ -348,6 +380,19 @@ def event_time(e: Any) -> int:
     if isinstance(e, m.NodeRegistered):
         return e.registered_at
     return getattr(e, "at", 0) or 0
+
+
+def _accels_fit(s: CellState, reqs: list[Request], placements: list[tuple[int, list[int]]]) -> bool:
+    """Whether the members' accelerators fit where a gang plan puts them, members on one
+    node taking them in turn (the packing search counts CPU, memory and GPUs only)."""
+    left = s.accel_free.copy()
+    for r, (row, _) in zip(reqs, placements):
+        held = s.accel_choice(row, r.accels, left)
+        if held is None:
+            return False
+        for kind, model, count in held:
+            left[row, s.accel_keys.index((kind, model))] -= count
+    return True
 
 
 class _Decider:
@@ -462,6 +507,13 @@ class _Decider:
             if req.models:
                 ids = [i for i, name in enumerate(s.models) if name in req.models]
                 ok &= np.isin(s.model_idx, np.array(ids, dtype=np.int64))
+        if req.has_device_needs:
+            # accelerators free now (evicting work frees CPU and GPUs; the victims' other
+            # accelerators are not counted on) and GPUs with the memory it asks
+            if req.gpu_mem:
+                ok &= s.gpu_memory_mask(req.gpu_mem)
+            if req.accels:
+                ok &= s.accel_mask(req.accels)
         pool = self.gold_pool()
         if pool is not None and t.task.qos_tier == SILVER:
             ok &= ~pool
@@ -649,6 +701,10 @@ class _Decider:
         if not s.ready[row] or s.health[row] != READY:
             self.note = (f"reservation {rid}: its node {tok['node']} is {s.node_status[row]}/{s.health[row]} "
                          "-> scheduled as any task")
+            return None
+        if req.has_device_needs and not fits_devices(s, row, req):
+            self.note = (f"reservation {rid}: its node {tok['node']} lacks the GPU memory or the free "
+                         "accelerators the task asks -> scheduled as any task")
             return None
         users: dict[int, list[str]] = {}
         for tid in s.holding(tok["node"]):
@@ -895,7 +951,10 @@ class _Decider:
         plan = None
         if len(waiting) >= size:
             waiting = waiting[:size]
-            plan = plan_gang_detail(s, [s.tasks[tid].task.request for tid in waiting], waiting)
+            reqs = [s.tasks[tid].task.request for tid in waiting]
+            plan = plan_gang_detail(s, reqs, waiting)
+            if plan is not None and any(r.accels for r in reqs) and not _accels_fit(s, reqs, plan.placements):
+                plan = None      # members sharing a node would want more accelerators than it has free
         if plan is None:
             if retry:
                 return False
@@ -931,6 +990,8 @@ class _Decider:
         if req.kind != "cpu" and len(devices) != (1 if req.kind == "shared" else req.gpu_count):
             return
         if req.models and (s.model_idx[row] < 0 or s.models[s.model_idx[row]] not in req.models):
+            return
+        if req.has_device_needs and not fits_devices(s, row, req):
             return
         node = s.node_ids[row]
         path = ["retry from queue", f"batch window: placed jointly with {with_task} by {strategy.name}",
@@ -1109,6 +1170,9 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
     if isinstance(event, m.TaskSubmitted):
         if event.task_id in state.tasks:
             return state, []
+        why = refusal(state, event, m.Request.of(event.resources))
+        if why is not None:
+            raise RejectedInput(why)     # no registered node could ever serve it (accelerators.py)
         evolve(state, event)
         prewarm.on_submitted(state, state.tasks[event.task_id].task, d.strategy.args.prewarm)
         d.schedule(event.task_id, retry=False)

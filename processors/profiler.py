@@ -253,7 +253,7 @@ class Profiler:
         d: dict[str, Any] = {
             "req_cpu_cores": r.cpu / 1000, "req_memory_gib": r.mem / 1024, "req_gpu_count": float(r.gpu_count),
             "req_gpu_share": r.gpu_milli / 1000, "req_gpu_total": r.gpu_count * r.gpu_milli / 1000,
-            "req_gpu_models": float(len(r.models)), "req_accelerators": 0.0,
+            "req_gpu_models": float(len(r.models)), "req_accelerators": float(len({a[0] for a in r.accels})),
             "mem_per_core_gib": (r.mem / 1024) / (r.cpu / 1000) if r.cpu else 0.0,
             "declared_duration_s": declared,
             "deadline_slack_s": max(0.0, (task.deadline - task.submitted_at) / 1000) if task.deadline else 0.0,

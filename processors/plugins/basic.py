@@ -121,7 +121,43 @@ class GpuFit(Plugin):
         return (s.gpu_free >= r.gpu_milli).sum(axis=1) >= r.gpu_count, "insufficient free GPUs"
 
 
-FILTERS = ["NodeReady", "GpuModel", "CpuFit", "MemoryFit", "GpuFit"]
+@REGISTRY.register
+class GpuMemory(Plugin):
+    """A task asking ``gpu_memory_mib`` per GPU (C1): nodes whose GPUs have at least that
+    much memory (``Node.gpu_memory_mib``; a node that reports none counts as 0). No opinion
+    (None) on any other task, so their decisions carry no trace of it."""
+    name = "GpuMemory"
+
+    def filter(self, ctx):
+        r = ctx.req
+        if not r.gpu_mem:
+            return None
+        return ctx.state.gpu_memory_mask(r.gpu_mem), f"GPU memory below {r.gpu_mem} MiB"
+
+
+def describe_accels(asks) -> str:
+    """``2 FPGA 'xilinx-u250', 1 NPU (any model)``: accelerator asks for reasons and paths."""
+    return ", ".join(f"{c} {k} " + (f"{m!r}" if m else "(any model)") for k, m, c in asks)
+
+
+@REGISTRY.register
+class AcceleratorFit(Plugin):
+    """A task asking non-GPU accelerators (NPU, FPGA, ASIC, QPU, OTHER; C1): nodes with
+    that many free devices of each kind, of the model it names (any model: all of one
+    model; ``CellState.accel_choice``). No opinion (None) on any other task, so their
+    decisions carry no trace of it."""
+    name = "AcceleratorFit"
+
+    def filter(self, ctx):
+        asks = ctx.req.accels
+        if not asks:
+            return None
+        return ctx.state.accel_mask(asks), f"insufficient free accelerators ({describe_accels(asks)})"
+
+
+# GpuMemory and AcceleratorFit answer None for a task without accelerators or GPU memory:
+# for those tasks the list acts, and reads in every decision, as it did without them
+FILTERS = ["NodeReady", "GpuModel", "GpuMemory", "CpuFit", "MemoryFit", "GpuFit", "AcceleratorFit"]
 
 
 @REGISTRY.register

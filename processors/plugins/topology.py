@@ -419,6 +419,7 @@ def substate(state: CellState, rows: np.ndarray, task_ids: Sequence[str] = ()) -
         src = getattr(state, k)
         setattr(sub, k, [src[r] for r in rows.tolist()])
     sub.models = list(state.models)
+    sub.accel_keys = list(state.accel_keys)
     sub.clock, sub.now, sub.seq, sub.policy = state.clock, state.now, state.seq, state.policy
     sub.class_counts = dict(state.class_counts)
     keep = set(sub.node_ids)
@@ -444,7 +445,7 @@ def _guided(state: CellState, reqs: Sequence[Request], task_ids: Optional[Sequen
         if res.plan is None:
             return None
         sub.allocate(tid, res.plan.node_id, res.plan.devices, req.gpu_milli if res.plan.devices else 0,
-                     req.cpu, req.mem)
+                     req.cpu, req.mem, sub.accel_choice(res.plan.row, req.accels) or ())
         out.append((int(rows[res.plan.row]), [int(d) for d in res.plan.devices]))
     return out
 
