@@ -507,13 +507,11 @@ class _Decider:
             if req.models:
                 ids = [i for i, name in enumerate(s.models) if name in req.models]
                 ok &= np.isin(s.model_idx, np.array(ids, dtype=np.int64))
-        if req.has_device_needs:
-            # accelerators free now (evicting work frees CPU and GPUs; the victims' other
-            # accelerators are not counted on) and GPUs with the memory it asks
+        if req.has_device_needs:       # GPUs with the memory it asks, enough accelerators registered
             if req.gpu_mem:
                 ok &= s.gpu_memory_mask(req.gpu_mem)
             if req.accels:
-                ok &= s.accel_mask(req.accels)
+                ok &= s.accel_mask(req.accels, s.accel_cap)
         pool = self.gold_pool()
         if pool is not None and t.task.qos_tier == SILVER:
             ok &= ~pool

@@ -51,6 +51,7 @@ class Victim:
     mem: int
     devices: tuple[int, ...]
     gpu_milli: int
+    accels: tuple[tuple[str, str, int], ...] = ()     # the non-GPU accelerators it holds (C1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +104,7 @@ def _scan(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...]) -
         r = task.request
         out.setdefault(state.node_index[t.node], []).append(Victim(
             tid, importance(task.qos_tier, task.priority), max(0, state.now - t.placed_at),
-            r.cpu, r.mem, tuple(t.devices), r.gpu_milli if t.devices else 0))
+            r.cpu, r.mem, tuple(t.devices), r.gpu_milli if t.devices else 0, t.accels))
     return out
 
 
@@ -114,6 +115,13 @@ def devices_without(state: CellState, row: int, req: Request, victims: tuple[Vic
         return None
     if state.mem_free[row] + sum(v.mem for v in victims) < req.mem:
         return None
+    if req.accels:                      # non-GPU accelerators (C1): free ones plus the victims'
+        left = state.accel_free[row].copy()
+        for v in victims:
+            for k, m, n in v.accels:
+                left[state.accel_keys.index((k, m))] += n
+        if state.accel_choice_in(left, req.accels) is None:
+            return None
     if req.kind == "cpu":
         return []
     g = state.gpu_free[row].copy()

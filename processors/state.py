@@ -376,7 +376,10 @@ class CellState:
         with the fewest left that still holds them (best fit), ties by model name."""
         if not asks:
             return ()
-        c = (self.accel_free if counts is None else counts)[row]
+        return self.accel_choice_in((self.accel_free if counts is None else counts)[row], asks)
+
+    def accel_choice_in(self, c: np.ndarray, asks: tuple[AccelAsk, ...]) -> Optional[tuple[AccelAsk, ...]]:
+        """:meth:`accel_choice` in the counts ``c`` of one row (a column per ``accel_keys``)."""
         left = {k: int(c[j]) for j, k in enumerate(self.accel_keys) if c[j] > 0}
         held: dict[tuple[str, str], int] = {}
         for kind, model, count in sorted(asks, key=lambda a: (a[0], a[1] == "", a[1])):
