@@ -107,3 +107,23 @@ def test_a_bad_policy_is_dead_lettered_by_the_scheduler(codec):
     kind, payload = codec.decode(letter.value)
     assert kind == "DeadLetter" and payload["error_kind"] == "INVALID" and "bestfit_weight" in payload["reason"]
     assert runner.partition(0).cells["c1"].policy.strategy == "default"       # unchanged
+
+
+def test_a_task_no_node_could_ever_serve_is_dead_lettered_by_the_scheduler(codec):
+    """C1: a TaskSubmitted asking accelerators no registered node has is refused with its
+    reason, not queued forever; the cell log moves on and an FPGA node's task is placed."""
+    runner = CellRunner(codec, TOPICS)
+    log = TOPICS.cell_log
+    fpga = node(node_id="f1", accelerators=[{"kind": "FPGA", "model": "xilinx-u250", "count": 1, "memory_mib": 0}])
+    runner.apply(RawRecord(log, 0, 0, 1, b"c1", codec.encode("NodeRegistered", fpga)))
+    asks = lambda n: {"cpu_milli": 1000, "memory_mib": 512,                  # noqa: E731
+                      "accelerators": [{"kind": "FPGA", "model": "xilinx-u250", "count": n}]}
+    [letter] = runner.apply(RawRecord(log, 0, 1, 2, b"c1", codec.encode("TaskSubmitted", task(resources=asks(2)))))
+    kind, payload = codec.decode(letter.value)
+    assert kind == "DeadLetter" and payload["error_kind"] == "INVALID"
+    assert "has 2 free-or-used FPGA devices of model 'xilinx-u250' (largest: 1 on node f1)" in payload["reason"]
+    assert "t0" not in runner.partition(0).cells["c1"].tasks
+    out = runner.apply(RawRecord(log, 0, 2, 3, b"c1", codec.encode("TaskSubmitted", task(task_id="t1",
+                                                                                           resources=asks(1)))))
+    placed = from_avro(*codec.decode(out[0].value))
+    assert placed.KIND == "TaskPlaced" and placed.node_id == "f1"
