@@ -69,20 +69,36 @@ class ModelSpec(_message.Message):
     def __init__(self, arch: _Optional[str] = ..., uri: _Optional[str] = ..., size: _Optional[str] = ..., size_mib: _Optional[int] = ...) -> None: ...
 
 class ResourcesSpec(_message.Message):
-    __slots__ = ("cpu", "cpu_milli", "memory", "memory_mib", "gpu", "gpu_models")
+    __slots__ = ("cpu", "cpu_milli", "memory", "memory_mib", "gpu", "gpu_models", "gpu_memory", "gpu_memory_mib", "accelerators")
     CPU_FIELD_NUMBER: _ClassVar[int]
     CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
     GPU_FIELD_NUMBER: _ClassVar[int]
     GPU_MODELS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    GPU_MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    ACCELERATORS_FIELD_NUMBER: _ClassVar[int]
     cpu: float
     cpu_milli: int
     memory: str
     memory_mib: int
     gpu: float
     gpu_models: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, cpu: _Optional[float] = ..., cpu_milli: _Optional[int] = ..., memory: _Optional[str] = ..., memory_mib: _Optional[int] = ..., gpu: _Optional[float] = ..., gpu_models: _Optional[_Iterable[str]] = ...) -> None: ...
+    gpu_memory: str
+    gpu_memory_mib: int
+    accelerators: _containers.RepeatedCompositeFieldContainer[AcceleratorSpec]
+    def __init__(self, cpu: _Optional[float] = ..., cpu_milli: _Optional[int] = ..., memory: _Optional[str] = ..., memory_mib: _Optional[int] = ..., gpu: _Optional[float] = ..., gpu_models: _Optional[_Iterable[str]] = ..., gpu_memory: _Optional[str] = ..., gpu_memory_mib: _Optional[int] = ..., accelerators: _Optional[_Iterable[_Union[AcceleratorSpec, _Mapping]]] = ...) -> None: ...
+
+class AcceleratorSpec(_message.Message):
+    __slots__ = ("kind", "model", "count")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    model: str
+    count: int
+    def __init__(self, kind: _Optional[str] = ..., model: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class BidSpec(_message.Message):
     __slots__ = ("bid_id", "tenant", "cell", "resources", "start_at", "duration", "duration_ms", "price", "latest_start_at", "gang", "gpu_memory")

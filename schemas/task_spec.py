@@ -10,6 +10,8 @@ Example::
       memory: 12Gi               # Ki/Mi/Gi/Ti (or memory_mib: 12288)
       gpu: 0.46                  # < 1: a share of one GPU; >= 1: whole GPUs (integer)
       gpu_models: [V100M16, V100M32]
+      gpu_memory: 16Gi           # memory each GPU must have (or gpu_memory_mib)
+      accelerators: [{kind: FPGA, model: xilinx-u250, count: 1}]   # NPU | FPGA | ASIC | QPU | OTHER
     qos: gold                    # gold | silver | bronze
     scheduling: normal           # urgent | normal | batch (the label "scheduling"; C5)
     reservation: rsv-b-1         # run on a reservation token won at auction (the label "reservation"; #15)
@@ -81,6 +83,24 @@ def _duration_ms(value: Any) -> int:
     return int(float(m.group(1)) * _DUR[m.group(2)])
 
 
+class AcceleratorSpec(BaseModel):
+    """Devices of one non-GPU kind a task needs (C1): NPU, FPGA, ASIC, QPU or OTHER."""
+    model_config = ConfigDict(extra="forbid")
+    kind: str = Field(..., description="NPU | FPGA | ASIC | QPU | OTHER (GPUs: the gpu field)")
+    model: str = Field("", description="the device model; '' = any (all of one model)")
+    count: int = Field(1, ge=1, le=1024)
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        kinds = ("NPU", "FPGA", "ASIC", "QPU", "OTHER")
+        if v.upper() == "GPU":
+            raise ValueError("ask GPUs with resources.gpu (and gpu_models, gpu_memory), not in accelerators")
+        if v.upper() not in kinds:
+            raise ValueError(f"kind {v!r}: use one of {', '.join(kinds)}")
+        return v.upper()
+
+
 class ResourcesSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cpu: float | None = Field(None, ge=0, description="CPU cores")
@@ -89,6 +109,16 @@ class ResourcesSpec(BaseModel):
     memory_mib: int | None = Field(None, ge=0)
     gpu: float = Field(0, ge=0, le=64, description="GPU share (<1) or whole GPUs (>=1, integer)")
     gpu_models: list[str] = []
+    gpu_memory: str | None = Field(None, description="memory each GPU must have, e.g. 40Gi (or gpu_memory_mib)")
+    gpu_memory_mib: int | None = Field(None, ge=0)
+    accelerators: list[AcceleratorSpec] = Field([], description="non-GPU devices: [{kind, model, count}]")
+
+    def gpu_memory_needed(self) -> int:
+        """MiB each GPU must have (0 = any)."""
+        if self.gpu_memory is not None and self.gpu_memory_mib is not None:
+            raise ValueError("give gpu_memory or gpu_memory_mib, not both")
+        return self.gpu_memory_mib if self.gpu_memory_mib is not None else (
+            _memory_mib(self.gpu_memory) if self.gpu_memory is not None else 0)
 
     @model_validator(mode="after")
     def _check(self) -> ResourcesSpec:
@@ -98,6 +128,8 @@ class ResourcesSpec(BaseModel):
             raise ValueError("give memory (e.g. 12Gi) or memory_mib")
         if self.gpu >= 1 and self.gpu != int(self.gpu):
             raise ValueError(f"gpu {self.gpu}: whole GPUs must be an integer (a share must be below 1)")
+        if self.gpu_memory_needed() and not self.gpu:
+            raise ValueError("gpu_memory is per GPU: ask a gpu too")
         return self
 
 
@@ -219,7 +251,9 @@ class TaskSpec(BaseModel):
             "resources": {"cpu_milli": r.cpu_milli if r.cpu_milli is not None else round((r.cpu or 0) * 1000),
                           "memory_mib": r.memory_mib if r.memory_mib is not None else _memory_mib(r.memory),
                           "gpu_count": gpu_count, "gpu_milli": gpu_milli, "gpu_models": list(r.gpu_models),
-                          "gpu_memory_mib": 0, "accelerators": []},
+                          "gpu_memory_mib": r.gpu_memory_needed(),
+                          "accelerators": [{"kind": a.kind, "model": a.model, "count": a.count}
+                                           for a in r.accelerators]},
             "qos_tier": self.qos.upper(), "priority": self.priority,
             "labels": {**self.labels, **({"scheduling": self.scheduling} if self.scheduling else {}),
                        **({"reservation": self.reservation} if self.reservation else {})},

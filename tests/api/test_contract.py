@@ -135,16 +135,24 @@ FED_BY = {
     "duration_estimate_ms": ["duration_ms", "duration"],
     "command": ["command"],
     "env": ["env"],
+    "resources.gpu_memory_mib": ["resources.gpu_memory_mib", "resources.gpu_memory"],
+    "resources.accelerators": ["resources.accelerators"],
+    "profile": ["model", "parallelism"],
 }
 SET_BY_SERVER = {"event_id", "submitted_at", "tenant"}         # tenant: always the token's
-NOT_OFFERED = {"resources.gpu_memory_mib", "resources.accelerators", "profile"}   # not in the task form
+NOT_OFFERED: set[str] = set()                                 # every field is in the task form
 # Derived fields are fed by a differently typed form field (cores -> millicores, "12Gi" ->
 # MiB, a GPU share -> count and milli, "2h" -> ms, "gold" -> GOLD): those carry this type.
 DERIVED = {("resources.cpu_milli", "resources.cpu"): F.TYPE_DOUBLE,
            ("resources.memory_mib", "resources.memory"): F.TYPE_STRING,
            ("resources.gpu_count", "resources.gpu"): F.TYPE_DOUBLE,
            ("resources.gpu_milli", "resources.gpu"): F.TYPE_DOUBLE,
-           ("duration_estimate_ms", "duration"): F.TYPE_STRING}
+           ("duration_estimate_ms", "duration"): F.TYPE_STRING,
+           ("resources.gpu_memory_mib", "resources.gpu_memory"): F.TYPE_STRING,
+           # the form's shapes: {kind, model, count} (kind checked), {arch, uri, size} and a count
+           ("resources.accelerators", "resources.accelerators"): F.TYPE_MESSAGE,
+           ("profile", "model"): F.TYPE_MESSAGE,
+           ("profile", "parallelism"): F.TYPE_INT32}
 
 
 def _avro_leaves(record: dict, prefix: str = "") -> dict[str, typing.Any]:

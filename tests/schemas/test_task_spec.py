@@ -84,3 +84,24 @@ def test_intake_refuses_an_environment_no_process_can_have(env, message):
     event = task_from_document({"resources": {"cpu": 1, "memory": 5}}, now_ms=1)
     assert validate_event("TaskSubmitted", {**event, "env": {"OK": "1"}}) is None
     assert validate_event("TaskSubmitted", {**event, "env": env}) == f"invalid TaskSubmitted: {message}"
+
+
+def test_accelerators_and_gpu_memory_reach_the_event():
+    doc = {"resources": {"cpu": 2, "memory": "4Gi", "gpu": 2, "gpu_memory": "40Gi",
+                         "accelerators": [{"kind": "fpga", "model": "xilinx-u250", "count": 2}, {"kind": "NPU"}]}}
+    r = task_from_document(doc, 0)["resources"]
+    assert r["gpu_memory_mib"] == 40 * 1024
+    assert r["accelerators"] == [{"kind": "FPGA", "model": "xilinx-u250", "count": 2},
+                                 {"kind": "NPU", "model": "", "count": 1}]
+
+
+@pytest.mark.parametrize("resources, named", [
+    ({"accelerators": [{"kind": "GPU"}]}, "ask GPUs with resources.gpu"),
+    ({"accelerators": [{"kind": "TPU"}]}, "use one of NPU, FPGA, ASIC, QPU, OTHER"),
+    ({"accelerators": [{"kind": "NPU", "count": 0}]}, "count"),
+    ({"gpu_memory": "16Gi"}, "gpu_memory is per GPU"),
+    ({"gpu": 1, "gpu_memory": "16Gi", "gpu_memory_mib": 5}, "not both"),
+])
+def test_bad_device_asks_are_refused_naming_the_field(resources, named):
+    with pytest.raises(ValidationError, match=named):
+        task_from_document({"resources": {"cpu": 1, "memory": "1Gi", **resources}}, 0)

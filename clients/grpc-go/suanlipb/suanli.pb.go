@@ -277,6 +277,9 @@ type ResourcesSpec struct {
 	MemoryMib     *int32                 `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3,oneof" json:"memory_mib,omitempty"`
 	Gpu           *float64               `protobuf:"fixed64,5,opt,name=gpu,proto3,oneof" json:"gpu,omitempty"` // < 1: a share of one GPU; >= 1: whole GPUs
 	GpuModels     []string               `protobuf:"bytes,6,rep,name=gpu_models,json=gpuModels,proto3" json:"gpu_models,omitempty"`
+	GpuMemory     *string                `protobuf:"bytes,7,opt,name=gpu_memory,json=gpuMemory,proto3,oneof" json:"gpu_memory,omitempty"` // memory each GPU must have, e.g. 40Gi (or gpu_memory_mib)
+	GpuMemoryMib  *int64                 `protobuf:"varint,8,opt,name=gpu_memory_mib,json=gpuMemoryMib,proto3,oneof" json:"gpu_memory_mib,omitempty"`
+	Accelerators  []*AcceleratorSpec     `protobuf:"bytes,9,rep,name=accelerators,proto3" json:"accelerators,omitempty"` // non-GPU devices (C1)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,6 +356,87 @@ func (x *ResourcesSpec) GetGpuModels() []string {
 	return nil
 }
 
+func (x *ResourcesSpec) GetGpuMemory() string {
+	if x != nil && x.GpuMemory != nil {
+		return *x.GpuMemory
+	}
+	return ""
+}
+
+func (x *ResourcesSpec) GetGpuMemoryMib() int64 {
+	if x != nil && x.GpuMemoryMib != nil {
+		return *x.GpuMemoryMib
+	}
+	return 0
+}
+
+func (x *ResourcesSpec) GetAccelerators() []*AcceleratorSpec {
+	if x != nil {
+		return x.Accelerators
+	}
+	return nil
+}
+
+type AcceleratorSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`          // NPU | FPGA | ASIC | QPU | OTHER
+	Model         *string                `protobuf:"bytes,2,opt,name=model,proto3,oneof" json:"model,omitempty"`  // '' = any model (all of one model)
+	Count         *int32                 `protobuf:"varint,3,opt,name=count,proto3,oneof" json:"count,omitempty"` // default 1
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceleratorSpec) Reset() {
+	*x = AcceleratorSpec{}
+	mi := &file_suanli_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceleratorSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceleratorSpec) ProtoMessage() {}
+
+func (x *AcceleratorSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceleratorSpec.ProtoReflect.Descriptor instead.
+func (*AcceleratorSpec) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AcceleratorSpec) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AcceleratorSpec) GetModel() string {
+	if x != nil && x.Model != nil {
+		return *x.Model
+	}
+	return ""
+}
+
+func (x *AcceleratorSpec) GetCount() int32 {
+	if x != nil && x.Count != nil {
+		return *x.Count
+	}
+	return 0
+}
+
 type BidSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	BidId         *string                `protobuf:"bytes,1,opt,name=bid_id,json=bidId,proto3,oneof" json:"bid_id,omitempty"`
@@ -372,7 +456,7 @@ type BidSpec struct {
 
 func (x *BidSpec) Reset() {
 	*x = BidSpec{}
-	mi := &file_suanli_proto_msgTypes[3]
+	mi := &file_suanli_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +468,7 @@ func (x *BidSpec) String() string {
 func (*BidSpec) ProtoMessage() {}
 
 func (x *BidSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[3]
+	mi := &file_suanli_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +481,7 @@ func (x *BidSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidSpec.ProtoReflect.Descriptor instead.
 func (*BidSpec) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{3}
+	return file_suanli_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BidSpec) GetBidId() string {
@@ -486,7 +570,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_suanli_proto_msgTypes[4]
+	mi := &file_suanli_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +582,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[4]
+	mi := &file_suanli_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +595,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{4}
+	return file_suanli_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CancelRequest) GetReason() string {
@@ -529,7 +613,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_suanli_proto_msgTypes[5]
+	mi := &file_suanli_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +625,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[5]
+	mi := &file_suanli_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +638,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{5}
+	return file_suanli_proto_rawDescGZIP(), []int{6}
 }
 
 type SubmitTaskRequest struct {
@@ -566,7 +650,7 @@ type SubmitTaskRequest struct {
 
 func (x *SubmitTaskRequest) Reset() {
 	*x = SubmitTaskRequest{}
-	mi := &file_suanli_proto_msgTypes[6]
+	mi := &file_suanli_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +662,7 @@ func (x *SubmitTaskRequest) String() string {
 func (*SubmitTaskRequest) ProtoMessage() {}
 
 func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[6]
+	mi := &file_suanli_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +675,7 @@ func (x *SubmitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskRequest.ProtoReflect.Descriptor instead.
 func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{6}
+	return file_suanli_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubmitTaskRequest) GetTask() *TaskSpec {
@@ -612,7 +696,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_suanli_proto_msgTypes[7]
+	mi := &file_suanli_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +708,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[7]
+	mi := &file_suanli_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +721,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{7}
+	return file_suanli_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListTasksRequest) GetCell() string {
@@ -670,7 +754,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_suanli_proto_msgTypes[8]
+	mi := &file_suanli_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +766,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[8]
+	mi := &file_suanli_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +779,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{8}
+	return file_suanli_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetTaskRequest) GetTaskId() string {
@@ -715,7 +799,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_suanli_proto_msgTypes[9]
+	mi := &file_suanli_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +811,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[9]
+	mi := &file_suanli_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +824,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{9}
+	return file_suanli_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelTaskRequest) GetTaskId() string {
@@ -766,7 +850,7 @@ type WhyPendingRequest struct {
 
 func (x *WhyPendingRequest) Reset() {
 	*x = WhyPendingRequest{}
-	mi := &file_suanli_proto_msgTypes[10]
+	mi := &file_suanli_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +862,7 @@ func (x *WhyPendingRequest) String() string {
 func (*WhyPendingRequest) ProtoMessage() {}
 
 func (x *WhyPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[10]
+	mi := &file_suanli_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +875,7 @@ func (x *WhyPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingRequest.ProtoReflect.Descriptor instead.
 func (*WhyPendingRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{10}
+	return file_suanli_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WhyPendingRequest) GetTaskId() string {
@@ -810,7 +894,7 @@ type GetAuditRequest struct {
 
 func (x *GetAuditRequest) Reset() {
 	*x = GetAuditRequest{}
-	mi := &file_suanli_proto_msgTypes[11]
+	mi := &file_suanli_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +906,7 @@ func (x *GetAuditRequest) String() string {
 func (*GetAuditRequest) ProtoMessage() {}
 
 func (x *GetAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[11]
+	mi := &file_suanli_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +919,7 @@ func (x *GetAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAuditRequest.ProtoReflect.Descriptor instead.
 func (*GetAuditRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{11}
+	return file_suanli_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetAuditRequest) GetTaskId() string {
@@ -854,7 +938,7 @@ type SubmitBidRequest struct {
 
 func (x *SubmitBidRequest) Reset() {
 	*x = SubmitBidRequest{}
-	mi := &file_suanli_proto_msgTypes[12]
+	mi := &file_suanli_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +950,7 @@ func (x *SubmitBidRequest) String() string {
 func (*SubmitBidRequest) ProtoMessage() {}
 
 func (x *SubmitBidRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[12]
+	mi := &file_suanli_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +963,7 @@ func (x *SubmitBidRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidRequest.ProtoReflect.Descriptor instead.
 func (*SubmitBidRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{12}
+	return file_suanli_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubmitBidRequest) GetBid() *BidSpec {
@@ -899,7 +983,7 @@ type ListBidsRequest struct {
 
 func (x *ListBidsRequest) Reset() {
 	*x = ListBidsRequest{}
-	mi := &file_suanli_proto_msgTypes[13]
+	mi := &file_suanli_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +995,7 @@ func (x *ListBidsRequest) String() string {
 func (*ListBidsRequest) ProtoMessage() {}
 
 func (x *ListBidsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[13]
+	mi := &file_suanli_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1008,7 @@ func (x *ListBidsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsRequest.ProtoReflect.Descriptor instead.
 func (*ListBidsRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{13}
+	return file_suanli_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListBidsRequest) GetCell() string {
@@ -950,7 +1034,7 @@ type GetBidRequest struct {
 
 func (x *GetBidRequest) Reset() {
 	*x = GetBidRequest{}
-	mi := &file_suanli_proto_msgTypes[14]
+	mi := &file_suanli_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1046,7 @@ func (x *GetBidRequest) String() string {
 func (*GetBidRequest) ProtoMessage() {}
 
 func (x *GetBidRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[14]
+	mi := &file_suanli_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1059,7 @@ func (x *GetBidRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBidRequest.ProtoReflect.Descriptor instead.
 func (*GetBidRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{14}
+	return file_suanli_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetBidRequest) GetBidId() string {
@@ -997,7 +1081,7 @@ type ListReservationsRequest struct {
 
 func (x *ListReservationsRequest) Reset() {
 	*x = ListReservationsRequest{}
-	mi := &file_suanli_proto_msgTypes[15]
+	mi := &file_suanli_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1093,7 @@ func (x *ListReservationsRequest) String() string {
 func (*ListReservationsRequest) ProtoMessage() {}
 
 func (x *ListReservationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[15]
+	mi := &file_suanli_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1106,7 @@ func (x *ListReservationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReservationsRequest.ProtoReflect.Descriptor instead.
 func (*ListReservationsRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{15}
+	return file_suanli_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListReservationsRequest) GetCell() string {
@@ -1063,7 +1147,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_suanli_proto_msgTypes[16]
+	mi := &file_suanli_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1159,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[16]
+	mi := &file_suanli_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1172,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{16}
+	return file_suanli_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListNodesRequest) GetCell() string {
@@ -1116,7 +1200,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_suanli_proto_msgTypes[17]
+	mi := &file_suanli_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1212,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[17]
+	mi := &file_suanli_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1225,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{17}
+	return file_suanli_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeStatusRequest) GetCell() string {
@@ -1169,7 +1253,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[18]
+	mi := &file_suanli_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1265,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[18]
+	mi := &file_suanli_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1278,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{18}
+	return file_suanli_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DrainNodeRequest) GetNodeId() string {
@@ -1229,7 +1313,7 @@ type UncordonNodeRequest struct {
 
 func (x *UncordonNodeRequest) Reset() {
 	*x = UncordonNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1325,7 @@ func (x *UncordonNodeRequest) String() string {
 func (*UncordonNodeRequest) ProtoMessage() {}
 
 func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1338,7 @@ func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*UncordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{19}
+	return file_suanli_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UncordonNodeRequest) GetNodeId() string {
@@ -1289,7 +1373,7 @@ type LogPosition struct {
 
 func (x *LogPosition) Reset() {
 	*x = LogPosition{}
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1385,7 @@ func (x *LogPosition) String() string {
 func (*LogPosition) ProtoMessage() {}
 
 func (x *LogPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1398,7 @@ func (x *LogPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogPosition.ProtoReflect.Descriptor instead.
 func (*LogPosition) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{20}
+	return file_suanli_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LogPosition) GetTopic() string {
@@ -1348,7 +1432,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1444,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1457,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{21}
+	return file_suanli_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PendingReason) GetReason() string {
@@ -1401,7 +1485,7 @@ type AcceleratorRequest struct {
 
 func (x *AcceleratorRequest) Reset() {
 	*x = AcceleratorRequest{}
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1497,7 @@ func (x *AcceleratorRequest) String() string {
 func (*AcceleratorRequest) ProtoMessage() {}
 
 func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1510,7 @@ func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceleratorRequest.ProtoReflect.Descriptor instead.
 func (*AcceleratorRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{22}
+	return file_suanli_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AcceleratorRequest) GetKind() string {
@@ -1465,7 +1549,7 @@ type TaskResources struct {
 
 func (x *TaskResources) Reset() {
 	*x = TaskResources{}
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1561,7 @@ func (x *TaskResources) String() string {
 func (*TaskResources) ProtoMessage() {}
 
 func (x *TaskResources) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1574,7 @@ func (x *TaskResources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResources.ProtoReflect.Descriptor instead.
 func (*TaskResources) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{23}
+	return file_suanli_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TaskResources) GetCpuMilli() int32 {
@@ -1553,7 +1637,7 @@ type StrategyRef struct {
 
 func (x *StrategyRef) Reset() {
 	*x = StrategyRef{}
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1649,7 @@ func (x *StrategyRef) String() string {
 func (*StrategyRef) ProtoMessage() {}
 
 func (x *StrategyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1662,7 @@ func (x *StrategyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StrategyRef.ProtoReflect.Descriptor instead.
 func (*StrategyRef) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{24}
+	return file_suanli_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StrategyRef) GetName() string {
@@ -1613,7 +1697,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1709,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1722,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{25}
+	return file_suanli_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Candidate) GetNodeId() string {
@@ -1673,7 +1757,7 @@ type FilterOutcome struct {
 
 func (x *FilterOutcome) Reset() {
 	*x = FilterOutcome{}
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1769,7 @@ func (x *FilterOutcome) String() string {
 func (*FilterOutcome) ProtoMessage() {}
 
 func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1782,7 @@ func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterOutcome.ProtoReflect.Descriptor instead.
 func (*FilterOutcome) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{26}
+	return file_suanli_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FilterOutcome) GetReason() string {
@@ -1739,7 +1823,7 @@ type Provenance struct {
 
 func (x *Provenance) Reset() {
 	*x = Provenance{}
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1835,7 @@ func (x *Provenance) String() string {
 func (*Provenance) ProtoMessage() {}
 
 func (x *Provenance) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1848,7 @@ func (x *Provenance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provenance.ProtoReflect.Descriptor instead.
 func (*Provenance) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{27}
+	return file_suanli_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Provenance) GetInput() *LogPosition {
@@ -1913,7 +1997,7 @@ type TaskProfile struct {
 
 func (x *TaskProfile) Reset() {
 	*x = TaskProfile{}
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2009,7 @@ func (x *TaskProfile) String() string {
 func (*TaskProfile) ProtoMessage() {}
 
 func (x *TaskProfile) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2022,7 @@ func (x *TaskProfile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskProfile.ProtoReflect.Descriptor instead.
 func (*TaskProfile) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{28}
+	return file_suanli_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TaskProfile) GetDurationClass() string {
@@ -2469,7 +2553,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2565,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2578,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{29}
+	return file_suanli_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Health) GetReady() bool {
@@ -2525,7 +2609,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2537,7 +2621,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2550,7 +2634,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{30}
+	return file_suanli_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SubmitTaskResponse) GetTaskId() string {
@@ -2606,7 +2690,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2702,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2715,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{31}
+	return file_suanli_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelTaskResponse) GetTaskId() string {
@@ -2668,7 +2752,7 @@ type SubmitBidResponse struct {
 
 func (x *SubmitBidResponse) Reset() {
 	*x = SubmitBidResponse{}
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2764,7 @@ func (x *SubmitBidResponse) String() string {
 func (*SubmitBidResponse) ProtoMessage() {}
 
 func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2777,7 @@ func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBidResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{32}
+	return file_suanli_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubmitBidResponse) GetBidId() string {
@@ -2759,7 +2843,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +2855,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2868,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{33}
+	return file_suanli_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TaskStatus) GetTaskId() string {
@@ -2936,7 +3020,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3032,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3045,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{34}
+	return file_suanli_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskStatus {
@@ -2990,7 +3074,7 @@ type WhyPendingResponse struct {
 
 func (x *WhyPendingResponse) Reset() {
 	*x = WhyPendingResponse{}
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3002,7 +3086,7 @@ func (x *WhyPendingResponse) String() string {
 func (*WhyPendingResponse) ProtoMessage() {}
 
 func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3015,7 +3099,7 @@ func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingResponse.ProtoReflect.Descriptor instead.
 func (*WhyPendingResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{35}
+	return file_suanli_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WhyPendingResponse) GetTaskId() string {
@@ -3124,7 +3208,7 @@ type BidView struct {
 
 func (x *BidView) Reset() {
 	*x = BidView{}
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3136,7 +3220,7 @@ func (x *BidView) String() string {
 func (*BidView) ProtoMessage() {}
 
 func (x *BidView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3149,7 +3233,7 @@ func (x *BidView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidView.ProtoReflect.Descriptor instead.
 func (*BidView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{36}
+	return file_suanli_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BidView) GetBidId() string {
@@ -3308,7 +3392,7 @@ type ListBidsResponse struct {
 
 func (x *ListBidsResponse) Reset() {
 	*x = ListBidsResponse{}
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3320,7 +3404,7 @@ func (x *ListBidsResponse) String() string {
 func (*ListBidsResponse) ProtoMessage() {}
 
 func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3333,7 +3417,7 @@ func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsResponse.ProtoReflect.Descriptor instead.
 func (*ListBidsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{37}
+	return file_suanli_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListBidsResponse) GetBids() []*BidView {
@@ -3379,7 +3463,7 @@ type ReservationView struct {
 
 func (x *ReservationView) Reset() {
 	*x = ReservationView{}
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3475,7 @@ func (x *ReservationView) String() string {
 func (*ReservationView) ProtoMessage() {}
 
 func (x *ReservationView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +3488,7 @@ func (x *ReservationView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationView.ProtoReflect.Descriptor instead.
 func (*ReservationView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{38}
+	return file_suanli_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReservationView) GetReservationId() string {
@@ -3591,7 +3675,7 @@ type ListReservationsResponse struct {
 
 func (x *ListReservationsResponse) Reset() {
 	*x = ListReservationsResponse{}
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3687,7 @@ func (x *ListReservationsResponse) String() string {
 func (*ListReservationsResponse) ProtoMessage() {}
 
 func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3700,7 @@ func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReservationsResponse.ProtoReflect.Descriptor instead.
 func (*ListReservationsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{39}
+	return file_suanli_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListReservationsResponse) GetReservations() []*ReservationView {
@@ -3646,7 +3730,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3658,7 +3742,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3671,7 +3755,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{40}
+	return file_suanli_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeView) GetNodeId() string {
@@ -3767,7 +3851,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3779,7 +3863,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3792,7 +3876,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{41}
+	return file_suanli_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeView {
@@ -3828,7 +3912,7 @@ type AuditDecision struct {
 
 func (x *AuditDecision) Reset() {
 	*x = AuditDecision{}
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3840,7 +3924,7 @@ func (x *AuditDecision) String() string {
 func (*AuditDecision) ProtoMessage() {}
 
 func (x *AuditDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3853,7 +3937,7 @@ func (x *AuditDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditDecision.ProtoReflect.Descriptor instead.
 func (*AuditDecision) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{42}
+	return file_suanli_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AuditDecision) GetKind() string {
@@ -3981,7 +4065,7 @@ type AuditTrail struct {
 
 func (x *AuditTrail) Reset() {
 	*x = AuditTrail{}
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3993,7 +4077,7 @@ func (x *AuditTrail) String() string {
 func (*AuditTrail) ProtoMessage() {}
 
 func (x *AuditTrail) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4006,7 +4090,7 @@ func (x *AuditTrail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditTrail.ProtoReflect.Descriptor instead.
 func (*AuditTrail) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{43}
+	return file_suanli_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AuditTrail) GetTaskId() string {
@@ -4054,7 +4138,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4150,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4163,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{44}
+	return file_suanli_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FieldError) GetField() string {
@@ -4107,7 +4191,7 @@ type ErrorResponse struct {
 
 func (x *ErrorResponse) Reset() {
 	*x = ErrorResponse{}
-	mi := &file_suanli_proto_msgTypes[45]
+	mi := &file_suanli_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4119,7 +4203,7 @@ func (x *ErrorResponse) String() string {
 func (*ErrorResponse) ProtoMessage() {}
 
 func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[45]
+	mi := &file_suanli_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4132,7 +4216,7 @@ func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorResponse.ProtoReflect.Descriptor instead.
 func (*ErrorResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{45}
+	return file_suanli_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ErrorResponse) GetDetail() string {
@@ -4165,7 +4249,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_suanli_proto_msgTypes[46]
+	mi := &file_suanli_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4177,7 +4261,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[46]
+	mi := &file_suanli_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4190,7 +4274,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{46}
+	return file_suanli_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeStatusResponse) GetNodeId() string {
@@ -4287,7 +4371,7 @@ const file_suanli_proto_rawDesc = "" +
 	"\bsize_mib\x18\x04 \x01(\x03H\x02R\asizeMib\x88\x01\x01B\x06\n" +
 	"\x04_uriB\a\n" +
 	"\x05_sizeB\v\n" +
-	"\t_size_mib\"\xf7\x01\n" +
+	"\t_size_mib\"\xa8\x03\n" +
 	"\rResourcesSpec\x12\x15\n" +
 	"\x03cpu\x18\x01 \x01(\x01H\x00R\x03cpu\x88\x01\x01\x12 \n" +
 	"\tcpu_milli\x18\x02 \x01(\x05H\x01R\bcpuMilli\x88\x01\x01\x12\x1b\n" +
@@ -4296,13 +4380,25 @@ const file_suanli_proto_rawDesc = "" +
 	"memory_mib\x18\x04 \x01(\x05H\x03R\tmemoryMib\x88\x01\x01\x12\x15\n" +
 	"\x03gpu\x18\x05 \x01(\x01H\x04R\x03gpu\x88\x01\x01\x12\x1d\n" +
 	"\n" +
-	"gpu_models\x18\x06 \x03(\tR\tgpuModelsB\x06\n" +
+	"gpu_models\x18\x06 \x03(\tR\tgpuModels\x12\"\n" +
+	"\n" +
+	"gpu_memory\x18\a \x01(\tH\x05R\tgpuMemory\x88\x01\x01\x12)\n" +
+	"\x0egpu_memory_mib\x18\b \x01(\x03H\x06R\fgpuMemoryMib\x88\x01\x01\x12>\n" +
+	"\faccelerators\x18\t \x03(\v2\x1a.suanli.v1.AcceleratorSpecR\facceleratorsB\x06\n" +
 	"\x04_cpuB\f\n" +
 	"\n" +
 	"_cpu_milliB\t\n" +
 	"\a_memoryB\r\n" +
 	"\v_memory_mibB\x06\n" +
-	"\x04_gpu\"\xfe\x03\n" +
+	"\x04_gpuB\r\n" +
+	"\v_gpu_memoryB\x11\n" +
+	"\x0f_gpu_memory_mib\"o\n" +
+	"\x0fAcceleratorSpec\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x19\n" +
+	"\x05model\x18\x02 \x01(\tH\x00R\x05model\x88\x01\x01\x12\x19\n" +
+	"\x05count\x18\x03 \x01(\x05H\x01R\x05count\x88\x01\x01B\b\n" +
+	"\x06_modelB\b\n" +
+	"\x06_count\"\xfe\x03\n" +
 	"\aBidSpec\x12\x1a\n" +
 	"\x06bid_id\x18\x01 \x01(\tH\x00R\x05bidId\x88\x01\x01\x12\x1b\n" +
 	"\x06tenant\x18\x02 \x01(\tH\x01R\x06tenant\x88\x01\x01\x12\x17\n" +
@@ -4747,123 +4843,125 @@ func file_suanli_proto_rawDescGZIP() []byte {
 	return file_suanli_proto_rawDescData
 }
 
-var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_suanli_proto_goTypes = []any{
 	(*TaskSpec)(nil),                 // 0: suanli.v1.TaskSpec
 	(*ModelSpec)(nil),                // 1: suanli.v1.ModelSpec
 	(*ResourcesSpec)(nil),            // 2: suanli.v1.ResourcesSpec
-	(*BidSpec)(nil),                  // 3: suanli.v1.BidSpec
-	(*CancelRequest)(nil),            // 4: suanli.v1.CancelRequest
-	(*HealthRequest)(nil),            // 5: suanli.v1.HealthRequest
-	(*SubmitTaskRequest)(nil),        // 6: suanli.v1.SubmitTaskRequest
-	(*ListTasksRequest)(nil),         // 7: suanli.v1.ListTasksRequest
-	(*GetTaskRequest)(nil),           // 8: suanli.v1.GetTaskRequest
-	(*CancelTaskRequest)(nil),        // 9: suanli.v1.CancelTaskRequest
-	(*WhyPendingRequest)(nil),        // 10: suanli.v1.WhyPendingRequest
-	(*GetAuditRequest)(nil),          // 11: suanli.v1.GetAuditRequest
-	(*SubmitBidRequest)(nil),         // 12: suanli.v1.SubmitBidRequest
-	(*ListBidsRequest)(nil),          // 13: suanli.v1.ListBidsRequest
-	(*GetBidRequest)(nil),            // 14: suanli.v1.GetBidRequest
-	(*ListReservationsRequest)(nil),  // 15: suanli.v1.ListReservationsRequest
-	(*ListNodesRequest)(nil),         // 16: suanli.v1.ListNodesRequest
-	(*NodeStatusRequest)(nil),        // 17: suanli.v1.NodeStatusRequest
-	(*DrainNodeRequest)(nil),         // 18: suanli.v1.DrainNodeRequest
-	(*UncordonNodeRequest)(nil),      // 19: suanli.v1.UncordonNodeRequest
-	(*LogPosition)(nil),              // 20: suanli.v1.LogPosition
-	(*PendingReason)(nil),            // 21: suanli.v1.PendingReason
-	(*AcceleratorRequest)(nil),       // 22: suanli.v1.AcceleratorRequest
-	(*TaskResources)(nil),            // 23: suanli.v1.TaskResources
-	(*StrategyRef)(nil),              // 24: suanli.v1.StrategyRef
-	(*Candidate)(nil),                // 25: suanli.v1.Candidate
-	(*FilterOutcome)(nil),            // 26: suanli.v1.FilterOutcome
-	(*Provenance)(nil),               // 27: suanli.v1.Provenance
-	(*TaskProfile)(nil),              // 28: suanli.v1.TaskProfile
-	(*Health)(nil),                   // 29: suanli.v1.Health
-	(*SubmitTaskResponse)(nil),       // 30: suanli.v1.SubmitTaskResponse
-	(*CancelTaskResponse)(nil),       // 31: suanli.v1.CancelTaskResponse
-	(*SubmitBidResponse)(nil),        // 32: suanli.v1.SubmitBidResponse
-	(*TaskStatus)(nil),               // 33: suanli.v1.TaskStatus
-	(*ListTasksResponse)(nil),        // 34: suanli.v1.ListTasksResponse
-	(*WhyPendingResponse)(nil),       // 35: suanli.v1.WhyPendingResponse
-	(*BidView)(nil),                  // 36: suanli.v1.BidView
-	(*ListBidsResponse)(nil),         // 37: suanli.v1.ListBidsResponse
-	(*ReservationView)(nil),          // 38: suanli.v1.ReservationView
-	(*ListReservationsResponse)(nil), // 39: suanli.v1.ListReservationsResponse
-	(*NodeView)(nil),                 // 40: suanli.v1.NodeView
-	(*ListNodesResponse)(nil),        // 41: suanli.v1.ListNodesResponse
-	(*AuditDecision)(nil),            // 42: suanli.v1.AuditDecision
-	(*AuditTrail)(nil),               // 43: suanli.v1.AuditTrail
-	(*FieldError)(nil),               // 44: suanli.v1.FieldError
-	(*ErrorResponse)(nil),            // 45: suanli.v1.ErrorResponse
-	(*NodeStatusResponse)(nil),       // 46: suanli.v1.NodeStatusResponse
-	nil,                              // 47: suanli.v1.TaskSpec.LabelsEntry
-	nil,                              // 48: suanli.v1.TaskSpec.EnvEntry
-	nil,                              // 49: suanli.v1.TaskProfile.ExtraEntry
+	(*AcceleratorSpec)(nil),          // 3: suanli.v1.AcceleratorSpec
+	(*BidSpec)(nil),                  // 4: suanli.v1.BidSpec
+	(*CancelRequest)(nil),            // 5: suanli.v1.CancelRequest
+	(*HealthRequest)(nil),            // 6: suanli.v1.HealthRequest
+	(*SubmitTaskRequest)(nil),        // 7: suanli.v1.SubmitTaskRequest
+	(*ListTasksRequest)(nil),         // 8: suanli.v1.ListTasksRequest
+	(*GetTaskRequest)(nil),           // 9: suanli.v1.GetTaskRequest
+	(*CancelTaskRequest)(nil),        // 10: suanli.v1.CancelTaskRequest
+	(*WhyPendingRequest)(nil),        // 11: suanli.v1.WhyPendingRequest
+	(*GetAuditRequest)(nil),          // 12: suanli.v1.GetAuditRequest
+	(*SubmitBidRequest)(nil),         // 13: suanli.v1.SubmitBidRequest
+	(*ListBidsRequest)(nil),          // 14: suanli.v1.ListBidsRequest
+	(*GetBidRequest)(nil),            // 15: suanli.v1.GetBidRequest
+	(*ListReservationsRequest)(nil),  // 16: suanli.v1.ListReservationsRequest
+	(*ListNodesRequest)(nil),         // 17: suanli.v1.ListNodesRequest
+	(*NodeStatusRequest)(nil),        // 18: suanli.v1.NodeStatusRequest
+	(*DrainNodeRequest)(nil),         // 19: suanli.v1.DrainNodeRequest
+	(*UncordonNodeRequest)(nil),      // 20: suanli.v1.UncordonNodeRequest
+	(*LogPosition)(nil),              // 21: suanli.v1.LogPosition
+	(*PendingReason)(nil),            // 22: suanli.v1.PendingReason
+	(*AcceleratorRequest)(nil),       // 23: suanli.v1.AcceleratorRequest
+	(*TaskResources)(nil),            // 24: suanli.v1.TaskResources
+	(*StrategyRef)(nil),              // 25: suanli.v1.StrategyRef
+	(*Candidate)(nil),                // 26: suanli.v1.Candidate
+	(*FilterOutcome)(nil),            // 27: suanli.v1.FilterOutcome
+	(*Provenance)(nil),               // 28: suanli.v1.Provenance
+	(*TaskProfile)(nil),              // 29: suanli.v1.TaskProfile
+	(*Health)(nil),                   // 30: suanli.v1.Health
+	(*SubmitTaskResponse)(nil),       // 31: suanli.v1.SubmitTaskResponse
+	(*CancelTaskResponse)(nil),       // 32: suanli.v1.CancelTaskResponse
+	(*SubmitBidResponse)(nil),        // 33: suanli.v1.SubmitBidResponse
+	(*TaskStatus)(nil),               // 34: suanli.v1.TaskStatus
+	(*ListTasksResponse)(nil),        // 35: suanli.v1.ListTasksResponse
+	(*WhyPendingResponse)(nil),       // 36: suanli.v1.WhyPendingResponse
+	(*BidView)(nil),                  // 37: suanli.v1.BidView
+	(*ListBidsResponse)(nil),         // 38: suanli.v1.ListBidsResponse
+	(*ReservationView)(nil),          // 39: suanli.v1.ReservationView
+	(*ListReservationsResponse)(nil), // 40: suanli.v1.ListReservationsResponse
+	(*NodeView)(nil),                 // 41: suanli.v1.NodeView
+	(*ListNodesResponse)(nil),        // 42: suanli.v1.ListNodesResponse
+	(*AuditDecision)(nil),            // 43: suanli.v1.AuditDecision
+	(*AuditTrail)(nil),               // 44: suanli.v1.AuditTrail
+	(*FieldError)(nil),               // 45: suanli.v1.FieldError
+	(*ErrorResponse)(nil),            // 46: suanli.v1.ErrorResponse
+	(*NodeStatusResponse)(nil),       // 47: suanli.v1.NodeStatusResponse
+	nil,                              // 48: suanli.v1.TaskSpec.LabelsEntry
+	nil,                              // 49: suanli.v1.TaskSpec.EnvEntry
+	nil,                              // 50: suanli.v1.TaskProfile.ExtraEntry
 }
 var file_suanli_proto_depIdxs = []int32{
 	2,  // 0: suanli.v1.TaskSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	47, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
-	48, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
+	48, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
+	49, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
 	1,  // 3: suanli.v1.TaskSpec.model:type_name -> suanli.v1.ModelSpec
-	2,  // 4: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	0,  // 5: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
-	3,  // 6: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
-	22, // 7: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
-	20, // 8: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
-	24, // 9: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
-	25, // 10: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
-	26, // 11: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
-	28, // 12: suanli.v1.Provenance.profile:type_name -> suanli.v1.TaskProfile
-	49, // 13: suanli.v1.TaskProfile.extra:type_name -> suanli.v1.TaskProfile.ExtraEntry
-	20, // 14: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
-	20, // 15: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
-	20, // 16: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
-	21, // 17: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
-	33, // 18: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
-	21, // 19: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
-	23, // 20: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
-	36, // 21: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
-	38, // 22: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
-	40, // 23: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
-	21, // 24: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
-	27, // 25: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
-	20, // 26: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
-	42, // 27: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
-	44, // 28: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
-	20, // 29: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
-	5,  // 30: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
-	6,  // 31: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
-	7,  // 32: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
-	8,  // 33: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
-	9,  // 34: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
-	10, // 35: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
-	11, // 36: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
-	12, // 37: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
-	13, // 38: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
-	14, // 39: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
-	15, // 40: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
-	16, // 41: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
-	18, // 42: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
-	19, // 43: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
-	29, // 44: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
-	30, // 45: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
-	34, // 46: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
-	33, // 47: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
-	31, // 48: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
-	35, // 49: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
-	43, // 50: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
-	32, // 51: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
-	37, // 52: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
-	36, // 53: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
-	39, // 54: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
-	41, // 55: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
-	46, // 56: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
-	46, // 57: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
-	44, // [44:58] is the sub-list for method output_type
-	30, // [30:44] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	3,  // 4: suanli.v1.ResourcesSpec.accelerators:type_name -> suanli.v1.AcceleratorSpec
+	2,  // 5: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
+	0,  // 6: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
+	4,  // 7: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
+	23, // 8: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
+	21, // 9: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
+	25, // 10: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
+	26, // 11: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
+	27, // 12: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
+	29, // 13: suanli.v1.Provenance.profile:type_name -> suanli.v1.TaskProfile
+	50, // 14: suanli.v1.TaskProfile.extra:type_name -> suanli.v1.TaskProfile.ExtraEntry
+	21, // 15: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
+	21, // 16: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
+	21, // 17: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
+	22, // 18: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
+	34, // 19: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
+	22, // 20: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
+	24, // 21: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
+	37, // 22: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
+	39, // 23: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
+	41, // 24: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
+	22, // 25: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
+	28, // 26: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
+	21, // 27: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
+	43, // 28: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
+	45, // 29: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
+	21, // 30: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
+	6,  // 31: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
+	7,  // 32: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
+	8,  // 33: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
+	9,  // 34: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
+	10, // 35: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
+	11, // 36: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
+	12, // 37: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
+	13, // 38: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
+	14, // 39: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
+	15, // 40: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
+	16, // 41: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
+	17, // 42: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
+	19, // 43: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
+	20, // 44: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
+	30, // 45: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
+	31, // 46: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
+	35, // 47: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
+	34, // 48: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
+	32, // 49: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
+	36, // 50: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
+	44, // 51: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
+	33, // 52: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
+	38, // 53: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
+	37, // 54: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
+	40, // 55: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
+	42, // 56: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
+	47, // 57: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
+	47, // 58: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
+	45, // [45:59] is the sub-list for method output_type
+	31, // [31:45] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_suanli_proto_init() }
@@ -4875,23 +4973,24 @@ func file_suanli_proto_init() {
 	file_suanli_proto_msgTypes[1].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[2].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[3].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[7].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[13].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[15].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[4].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[8].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[14].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[16].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[17].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[18].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[19].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[27].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[36].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[38].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[20].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[28].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[37].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[39].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_suanli_proto_rawDesc), len(file_suanli_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
