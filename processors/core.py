@@ -1168,9 +1168,11 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
     if isinstance(event, m.TaskSubmitted):
         if event.task_id in state.tasks:
             return state, []
-        why = refusal(state, event, m.Request.of(event.resources))
-        if why is not None:
-            raise RejectedInput(why)     # no registered node could ever serve it (accelerators.py)
+        res = event.resources
+        if res.accelerators or res.gpu_memory_mib:     # only such asks can be refused: no Request built twice
+            why = refusal(state, event, m.Request.of(res))
+            if why is not None:
+                raise RejectedInput(why)     # no registered node could ever serve it (accelerators.py)
         evolve(state, event)
         prewarm.on_submitted(state, state.tasks[event.task_id].task, d.strategy.args.prewarm)
         d.schedule(event.task_id, retry=False)

@@ -71,6 +71,28 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float, every: float =
     pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
 
 
+def start_local_connector(lp: LocalPlane, name: str, *options: str) -> subprocess.Popen:
+    """`python -m suanli.connectors local --name NAME ...` for ``lp``'s cell; returns once its
+    runner consumes its dispatch topic (it prints its first line then)."""
+    proc = subprocess.Popen([PY, "-m", "suanli.connectors", "local", "--name", name, "--cell", lp.cell, *options,
+                             "--partitions", "1", "--log-level", "WARNING"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=lp.env)
+    line = proc.stdout.readline()
+    assert line.startswith(f"suanli connector {name}: 1 node(s)"), \
+        (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc
+
+
+def stop_connector(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @pytest.fixture(scope="module")
 def plane(stack) -> LocalPlane:
     settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=1)
@@ -80,23 +102,15 @@ def plane(stack) -> LocalPlane:
     services = list(worker_processes(settings).values())
     for service, argv in services:
         service.start(argv, env=to_env(settings))
-    connector = subprocess.Popen([PY, "-m", "suanli.connectors", "local", "--cell", lp.cell, "--node-id", lp.node_id,
-                                  "--interval", "5", "--partitions", "1", "--log-level", "WARNING"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=lp.env)
+    connector = None
     try:
-        line = connector.stdout.readline()  # printed once the runner consumes its dispatch topic
-        assert line.startswith("suanli connector local: 1 node(s)"), \
-            (line, connector.stderr.read() if connector.poll() is not None else "")
+        connector = start_local_connector(lp, "local", "--node-id", lp.node_id, "--interval", "5")
         # The node is known to the read model once intake forwarded its registration.
         wait_for("the local node in `suanli nodes`", lp.node, timeout=180)
         yield lp
     finally:
-        connector.terminate()
-        try:
-            connector.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            connector.kill()
-            connector.wait()
+        if connector is not None:
+            stop_connector(connector)
         for service, _argv in reversed(services):
             service.stop()
 

@@ -16,7 +16,6 @@ import asyncio
 import hashlib
 import json
 import os
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer, ensure_topics
 from suanli.streams.topics import TopicNames, core_topics
 
-from test_dispatch_e2e import PY, LocalPlane, wait_for
+from test_dispatch_e2e import PY, LocalPlane, start_local_connector, stop_connector, wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(420)]
 
@@ -58,15 +57,9 @@ def two_sites(stack, tmp_path_factory):
     connectors = []
     try:
         for site, node in nodes.items():
-            proc = subprocess.Popen(
-                [PY, "-m", "suanli.connectors", "local", "--name", f"local-{site}", "--cell", lp.cell,
-                 "--node-id", node, "--site", site, "--tier", "edge", "--model-cache", str(tmp / site),
-                 "--model-cache-mib", "1024", "--interval", "0", "--partitions", "1", "--log-level", "WARNING"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=lp.env)
-            connectors.append(proc)
-            line = proc.stdout.readline()
-            assert line.startswith(f"suanli connector local-{site}: 1 node(s)"), \
-                (line, proc.stderr.read() if proc.poll() is not None else "")
+            connectors.append(start_local_connector(
+                lp, f"local-{site}", "--node-id", node, "--site", site, "--tier", "edge",
+                "--model-cache", str(tmp / site), "--model-cache-mib", "1024", "--interval", "0"))
         for node in nodes.values():
             wait_for(f"{node} in `suanli nodes`",
                      lambda n=node: any(r["node_id"] == n for r in lp.cli_json("nodes", "--cell", lp.cell)),
@@ -74,12 +67,7 @@ def two_sites(stack, tmp_path_factory):
         yield lp, nodes, weights, tmp
     finally:
         for proc in connectors:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_connector(proc)
         for service, _argv in reversed(services):
             service.stop()
 
