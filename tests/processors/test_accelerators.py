@@ -341,6 +341,18 @@ def _fits(free: dict, asks) -> bool:
     return False
 
 
+def _freed_by(before: dict, held: dict, outs: list) -> dict:
+    """Free devices per node before the input, plus those its own preemptions gave back
+    (a gold task may evict the bronze work holding what it needs, in the same input)."""
+    free = {nid: dict(v) for nid, v in before.items()}
+    for kind, d in outs:
+        if kind == "TaskPreempted" and d["task_id"] in held:
+            node, accels = held[d["task_id"]]
+            for k, m, c in accels:
+                free[node][(k, m)] = free[node].get((k, m), 0) + c
+    return free
+
+
 def _run(ops, nodes, f: Feed, start: int, clock: list, counter: list, log: list) -> None:
     s = f.state
     for op in ops:
@@ -349,6 +361,7 @@ def _run(ops, nodes, f: Feed, start: int, clock: list, counter: list, log: list)
         tids = sorted(s.tasks)
         before = {nid: {k: int(s.accel_free[r, j]) for j, k in enumerate(s.accel_keys)}
                   for nid, r in s.node_index.items()}
+        held = {tid: (t.node, t.accels) for tid, t in s.tasks.items() if t.accels}
         if op[0] in ("submit", "gang"):
             if op[0] == "submit":
                 _, asks, gpus, gmem, qos, cpu = op
@@ -383,7 +396,8 @@ def _run(ops, nodes, f: Feed, start: int, clock: list, counter: list, log: list)
                 for k, d in outs:
                     if k == "TaskPlaced" and d["task_id"] == tid:
                         # it went on a node that had its devices free before this input
-                        assert _fits(before[d["node_id"]], s.tasks[tid].task.request.accels), (tid, d["node_id"])
+                        assert _fits(_freed_by(before, held, outs)[d["node_id"]], s.tasks[tid].task.request.accels), \
+                            (tid, d["node_id"])
                         n = s.nodes[d["node_id"]]
                         assert n.gpu_memory_mib >= s.tasks[tid].task.request.gpu_mem
         elif op[0] == "end" and tids:
