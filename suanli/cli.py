@@ -163,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (cli_tasks, cli_reserve, replay_cli, cli_strategy, cli_policy, cli_profile, projections_cli, cli_api,
                    bench_cli, cli_prometheus, cli_topology, cli_sim, cli_cost):
         module.add_commands(sub)
+    __import__("suanli.cli_job", fromlist=["add_commands"]).add_commands(sub)     # suanli job (issue 19)
 
     test_p = sub.add_parser("test", help="run the test suite against the embedded stack")
     test_p.add_argument("--keep-stack", action="store_true", help="leave the stack running afterwards")
