@@ -3,8 +3,12 @@
 ``python -m suanli.connectors.quantum --cell C --device name=aer7,qubits=7,p1=0.001,p2=0.01,readout=0.02 ...``
 
 **Nodes.** Each ``--device`` is one QPU node (``<node_prefix>-<name>``) registered with one
-accelerator ``{kind: QPU, model: <model>, count: 1}``, a small classical control host (CPU and
-memory for the task's own ask) and the device's facts in its ``labels`` (``qpu-model``,
+accelerator ``{kind: QPU, model: <model>, count: 1}``, no CPU and no memory by default (the
+circuit's classical work runs in this connector, not in the task's process; and a node that
+offers no CPU never receives a classical task: the core has no taints, so a QPU node with CPU
+to lend would be given CPU-only tasks, which this connector can only refuse; a QPU task
+therefore asks ``cpu: 0, memory: 0``, or at most ``--host-cpu-milli``/``--host-memory-mib``
+when those are set) and the device's facts in its ``labels`` (``qpu-model``,
 ``qpu-qubits``, ``qpu-noise``, ``qpu-coupling``, ``qpu-backend``): the Accelerator record has no
 per-device attributes on the wire yet, so the model name carries the width too (default model
 ``aer-<qubits>q``) and a task that needs 5 qubits asks a model that has them. A device is
@@ -328,14 +332,14 @@ class QuantumAdapter(Adapter):
     """QPU nodes simulated by qiskit-aer (see the module docstring).
 
     ``devices``: one node per device, id ``<node_prefix>-<device.name>``. ``cpu_milli`` /
-    ``memory_mib``: what each node's classical control host registers (a task's own CPU and
-    memory ask is placed against them). ``results_dir``: where a result goes when the task
+    ``memory_mib``: what each node registers besides its QPU (default 0: see the module
+    docstring). ``results_dir``: where a result goes when the task
     names no ``SUANLI_STEP_OUTPUT`` (default ``<home>/connectors/<name>/results``).
     ``with_attributes``: also register the device's facts as ``Accelerator.attributes``
     (only once the contract has that field)."""
 
     def __init__(self, devices: Sequence[QpuDevice], *, cell: str = "quantum", name: str = "quantum",
-                 node_prefix: str = "qpu", cpu_milli: int = 2000, memory_mib: int = 4096,
+                 node_prefix: str = "qpu", cpu_milli: int = 0, memory_mib: int = 0,
                  results_dir: Path | str | None = None, site: str = "local", with_attributes: bool = False):
         if not devices:
             raise ConnectorError("quantum: give at least one device")
@@ -541,9 +545,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(repeat for more; default: {' and '.join(DEFAULT_DEVICES)})")
     parser.add_argument("--node-prefix", default="qpu", help="node ids are <prefix>-<device name> (default qpu)")
     parser.add_argument("--site", default="local", help="the nodes' site (also region and zone)")
-    parser.add_argument("--host-cpu-milli", type=int, default=2000,
-                        help="CPU milli of each QPU node's classical host (placed against a task's cpu ask)")
-    parser.add_argument("--host-memory-mib", type=int, default=4096, help="memory of each QPU node's host")
+    parser.add_argument("--host-cpu-milli", type=int, default=0,
+                        help="CPU milli each QPU node registers for its tasks' own ask (default 0: QPU tasks ask "
+                             "cpu 0, and no CPU-only task is ever placed on a QPU node)")
+    parser.add_argument("--host-memory-mib", type=int, default=0, help="memory each QPU node registers (default 0)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="where results go when a task names no SUANLI_STEP_OUTPUT "
                              "(default: <home>/connectors/<name>/results)")

@@ -126,3 +126,8 @@ class StackNotRunningError(UnavailableError):
     """Kafka or the schema registry a command needs does not answer: the embedded stack is
     not running (or the external services named by ``SUANLI_KAFKA``/``SUANLI_REGISTRY`` are
     down). ``str(err)`` says which service and how to start it; the CLI exits 2 with it."""
+
+
+class JobError(SuanliError):
+    """A client-side job (``suanli/jobs.py``) cannot go on: a step failed, timed out or cannot
+    be submitted; ``str(err)`` says which step and why."""
