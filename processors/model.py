@@ -56,6 +56,9 @@ class Accelerator:
     model: str
     count: int
     memory_mib: int = 0
+    # Per-device facts as strings (qubits, noise, bitstream, firmware): informational, the
+    # filters do not read them; an adapter checks what it needs when it admits a task.
+    attributes: dict[str, str] = field(default_factory=_empty_map)
 
 
 @_record
