@@ -605,6 +605,7 @@ class DispatchCommand:
     connector: str
     gpu_devices: tuple[int, ...] = ()
     gpu_milli: int = 0
+    accelerators: tuple[Accelerator, ...] = ()
     cpu_milli: int
     memory_mib: int
     command: Optional[tuple[str, ...]] = None

@@ -163,6 +163,7 @@ class CellRunner:
             task_id=placed.task_id, tenant=placed.tenant, cell=placed.cell, node_id=node_id,
             connector=connector, gpu_devices=placed.gpu_devices,
             gpu_milli=req.gpu_milli if placed.gpu_devices else 0,
+            accelerators=_assigned_accelerators(state, placed.task_id, node_id),
             cpu_milli=req.cpu, memory_mib=req.mem, command=task.command, env=task.env,
             duration_estimate_ms=task.duration_estimate_ms, issued_at=placed.provenance.decided_at,
             model=task.profile.model if task.profile is not None else None)
@@ -208,3 +209,21 @@ class CellRunner:
 def chunk(blob: bytes, size: int = 512 * 1024) -> list[bytes]:
     """Split a snapshot into pieces below Kafka's default 1 MB record limit."""
     return [blob[i:i + size] for i in range(0, len(blob), size)] or [b""]
+
+
+def _assigned_accelerators(state: CellState, task_id: str, node_id: str) -> tuple[model.Accelerator, ...]:
+    """The non-GPU devices a placed task holds on ``node_id`` (the models the core chose at
+    placement, ``TaskState.accels``), each with the memory and attributes the node
+    registered for that model, so an adapter knows what it runs on (e.g. a QPU's qubits)."""
+    held = state.tasks[task_id].accels
+    if not held:
+        return ()
+    node = state.nodes[node_id]
+    registered = {(a.kind, a.model): a for a in node.accelerators}
+    out = []
+    for kind, mdl, count in held:
+        reg = registered.get((kind, mdl))
+        out.append(model.Accelerator(kind=kind, model=mdl, count=count,
+                                     memory_mib=reg.memory_mib if reg is not None else 0,
+                                     attributes=dict(reg.attributes) if reg is not None else {}))
+    return tuple(out)

@@ -127,3 +127,25 @@ def test_a_task_no_node_could_ever_serve_is_dead_lettered_by_the_scheduler(codec
                                                                                            resources=asks(1)))))
     placed = from_avro(*codec.decode(out[0].value))
     assert placed.KIND == "TaskPlaced" and placed.node_id == "f1"
+
+
+def test_the_dispatch_names_the_accelerators_the_core_chose_with_their_attributes(codec):
+    """C1: a task asking "one QPU of any model" is dispatched with the model the core took on
+    that node, and the node's registered attributes of it (an adapter reads the qubits)."""
+    runner = CellRunner(codec, TOPICS)
+    log = TOPICS.cell_log
+    qpu = node(node_id="q1", connector="quantum", accelerators=[
+        {"kind": "QPU", "model": "aer-7q", "count": 1, "memory_mib": 0,
+         "attributes": {"qubits": "7", "noise": "depolarizing:0.01"}},
+        {"kind": "FPGA", "model": "xilinx-u250", "count": 2, "memory_mib": 0}])
+    runner.apply(RawRecord(log, 0, 0, 1, b"c1", codec.encode("NodeRegistered", qpu)))
+    asks = {"cpu_milli": 1000, "memory_mib": 512, "accelerators": [{"kind": "QPU", "model": "", "count": 1}]}
+    out = runner.apply(RawRecord(log, 0, 1, 2, b"c1", codec.encode("TaskSubmitted", task(resources=asks))))
+    assert [r.topic for r in out] == ["ns.decisions", "ns.dispatch.quantum"]
+    command = from_avro(*codec.decode(out[1].value))
+    [qpu_held] = command.accelerators
+    assert (qpu_held.kind, qpu_held.model, qpu_held.count) == ("QPU", "aer-7q", 1)
+    assert qpu_held.attributes == {"qubits": "7", "noise": "depolarizing:0.01"}
+    plain = runner.apply(RawRecord(log, 0, 2, 3, b"c1", codec.encode("TaskSubmitted", task(
+        task_id="t1", resources={"cpu_milli": 1000, "memory_mib": 512}))))
+    assert from_avro(*codec.decode(plain[1].value)).accelerators == ()
