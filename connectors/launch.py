@@ -1,13 +1,19 @@
-"""Start a built-in connector: ``python -m suanli.connectors sim|local [options]``.
+"""Start a built-in connector: ``python -m suanli.connectors sim|local|k8s [options]``.
 
 ``build_adapter(kind, **options)`` makes the adapter; ``run_connector(adapter, ...)`` runs it
 until cancelled; ``main(argv)`` is the command line (one start line on stdout, logs on
 stderr, exit 0 on SIGTERM/SIGINT, 2 on a refused configuration).
+
+The adapters of outside systems (:data:`EXTERNAL`: Kubernetes, ...) live in modules of
+their own, each with ``add_arguments(parser)`` (its options) and ``build_adapter(args)``
+(the adapter from the parsed options); they are imported only when their kind is started,
+so this command line does not pay for their clients.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import signal
 import sys
@@ -18,7 +24,11 @@ from suanli.config import settings
 from suanli.connectors.kit import Adapter, ConnectorRunner
 from suanli.errors import ConnectorError, SuanliError
 
-KINDS = ("sim", "local")
+# kind -> (module, one-line help): adapters of outside systems, imported when started
+EXTERNAL: dict[str, tuple[str, str]] = {
+    "k8s": ("suanli.connectors.kubernetes", "a Kubernetes API server: its nodes, and pods with schedulerName suanli"),
+}
+KINDS = ("sim", "local", *EXTERNAL)
 
 
 def build_adapter(kind: str, **options: Any) -> Adapter:
@@ -55,7 +65,9 @@ async def run_connector(adapter: Adapter, *, bootstrap: str | None = None, regis
             await asyncio.gather(run, return_exceptions=True)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(load: str | None = None) -> argparse.ArgumentParser:
+    """The command line; the external kind ``load`` (the one being started) with its module's
+    own options (the others list only the common ones: their modules are not imported)."""
     parser = argparse.ArgumentParser(prog="python -m suanli.connectors", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="kind", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -88,11 +100,18 @@ def _parser() -> argparse.ArgumentParser:
     local.add_argument("--model-cache-mib", type=int, default=None,
                        help="what the model cache may hold, MiB; registered, so the scheduler places by model and "
                             "prewarms (default: no limit but the disk, and not registered)")
+    for kind, (module, what) in EXTERNAL.items():
+        external = sub.add_parser(kind, parents=[common], help=what)
+        if kind == load:
+            importlib.import_module(module).add_arguments(external)
     return parser
 
 
 def _adapter_from_args(args: argparse.Namespace) -> Adapter:
     name = args.name or args.kind
+    if args.kind in EXTERNAL:
+        args.name = name
+        return importlib.import_module(EXTERNAL[args.kind][0]).build_adapter(args)
     if args.kind == "sim":
         options: dict[str, Any] = {"cell": args.cell, "name": name, "time_scale": args.time_scale,
                                    "default_duration_ms": args.default_duration_ms,
@@ -129,7 +148,9 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    kind = next((a for a in argv if not a.startswith("-")), None)
+    args = _parser(load=kind if kind in EXTERNAL else None).parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
