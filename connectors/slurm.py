@@ -331,7 +331,7 @@ class SlurmCluster(Adapter):
                  node_prefix: str | None = None, run_dir: str | Path | None = None, site: str | None = None,
                  poll_interval_s: float = 1.0, node_poll_s: float = 2.0, kill_grace_s: float = 5.0,
                  tail_chars: int = 500, max_slurm_calls: int = 4, command_timeout_s: float = 60.0,
-                 node_fail_report_s: float = 30.0):
+                 node_fail_report_s: float = 30.0, pollers: bool = True):
         from suanli.config import settings
         from suanli.deploy.slurm import SlurmPaths
 
@@ -352,7 +352,8 @@ class SlurmCluster(Adapter):
         self._outbox: list[tuple[str, dict[str, Any]]] = []   # NodeStatusChanged to hand out
         self._down_at_beat: dict[str, int] = {}        # Slurm name -> beat at which its DOWN was handed out
         self._beats = 0
-        self._beat: asyncio.Event | None = None
+        self._beat = asyncio.Event()                   # replaced at every beat (3.11: no loop bound yet)
+        self._start_pollers = pollers                  # False: the views are fed by hand (tests)
         self._jobs: dict[str, _Job] = {}               # dispatch id -> job
         self._calls: asyncio.Semaphore | None = None
         self._max_calls = max_slurm_calls
@@ -399,11 +400,16 @@ class SlurmCluster(Adapter):
                 key, _, value = line.partition("=")
                 if key.strip() == "ClusterName":
                     self.cluster = value.strip()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._ensure_pollers()
+        return self.adopt(nodes)
+
+    def adopt(self, nodes: list[SlurmNode]) -> list[dict[str, Any]]:
+        """Make ``nodes`` this connector's nodes (each READY once registered); their
+        NodeRegistered payloads. (discover() after reading sinfo; tests directly.)"""
         self.nodes = {n.name: n for n in nodes}
         self.ids = {self.node_id(n.name): n.name for n in nodes}
         self._reported = {n.name: "READY" for n in nodes}     # a registration makes a node READY
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self._ensure_pollers()
         at = self.now_ms()
         return [node_registered(n, connector=self.name, cell=self.cell, node_id=self.node_id(n.name), site=self.site,
                                 cluster=self.cluster, at=at) for n in nodes]
@@ -413,13 +419,12 @@ class SlurmCluster(Adapter):
 
     def _ensure_pollers(self) -> None:
         """Start the node and job pollers once, on the running loop (the first discover/beat)."""
-        if self._pollers:
+        if self._pollers or not self._start_pollers:
             return
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._beat = asyncio.Event()
         self._pollers = [asyncio.create_task(self._poll_nodes(), name=f"{self.name}-sinfo"),
                          asyncio.create_task(self._poll_jobs(), name=f"{self.name}-squeue")]
 
@@ -464,7 +469,7 @@ class SlurmCluster(Adapter):
             events.append(("NodeStatusChanged", {"event_id": f"{self.name}/{change['node_id']}/status/{seq}/"
                                                              f"{change['status']}", **change, "at": at}))
             if change["status"] == "DOWN":
-                self._down_at_beat[name] = self._beats
+                self._down_at_beat[name] = self._beats + 1     # the count once this beat is done
         self._outbox.clear()
         return events
 
@@ -479,9 +484,8 @@ class SlurmCluster(Adapter):
                 events.append(("NodeHeartbeat", {"event_id": f"{self.name}/{node_id}/hb/{seq}", "node_id": node_id,
                                                  "cell": self.cell, "seq": seq, "at": at}))
         self._beats += 1
-        if self._beat is not None:
-            self._beat.set()                            # wake the NODE_FAIL reports waiting for a beat
-            self._beat = asyncio.Event()
+        self._beat.set()                                # wake the NODE_FAIL reports waiting for a beat
+        self._beat = asyncio.Event()
         return events
 
     def metrics(self, at: int, seq: int, part: int = 0, parts: int = 1) -> list[tuple[str, dict[str, Any]]]:
@@ -628,7 +632,7 @@ class SlurmCluster(Adapter):
         deadline = loop.time() + self.node_fail_report_s
         while not (name in self._down_at_beat and self._beats > self._down_at_beat[name]):
             left = deadline - loop.time()
-            if left <= 0 or self._beat is None:
+            if left <= 0:
                 log.warning("slurm %s: node %s DOWN not reported within %.0fs; reporting its job anyway",
                             self.name, name, self.node_fail_report_s)
                 return
