@@ -8,10 +8,13 @@ circuit's classical work runs in this connector, not in the task's process; and 
 offers no CPU never receives a classical task: the core has no taints, so a QPU node with CPU
 to lend would be given CPU-only tasks, which this connector can only refuse; a QPU task
 therefore asks ``cpu: 0, memory: 0``, or at most ``--host-cpu-milli``/``--host-memory-mib``
-when those are set) and the device's facts in its ``labels`` (``qpu-model``,
-``qpu-qubits``, ``qpu-noise``, ``qpu-coupling``, ``qpu-backend``): the Accelerator record has no
-per-device attributes on the wire yet, so the model name carries the width too (default model
-``aer-<qubits>q``) and a task that needs 5 qubits asks a model that has them. A device is
+when those are set) and the device's facts twice: in the accelerator's ``attributes``
+(``qubits``, ``noise``, ``p1``, ``p2``, ``readout``, ``coupling``, ``basis_gates``, ``simulator``)
+and in the node's ``labels`` (``qpu-model``, ``qpu-qubits``, ``qpu-noise``, ``qpu-coupling``,
+``qpu-backend``: what readers that keep labels but not attributes, such as the job runner's
+sizing, see). The core matches a QPU ask by kind, model and count, not by qubits, so the model
+name carries the width too (default ``aer-<qubits>q``) and a task that needs 5 qubits asks a
+model that has them (``suanli job`` picks it, see ``suanli/jobs.py``). A device is
 simulated with its own noise model (:func:`noise_model`): depolarizing errors on every
 one-qubit (``p1``) and two-qubit (``p2``) gate of the basis (``rz sx x id cx``) and a symmetric
 readout error (``readout``: the probability that a measured bit flips). Circuits are transpiled
@@ -335,12 +338,12 @@ class QuantumAdapter(Adapter):
     ``memory_mib``: what each node registers besides its QPU (default 0: see the module
     docstring). ``results_dir``: where a result goes when the task
     names no ``SUANLI_STEP_OUTPUT`` (default ``<home>/connectors/<name>/results``).
-    ``with_attributes``: also register the device's facts as ``Accelerator.attributes``
-    (only once the contract has that field)."""
+    ``with_attributes``: register the device's facts as ``Accelerator.attributes`` too (False:
+    labels only, for a registry that still holds the Accelerator schema without them)."""
 
     def __init__(self, devices: Sequence[QpuDevice], *, cell: str = "quantum", name: str = "quantum",
                  node_prefix: str = "qpu", cpu_milli: int = 0, memory_mib: int = 0,
-                 results_dir: Path | str | None = None, site: str = "local", with_attributes: bool = False):
+                 results_dir: Path | str | None = None, site: str = "local", with_attributes: bool = True):
         if not devices:
             raise ConnectorError("quantum: give at least one device")
         self.name, self.cell, self.site = name, cell, site
@@ -552,8 +555,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="where results go when a task names no SUANLI_STEP_OUTPUT "
                              "(default: <home>/connectors/<name>/results)")
-    parser.add_argument("--with-attributes", action="store_true",
-                        help="also register each device's facts as Accelerator.attributes (qubits, noise, ...)")
+    parser.add_argument("--no-attributes", action="store_true",
+                        help="register the devices' facts in node labels only, not in Accelerator.attributes")
 
 
 def build_adapter(args: argparse.Namespace) -> QuantumAdapter:
@@ -562,7 +565,7 @@ def build_adapter(args: argparse.Namespace) -> QuantumAdapter:
     return QuantumAdapter(devices, cell=args.cell, name=getattr(args, "name", None) or "quantum",
                           node_prefix=args.node_prefix, cpu_milli=args.host_cpu_milli,
                           memory_mib=args.host_memory_mib, results_dir=args.results_dir, site=args.site,
-                          with_attributes=args.with_attributes)
+                          with_attributes=not args.no_attributes)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -42,7 +42,8 @@ file system).
 **Sizing a QPU step.** The core matches a QPU ask by kind, model and count, not by qubits. A
 step asking ``{kind: QPU}`` with no model gets the model of the smallest registered QPU that
 holds its circuit (``qubits``, or the width of its ``[qasm, file]`` circuit), read from the
-nodes' ``qpu-qubits`` labels (:func:`choose_qpu_model`); when no registered QPU is wide
+registered accelerators' ``qubits`` attribute or the nodes' ``qpu-qubits`` label
+(:func:`choose_qpu_model`); when no registered QPU is wide
 enough, the job stops before submitting it, saying so. A step naming its model keeps it.
 
 **The run** (:class:`JobRunner`, the I/O edge): the runner follows the namespace's log with
@@ -246,15 +247,17 @@ def plan(job: JobSpec, *, run_id: str, job_dir: Path, base_dir: Path) -> list[Pl
 
 
 def qpu_devices(registrations: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """QPU model -> its qubits (the widest seen), from NodeRegistered payloads whose QPU
-    nodes carry a ``qpu-qubits`` label (the quantum connector's); others are not sized."""
+    """QPU model -> its qubits (the widest seen), from NodeRegistered payloads: the
+    accelerator's ``attributes.qubits``, else the node's ``qpu-qubits`` label (the quantum
+    connector registers both); a QPU with neither is not sized."""
     out: dict[str, int] = {}
     for reg in registrations:
-        qubits = (reg.get("labels") or {}).get(QUBITS_LABEL, "")
-        if not qubits.isdigit():
-            continue
+        label = (reg.get("labels") or {}).get(QUBITS_LABEL, "")
         for acc in reg.get("accelerators") or []:
-            if acc.get("kind") == "QPU" and acc.get("count", 0) > 0:
+            if acc.get("kind") != "QPU" or acc.get("count", 0) <= 0:
+                continue
+            qubits = (acc.get("attributes") or {}).get("qubits", "") or label
+            if qubits.isdigit():
                 out[acc["model"]] = max(out.get(acc["model"], 0), int(qubits))
     return out
 

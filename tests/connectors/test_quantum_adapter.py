@@ -81,7 +81,10 @@ def test_each_device_registers_as_a_node_with_one_qpu_and_its_facts_in_labels(ad
     nodes = {n["node_id"]: n for n in adapter.discover()}
     assert set(nodes) == {"qpu-big", "qpu-small"}
     big = nodes["qpu-big"]
-    assert big["accelerators"] == [{"kind": "QPU", "model": "aer-7q", "count": 1, "memory_mib": 0}]
+    [acc] = big["accelerators"]
+    assert (acc["kind"], acc["model"], acc["count"], acc["memory_mib"]) == ("QPU", "aer-7q", 1, 0)
+    assert acc["attributes"]["qubits"] == "7" and acc["attributes"]["readout"] == "0.02"
+    assert acc["attributes"]["noise"] == "depolarizing p1=0.001 p2=0.01, readout 0.02"
     assert big["connector"] == "quantum" and big["cell"] == "q" and big["registered_at"] > 0
     assert big["labels"]["qpu-qubits"] == "7" and big["labels"]["qpu-model"] == "aer-7q"
     assert big["labels"]["qpu-noise"] == "depolarizing p1=0.001 p2=0.01, readout 0.02"
@@ -90,10 +93,11 @@ def test_each_device_registers_as_a_node_with_one_qpu_and_its_facts_in_labels(ad
     assert kinds == ["NodeHeartbeat", "NodeMetrics"]
 
 
-def test_attributes_are_registered_only_when_asked(tmp_path):
-    with_attrs = QuantumAdapter(_devices(), cell="q", with_attributes=True, results_dir=tmp_path)
-    [acc] = with_attrs.registration(with_attrs.nodes["qpu-big"])["accelerators"]
-    assert acc["attributes"]["qubits"] == "7" and acc["attributes"]["readout"] == "0.02"
+def test_attributes_can_be_left_out_for_an_older_registry(tmp_path):
+    labels_only = QuantumAdapter(_devices(), cell="q", with_attributes=False, results_dir=tmp_path)
+    [acc] = labels_only.registration(labels_only.nodes["qpu-big"])["accelerators"]
+    assert "attributes" not in acc
+    assert build_adapter(_parser().parse_args(["--no-attributes"])).with_attributes is False
 
 
 def test_device_specs_parse_and_bad_ones_are_refused_by_name():
