@@ -98,6 +98,8 @@ KIND_OF_GRES = {"gpu": "GPU", "npu": "NPU", "fpga": "FPGA", "asic": "ASIC", "qpu
 SQUEUE_FORMAT = "JobID:|,State:|,NodeList:|,Reason:|,exit_code:"
 RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "SIGNALING",
                             "STAGE_OUT", "RESIZING"})
+# reasons of a job ended by its node's failure (a launch on a slurmd that no longer answers)
+NODE_REASONS = frozenset({"NodeDown", "NodeFail", "JobLaunchFailure", "node down while pending"})
 WAITING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"})
 
 
@@ -519,8 +521,9 @@ class SlurmCluster(Adapter):
         if name is None:
             return f"node {command['node_id']!r} is not a node of the slurm connector {self.name!r}"
         node = self.nodes[name]
-        if not node.up:
-            return f"slurm node {name} is not up ({node.describe()})"
+        # A node that is not up is no reason to refuse: a refusal ends the task for good, while
+        # a node that dies takes its work with it (NODE_FAIL once its DOWN went out, and the
+        # core places the task again); see execute.
         cpus = max(1, math.ceil(command["cpu_milli"] / 1000))
         if cpus > node.cpus:
             return f"slurm node {name} has {node.cpus} CPU(s); the task asks {cpus}"
@@ -535,9 +538,15 @@ class SlurmCluster(Adapter):
         self._ensure_pollers()
         name = self.ids[command["node_id"]]
         base = self.run_dir / safe_name(command["dispatch_id"])
-        script, output, exit_file = base.with_suffix(".sh"), base.with_suffix(".out"), base.with_suffix(".exit")
+        # (with_name, not with_suffix: dispatch ids hold dots, which with_suffix would cut at)
+        script, output, exit_file = (base.with_name(base.name + ext) for ext in (".sh", ".out", ".exit"))
         job = self._jobs[command["dispatch_id"]] = _Job(command, name)
         try:
+            if not await self._node_usable(job):
+                where = f"slurm node {name}"
+                await report.failed(None, self._prefix(job, f"{where} went DOWN before its job was submitted "
+                                                            f"({self.nodes[name].describe()})"))
+                return
             script.write_text(batch_script(command, name, exit_file))
             exit_file.unlink(missing_ok=True)
             job.job_id = await self._submit(sbatch_argv(command, self.nodes[name], script, output, self.run_dir))
@@ -557,6 +566,23 @@ class SlurmCluster(Adapter):
             self._jobs.pop(command["dispatch_id"], None)
             if job.stopper is not None and not job.stopper.done():
                 job.stopper.cancel()
+
+    async def _node_usable(self, job: _Job) -> bool:
+        """Whether to submit: True at once for a node that is up or drained (Slurm keeps the job
+        pending until it is resumed); for one that slurmctld does not reach, wait until it is
+        up again (True) or DOWN (False, once its DOWN went out: the core has placed the task
+        elsewhere by then). Stopped meanwhile: False."""
+        while True:
+            node = self.nodes[job.node]
+            if job.stop_reason is not None:
+                return False
+            status, beat = node_view(node)
+            if node.up or (status == "CORDONED" and beat):
+                return True
+            if status == "DOWN" or self._reported.get(job.node) == "DOWN":
+                await self._wait_node_down_seen(job.node)
+                return False
+            await asyncio.sleep(self.node_poll_s)
 
     async def _submit(self, argv: list[str]) -> int | None:
         """sbatch, retried (3 tries) when slurmctld is busy or unreachable; None if it refuses."""
@@ -611,7 +637,7 @@ class SlurmCluster(Adapter):
             if code is None:
                 code = self._exit_record(exit_file)
             await report.failed(code, f"{where}: {exit_message(code, tail)}")
-        elif state.state == "NODE_FAIL" or job.state.reason.startswith("node down"):
+        elif state.state == "NODE_FAIL" or (job.stop_reason is None and state.reason in NODE_REASONS):
             await self._wait_node_down_seen(job.node)
             await report.failed(None, self._prefix(job, f"{where}: NODE_FAIL: node {job.node} "
                                                         f"{self.nodes[job.node].describe()}"))

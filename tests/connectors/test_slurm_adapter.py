@@ -184,8 +184,10 @@ def test_admission_refuses_what_cannot_run(tmp_path):
     assert adapter.admit(_command()) is None
     assert "no command" in adapter.admit(_command(command=None))
     assert "not a node of the slurm connector" in adapter.admit(_command("elsewhere-n1"))
-    assert "slurm node n3 is not up (DOWN+NOT_RESPONDING" in adapter.admit(_command("slurm-n3"))
-    assert "slurm node n4 is not up (IDLE+DRAIN: maintenance)" in adapter.admit(_command("slurm-n4"))
+    # a node that is DOWN or drained is no refusal (a refusal would end the task for good):
+    # execute waits for it, or reports the dispatch lost with its node once the DOWN went out
+    assert adapter.admit(_command("slurm-n3")) is None
+    assert adapter.admit(_command("slurm-n4")) is None
     assert "has 2 CPU(s); the task asks 3" in adapter.admit(_command(cpu_milli=2500))
     assert "has 2048 MiB" in adapter.admit(_command(memory_mib=4096))
     assert "0 GPU(s)" in adapter.admit(_command(gpu_devices=[0]))
@@ -302,3 +304,64 @@ def test_command_line_options_build_the_adapter(tmp_path):
     adapter = build_adapter(args)
     assert (adapter.name, adapter.cell, adapter.node_prefix, adapter.poll_interval_s) == ("slurm", "hpc", "hpc-", 0.5)
     assert adapter.env["SLURM_CONF"] == str(tmp_path / "s.conf")
+
+
+def test_a_dispatch_to_a_node_that_is_down_is_lost_with_it_not_submitted(tmp_path):
+    async def run():
+        adapter = _adapter(tmp_path, node_poll_s=0.01)
+        calls = []
+
+        async def call(*argv):
+            calls.append(argv)
+            return 0, "1", ""
+
+        adapter._call = call
+        adapter.observe(list(_nodes("sinfo-node-fail").values()))        # n3 DOWN
+        out: list = []
+
+        async def emit(payload):
+            out.append(payload)
+
+        command = _command("slurm-n3")
+        run = asyncio.ensure_future(adapter.execute(command, TaskReporter(command, lambda: 1, emit)))
+        adapter.heartbeats(1, 1)
+        adapter.heartbeats(2, 2)
+        await asyncio.wait_for(run, 5)
+        return out, calls
+
+    out, calls = asyncio.run(run())
+    assert calls == []                                             # never submitted
+    assert [p["status"] for p in out] == ["FAILED"]
+    assert "went DOWN before its job was submitted" in out[0]["message"]
+
+
+def test_every_dispatch_gets_files_of_its_own(tmp_path):
+    """Dispatch ids hold dots ('<cell>/<ns>.cells/0/18/0:place'): each one's script, output and
+    exit record must still be its own files."""
+    async def run():
+        adapter = _adapter(tmp_path)
+        argvs = []
+
+        async def call(*argv):
+            argvs.append(argv)
+            return 0, f"{len(argvs)}", ""
+
+        adapter._call = call
+        tasks = []
+        for i in range(2):
+            command = _command(dispatch_id=f"c/ns.cells/0/{i}/0:place", task_id=f"t{i}")
+
+            async def emit(payload):
+                pass
+
+            tasks.append(asyncio.ensure_future(adapter.execute(command, TaskReporter(command, lambda: 1, emit))))
+        await asyncio.sleep(0.1)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return argvs
+
+    scripts = [a[-1] for a in asyncio.run(run()) if a[0] == "sbatch"]
+    assert len(set(scripts)) == 2
+    assert all(Path(s).read_text().count("SUANLI_TASK_ID") == 1 for s in scripts)
+    assert sorted(p.name for p in tmp_path.glob("*.sh")) == ["c_ns.cells_0_0_0_place.sh", "c_ns.cells_0_1_0_place.sh"]
