@@ -350,6 +350,7 @@ class JobRunner:
         self.ready_timeout_s = ready_timeout_s
         self._registrations: dict[str, dict[str, Any]] = {}   # node id -> its NodeRegistered (this cell)
         self._dead: dict[str, str] = {}                        # task id -> dead letter reason
+        self._said: dict[str, str] = {}                        # task id -> its connector's last message
         self._watching: set[str] = set()                       # task ids whose records wake the wait
         self._changed: asyncio.Event | None = None
 
@@ -368,6 +369,10 @@ class JobRunner:
                 self._dead.setdefault(about, payload.get("reason") or payload.get("error_kind") or "no reason")
         elif isinstance(payload, dict):
             about = payload.get("task_id") if payload.get("task_id") in self._watching else None
+            if about is not None and kind == "TaskStatusChanged" and payload.get("message"):
+                # the connector's own words (a refusal's reason): the lifecycle view may not
+                # show a refused dispatch's message (its ack status is not matched to the copy)
+                self._said[about] = payload["message"]
         if about is not None and self._changed is not None:
             self._changed.set()
 
@@ -452,15 +457,17 @@ class JobRunner:
         while True:
             view = model.lifecycle.tasks.get(step.task_id)
             status = view.status if view is not None else None
-            now = (status, view.node_id if view else "", view.message if view else "",
+            # a new line when the status, the node or a pending task's reasons change (a message
+            # alone can run ahead of its status: the connector's COMPLETED before the release)
+            now = (status, view.node_id if view else "",
                    tuple(r["reason"] for r in view.reasons) if view and status == "PENDING" else ())
             if status is not None and now != seen:
                 seen = now
                 self.say(f"{where} {status}" + (f" on {view.node_id}" if view.node_id else "")
                          + (f": {view.message}" if view.message else "")
-                         + (f" ({'; '.join(now[3])})" if now[3] else ""))
-            v = verdict(status, view.message if view else "", view.exit_code if view else None,
-                        self._dead.get(step.task_id))
+                         + (f" ({'; '.join(now[2])})" if now[2] else ""))
+            message = (view.message if view else "") or self._said.get(step.task_id, "")
+            v = verdict(status, message, view.exit_code if view else None, self._dead.get(step.task_id))
             if v.done:
                 break
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -480,6 +487,7 @@ class JobRunner:
         if not v.ok:
             if step.task_id in self._dead and status in (None, "SUBMITTED"):
                 self.say(f"{where} dead-lettered: {self._dead[step.task_id]}")
+                status = "DEAD_LETTERED"
             return StepResult(step.name, step.task_id, status or "DEAD_LETTERED", node, v.why,
                               view.exit_code if view else None, seconds, qpu_model=qpu)
         output = str(step.output) if step.output.exists() else ""
@@ -489,7 +497,7 @@ class JobRunner:
                               "needs it", view.exit_code, seconds, qpu_model=qpu)
         self.say(f"{where} output {step.output}" + (f" ({step.output.stat().st_size} bytes)" if output else
                                                     " (none written)") + f"; {seconds:.1f} s")
-        return StepResult(step.name, step.task_id, "COMPLETED", node, view.message, view.exit_code, seconds,
+        return StepResult(step.name, step.task_id, "COMPLETED", node, message, view.exit_code, seconds,
                           output, qpu)
 
     async def _cancel(self, service: Any, step: PlannedStep, reason: str) -> None:
