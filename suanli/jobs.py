@@ -181,7 +181,8 @@ def load_job(doc: Any) -> JobSpec:
     try:
         return JobSpec.model_validate(doc)
     except PydanticValidationError as exc:
-        raise ValidationError(f"invalid job: {format_errors(exc)}") from None
+        # a whole-job check has no field of its own: its message names the step and field
+        raise ValidationError(f"invalid job: {format_errors(exc).replace('(event): ', '')}") from None
 
 
 def is_qpu(spec: TaskSpec) -> bool:
