@@ -414,11 +414,21 @@ async def run_bench(bench: KubeBench, *, direct_baseline: bool = True, direct_ta
             out: dict[str, Any] = {"suanli": await bench.schedule_pods(http)}
             bench.log(f"k8s bench: all bound: {out['suanli']}")
             out["checks"] = await bench.verify(http)
-            # every pod's phase comes back: RUNNING (or COMPLETED for the ones kwok ends)
-            await bench.until("every pod's phase reported to Suanli",
-                              lambda: sum(bench.suanli_statuses().get(s, 0) for s in ("RUNNING", "COMPLETED"))
-                              >= bench.pods, 120)
+            # every pod's phase comes back: RUNNING, and COMPLETED for the ones kwok ends (a run duration)
+            ending = sum(1 for p in pod_mix(bench.pods, bench.pod_ns, "suanli")
+                         if "suanli.io/run-duration" in p["metadata"]["annotations"])
+
+            def reported() -> bool:
+                st = bench.suanli_statuses()
+                return st.get("COMPLETED", 0) >= ending and st.get("RUNNING", 0) + st.get("COMPLETED", 0) >= bench.pods
+
+            await bench.until("every pod's phase reported to Suanli", reported, 120)
             out["suanli_statuses"] = bench.suanli_statuses()
+            out["pods_with_run_duration"] = ending
+            pods, _ = await http.list_all(f"/api/v1/namespaces/{bench.pod_ns}/pods",
+                                          {"labelSelector": "bench=k8s-binding"})
+            out["phases_then"] = {ph: sum(1 for p in pods if p["status"].get("phase") == ph)
+                                  for ph in sorted({p["status"].get("phase") for p in pods})}
             if direct_task:
                 out["direct_task"] = await bench.direct_task(http)
         finally:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import ssl
 import subprocess
 import time
 from dataclasses import dataclass
@@ -227,6 +228,9 @@ def _argv(name: str, paths: K8sPaths, bins: dict[str, Path]) -> list[str]:
                 "--service-account-signing-key-file", str(pki / "sa.key"),
                 "--service-cluster-ip-range", "10.96.0.0/16",
                 "--disable-admission-plugins", "ServiceAccount",
+                # no endpoints for the kubernetes Service: its address would be loopback, which the
+                # reconciler refuses, and nothing in this cluster calls the API through the Service
+                "--endpoint-reconciler-type", "none",
                 "--profiling=false", "--v", "1"]
     if name == "kwok":
         return [str(bins["kwok"]), "--kubeconfig", str(paths.root / "kwok.kubeconfig"), "--config", str(STAGES),
@@ -245,7 +249,7 @@ def _probe(name: str, paths: K8sPaths, token: str) -> bool:
             return r.status_code == 200 and r.json().get("health") == "true"
         if name == "kube-apiserver":
             r = httpx.get(f"{paths.server}/readyz", headers={"Authorization": f"Bearer {token}"},
-                          verify=str(paths.ca), timeout=2)
+                          verify=ssl.create_default_context(cafile=str(paths.ca)), timeout=2)
             return r.status_code == 200
         r = httpx.get(f"http://{HOST}:{paths.kwok_port}/healthz", timeout=2)
         return r.status_code == 200

@@ -2,8 +2,9 @@
 --dry-run=server -f deploy/k8s/`` against the kube-apiserver that deploy/kubernetes.py runs on
 loopback (built by .ci/setup.d/80-kubernetes.sh; the test fails, never skips, when it is missing).
 
-The server's dry run runs every object through defaulting, validation and admission (Pod
-Security "restricted" on the namespace included) without persisting it. It cannot admit
+The server's dry run runs every object through decoding (strict: an unknown field is an
+error), defaulting, validation and admission without persisting it (Pod Security only warns
+about workload templates; it enforces on pods). It cannot admit
 objects into a namespace that does not exist yet, so the Namespace is applied for real first
 (kubectl's own advice). A deliberately broken copy of a manifest must be refused, so the test
 can fail.
@@ -71,9 +72,9 @@ def test_the_workers_read_kafka_and_the_registry_from_the_secret_and_have_probes
     (lambda d: d["spec"]["template"]["spec"]["containers"][0].update(imagePullPolicyy="Always"), "unknown field"),
     # a value the API validation refuses
     (lambda d: d["spec"].update(replicas=-1), "replicas"),
-    # a pod the namespace's Pod Security level (restricted) refuses
+    # a privileged container: this API server does not allow them (--allow-privileged is off)
     (lambda d: d["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(privileged=True),
-     "privileged"),
+     "privileged: Forbidden"),
 ])
 def test_a_broken_manifest_is_refused(apiserver, tmp_path, breakage, refusal):
     ns = kube.kubectl(apiserver, "apply", "-f", str(MANIFESTS / "00-namespace.yaml"))
