@@ -81,6 +81,8 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "prometheus source": (["--node", "n-1=127.0.0.1", "--url", "http://127.0.0.1:{dead}"], STACK, "embedded"),
     "topology path": (["n-1", "zone:z1"], STACK, "embedded"),
     "topology show": ([], STACK, "embedded"),
+    "job run": (["{tmp}/job.yaml"], STACK, "embedded"),
+    "job plan": (["{tmp}/job.yaml"], ANY, "embedded"),
     "sim fault silence": (["--nodes", "1", "--timeout", "2"], STACK, "embedded"),
     "sim fault restore": (["--timeout", "2"], STACK, "embedded"),
     "sim fault status": (["--timeout", "2"], STACK, "embedded"),
