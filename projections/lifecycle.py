@@ -117,11 +117,20 @@ class _Hold:
     dispatch_id: str
 
 
+ACK_STATUS = ":ack:status"      # intake's status made of a connector's DispatchAck (streams/intake.py)
+
+
 def copy_of(status: dict[str, Any], cell: str) -> str | None:
     """The dispatch id a connector status belongs to, when its event id follows the kit's
-    ``{dispatch_id}:{status}`` convention with a dispatch id of ``cell`` (decision ids start
-    with ``cell/``); None otherwise (then only its node says which copy it is)."""
-    head, sep, _ = (status.get("event_id") or "").rpartition(":")
+    ``{dispatch_id}:{status}`` convention, or intake's ``{dispatch_id}:ack:status`` for an
+    acknowledgement (accepted: DISPATCHED; refused: FAILED with the connector's reason), with
+    a dispatch id of ``cell`` (decision ids start with ``cell/``); None otherwise (then only
+    its node says which copy it is)."""
+    event_id = status.get("event_id") or ""
+    if event_id.endswith(ACK_STATUS):
+        head, sep = event_id[: -len(ACK_STATUS)], True
+    else:
+        head, sep, _ = event_id.rpartition(":")
     return head if sep and cell and head.startswith(f"{cell}/") else None
 
 

@@ -232,6 +232,20 @@ def test_a_status_names_its_copy_only_with_a_dispatch_id_of_its_cell():
     assert copy_of({"event_id": f"{did(7)}:running-resync2"}, CELL) == did(7)
     assert copy_of({"event_id": "a-n1-RUNNING-0"}, CELL) is None          # another connector's ids: by node
     assert copy_of({"event_id": "other/x/0/1/0:running"}, CELL) is None
+    assert copy_of({"event_id": f"{did(7)}:ack:status"}, CELL) == did(7)    # intake's, from a DispatchAck
+
+
+@BOTH
+def test_a_refused_dispatch_shows_the_connectors_reason(reader_order):
+    """Intake turns a refused DispatchAck into a FAILED status with event id
+    ``{dispatch_id}:ack:status``; the task shows the connector's reason (it once waited
+    for a placement of that name forever, and the message stayed empty)."""
+    refused = _ev(m.TaskStatusChanged(event_id=f"{did(5)}:ack:status", task_id="t", cell=CELL, node_id="n1",
+                                      status="FAILED", at=6, message="the circuit uses 5 qubits; the QPU has 3"))
+    view = fold([node("n1"), submit("t", "SILVER"), placed("t", "n1", 5), refused,
+                 released("t", "n1", 7, cause="FAILED")], reader_order=reader_order)
+    t = view.tasks["t"]
+    assert t.status == "FAILED" and t.message == "the circuit uses 5 qubits; the QPU has 3"
 
 
 # ------------------------------------------------------------------ queue order
