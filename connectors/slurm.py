@@ -543,9 +543,11 @@ class SlurmCluster(Adapter):
         job = self._jobs[command["dispatch_id"]] = _Job(command, name)
         try:
             if not await self._node_usable(job):
-                where = f"slurm node {name}"
-                await report.failed(None, self._prefix(job, f"{where} went DOWN before its job was submitted "
-                                                            f"({self.nodes[name].describe()})"))
+                if job.stop_reason is not None:
+                    await report.failed(None, f"{stopped_message(job.stop_reason)} (before its job was submitted)")
+                else:
+                    await report.failed(None, f"slurm node {name} went DOWN before its job was submitted "
+                                              f"({self.nodes[name].describe()})")
                 return
             script.write_text(batch_script(command, name, exit_file))
             exit_file.unlink(missing_ok=True)

@@ -16,7 +16,9 @@ process (``python -m suanli.connectors.slurm``). The test then, as an outside au
   node's tasks (TaskLost) and places them again; each must end COMPLETED on another node;
 - waits until every task is released (TaskReleased) and checks that each ended with its
   real exit code (COMPLETED 0, or FAILED with the code its command exits with), reported
-  from the node its last placement chose, with its Slurm job id in the message.
+  from the node its last placement chose, with its Slurm job id in the message;
+- starts the killed slurmd again: Slurm returns the node to service and the connector
+  reports it READY and heartbeats it again.
 
 The figures (wall time, outcomes by exit code, squeue rows checked, time from the kill to
 DOWN, where the lost tasks went) go to ``<home>/reports/slurm-plane.json`` and stdout (``-s``).
@@ -197,6 +199,28 @@ async def _follow(plane: Plane, task_ids: set[str], sampler: SqueueSampler, dead
             "node_events": node_events}
 
 
+async def _node_back(plane: Plane, node_id: str, deadline: float) -> dict[str, Any]:
+    """Read raw.nodes until the connector reports ``node_id`` READY after its DOWN and
+    heartbeats it again (or the deadline)."""
+    ready, beats, down = None, 0, False
+    with RegistryClient(plane.s.registry_url) as registry:
+        async with EventConsumer(plane.s.bootstrap_servers, Codec(registry), [plane.topics.raw_nodes]) as consumer:
+            async for batch in consumer.batches(timeout_ms=250):
+                for r in batch:
+                    p = r.payload or {}
+                    if r.kind == "NodeStatusChanged" and p.get("node_id") == node_id:
+                        if p["status"] == "DOWN":
+                            down, ready = True, None
+                        elif p["status"] == "READY" and down:
+                            ready = time.monotonic()
+                    elif r.kind == "NodeHeartbeat" and ready is not None and \
+                            node_id in [p.get("node_id"), *(p.get("nodes") or [])]:
+                        beats += 1
+                if (ready is not None and beats) or time.monotonic() > deadline:
+                    break
+    return {"ready": ready, "heartbeats_after": beats, "down_seen": down}
+
+
 def _wait_nodes(plane: Plane, count: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     last = None
@@ -288,13 +312,22 @@ def test_200_tasks_run_as_slurm_jobs_and_a_dead_node_s_tasks_run_again_elsewhere
                          and p["task_id"] in released and released[p["task_id"]]["node_id"] == victim]
     assert all(released[p["task_id"]]["node_id"] != victim for p in placed_after_down if p["task_id"] in lost_here)
 
+    # -- the node comes back: its slurmd started again, Slurm returns it to service, the
+    # connector reports it READY and heartbeats it again
+    restarted = time.monotonic()
+    slurm.start_node(stack, kill["node"])
+    back = asyncio.run(_node_back(plane, victim, deadline=restarted + 90))
+    assert back["ready"] is not None, f"node {victim} never reported READY again: {back}"
+    assert back["heartbeats_after"] > 0, back
+    back_after_s = back["ready"] - restarted
+
     figures = {"tasks": TASKS, "wall_s": round(wall_s, 1), "exit_codes": dict(sorted(by_code.items())),
                "completed": by_code.get("0", 0), "failed": TASKS - by_code.get("0", 0),
                "squeue_jobs_seen": len(jobs), "squeue_rows_checked": checked_rows,
                "killed_node": kill["node"], "down_after_kill_s": round(down_after_s, 1),
                "tasks_on_node_at_kill": kill["tasks"], "lost_and_replaced": moved,
                "long_task": kill["long_task"], "long_task_completed_on": moved[kill["long_task"]],
-               "dispatches": len(placed)}
+               "dispatches": len(placed), "ready_after_restart_s": round(back_after_s, 1)}
     report = Path(stack.home) / "reports" / "slurm-plane.json"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(figures, indent=2) + "\n")
