@@ -6,7 +6,7 @@ run (and stopped again then). The plane is the real one in a namespace of its ow
 scheduler and telemetry workers (``deploy/plane.py``) and the slurm connector as its own
 process (``python -m suanli.connectors.slurm``). The test then, as an outside auditor:
 
-- submits 200 tasks (1 CPU, 64 MiB, ``sh -c 'sleep S; exit C'``), four of them long (45 s),
+- submits 200 tasks (1 CPU, 64 MiB, ``sh -c 'sleep S; exit C'``), four of them long (60 s),
   a quarter of the others exiting non-zero (codes 1..7), straight onto the raw tasks topic;
 - samples ``squeue`` every second while they run: every job it lists carries its dispatch
   id (``--comment=suanli:<dispatch id>``), which is the id of the TaskPlaced decision, and
@@ -51,7 +51,7 @@ from suanli.streams.topics import TopicNames, core_topics
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(600)]
 
 PY = sys.executable
-TASKS, LONG, LONG_S = 200, 4, 45
+TASKS, LONG, LONG_S = 200, 4, 60      # long: well past the ~30 s a dead node takes to be DOWN
 RUN_DEADLINE_S = 420
 
 
