@@ -47,8 +47,10 @@ is judged from its ``.exit`` record. Other end states (CANCELLED from outside Su
 TIMEOUT, OUT_OF_MEMORY, BOOT_FAIL, ...) are FAILED with the state and reason.
 
 **A node that dies.** Slurm ends the jobs of a node it marks DOWN as NODE_FAIL (no requeue:
-``--no-requeue`` and the cluster's ``JobRequeue=0``), and pending jobs bound to a DOWN node
-are cancelled by this connector. Such a dispatch reports FAILED ("NODE_FAIL") only after the
+``--no-requeue`` and the cluster's ``JobRequeue=0``). A job whose launch failed on a slurmd
+that no longer answers is requeued by Slurm all the same (RUNNING, COMPLETING, then PENDING
+for the node), and would start there once the node is back: this connector cancels every
+job pending for a node that is DOWN. Such a dispatch reports FAILED ("NODE_FAIL") only after the
 node's DOWN has been handed to the runner and one more heartbeat period has passed, so the
 cell log sees the node DOWN (the task lost, placed again) before the old copy's FAILED, which
 the core then ignores as a stale copy's; a FAILED first would end the task for good.
@@ -670,13 +672,21 @@ class SlurmCluster(Adapter):
     def _node_down(self, name: str) -> None:
         """A node went DOWN: its jobs still PENDING would start there once it is back, after
         Suanli placed them elsewhere; cancel them (their dispatches report NODE_FAIL)."""
-        for job in self._jobs.values():
+        for job in list(self._jobs.values()):
             if job.node == name and job.job_id is not None and (job.state is None or
                                                                 job.state.state in WAITING_STATES):
-                log.warning("slurm %s: cancelling pending job %d: its node %s is DOWN", self.name, job.job_id, name)
-                job.state = JobState(job.job_id, "NODE_FAIL", name, "node down while pending", None)
-                job.changed.set()
-                asyncio.ensure_future(self._call("scancel", str(job.job_id)))
+                self._lost_pending(job)
+
+    def _lost_pending(self, job: _Job) -> None:
+        """Cancel a job that waits for a DOWN node: Slurm would start it once the node is back
+        (it even requeues a job whose launch failed on a dead slurmd, whatever JobRequeue
+        says). Its dispatch reports NODE_FAIL."""
+        assert job.job_id is not None
+        log.warning("slurm %s: cancelling job %d, pending for its node %s, which is DOWN", self.name, job.job_id,
+                    job.node)
+        job.state = JobState(job.job_id, "NODE_FAIL", job.node, "node down while pending", None)
+        job.changed.set()
+        asyncio.ensure_future(self._call("scancel", str(job.job_id)))
 
     async def _poll_jobs(self) -> None:
         while True:
@@ -712,6 +722,8 @@ class SlurmCluster(Adapter):
             if seen != job.state:
                 job.state = seen
                 job.changed.set()
+                if seen.state in WAITING_STATES and self._reported.get(job.node) == "DOWN":
+                    self._lost_pending(job)     # back to PENDING (a failed launch) on a node already DOWN
 
     def _exit_record(self, exit_file: Path) -> int | None:
         try:

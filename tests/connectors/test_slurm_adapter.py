@@ -365,3 +365,37 @@ def test_every_dispatch_gets_files_of_its_own(tmp_path):
     assert len(set(scripts)) == 2
     assert all(Path(s).read_text().count("SUANLI_TASK_ID") == 1 for s in scripts)
     assert sorted(p.name for p in tmp_path.glob("*.sh")) == ["c_ns.cells_0_0_0_place.sh", "c_ns.cells_0_1_0_place.sh"]
+
+
+def test_a_failed_launch_requeued_for_a_down_node_is_cancelled_and_lost_with_it(tmp_path):
+    """Seen on Slurm 22.05: a job launched on a killed slurmd goes RUNNING, COMPLETING, then
+    PENDING for its node (requeued whatever JobRequeue says), and runs there once the slurmd
+    is back. The connector cancels it once the node is DOWN and reports it lost."""
+    async def run():
+        adapter = _adapter(tmp_path, node_fail_report_s=5)
+        calls = []
+
+        async def call(*argv):
+            calls.append(argv)
+            return 0, "", ""
+
+        adapter._call = call
+        out: list = []
+        job = adapter._jobs["d"] = _Job(_command("slurm-n3"), "n3", job_id=805)
+        follow = _follow(adapter, job, tmp_path, out)
+        for state, nodes in (("RUNNING", "n3"), ("COMPLETING", "n3")):
+            adapter.update_jobs({805: JobState(805, state, nodes, "None", 0)})
+            await asyncio.sleep(0.01)
+        adapter.observe(list(_nodes("sinfo-node-fail").values()))      # n3 DOWN, job not yet back
+        adapter.heartbeats(1, 1)
+        adapter.update_jobs({805: JobState(805, "PENDING", "n3", "None", 0)})
+        await asyncio.sleep(0.01)
+        adapter.heartbeats(2, 2)
+        await asyncio.wait_for(follow, 5)
+        await asyncio.sleep(0)
+        return out, calls
+
+    out, calls = asyncio.run(run())
+    assert ("scancel", "805") in calls
+    assert [p["status"] for p in out] == ["RUNNING", "FAILED"]
+    assert "NODE_FAIL" in out[1]["message"]
