@@ -70,7 +70,11 @@ fi
 bin="$cache/$KUBERNETES_VERSION/bin"
 mkdir -p "$bin"
 # -trimpath and -s -w: smaller binaries and a shorter link; nice: the build shares the machine.
-goflags=(-trimpath "-ldflags=-s -w")
+# The -X flags stamp the version that hack/lib/version.sh would (else it reads v0.0.0-master).
+minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+vpkg=k8s.io/component-base/version
+goflags=(-trimpath "-ldflags=-s -w -X $vpkg.gitVersion=$KUBERNETES_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=1970-01-01T00:00:00Z")
+kwok_flags=(-trimpath "-ldflags=-s -w")
 if [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/kubectl" ]; then
   echo "   building kube-apiserver and kubectl $KUBERNETES_VERSION (cold: several minutes)"
   t0=$(date +%s)
@@ -86,7 +90,7 @@ if [ ! -x "$kwok_bin/kwok" ]; then
   echo "   go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   t0=$(date +%s)
   mkdir -p "$kwok_bin"
-  GOBIN="$kwok_bin" nice go install "${goflags[@]}" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  GOBIN="$kwok_bin" nice go install "${kwok_flags[@]}" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   echo "   built kwok in $(( $(date +%s) - t0 )) s"
 fi
-echo "kubernetes: kube-apiserver $("$bin/kube-apiserver" --version | cut -d' ' -f2), kubectl $KUBERNETES_VERSION, kwok $("$kwok_bin/kwok" --version 2>&1 | head -1 | awk '{print $2}'), etcd $(etcd --version | head -1 | awk '{print $3}') ($(( $(date +%s) - started )) s)"
+echo "kubernetes: kube-apiserver $("$bin/kube-apiserver" --version | cut -d' ' -f2), kubectl $KUBERNETES_VERSION, kwok $("$kwok_bin/kwok" --version 2>&1 | head -1 | awk '{print $3}'), etcd $(etcd --version | head -1 | awk '{print $3}') ($(( $(date +%s) - started )) s)"
