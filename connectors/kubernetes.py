@@ -550,13 +550,15 @@ class KubernetesCluster(Adapter):
                  namespace: str = "default", pod_namespace: str | None = None, node_selector: str | None = None,
                  scheduler_name: str = SCHEDULER_NAME, image: str = "busybox:1.36", site: str = "kubernetes",
                  tier: str = "cloud", bootstrap: str | None = None, registry_url: str | None = None,
-                 kafka_namespace: str | None = None, config: KubeConfig | None = None):
+                 kafka_namespace: str | None = None, config: KubeConfig | None = None,
+                 health_file: str | Path | None = None):
         self.name, self.cell = name, cell
         self.config = config or KubeConfig.load(kubeconfig)
         self.namespace, self.pod_namespace = namespace, pod_namespace
         self.node_selector, self.scheduler_name, self.image = node_selector, scheduler_name, image
         self.site, self.tier = site, tier
         self.bootstrap, self.registry_url, self.kafka_namespace = bootstrap, registry_url, kafka_namespace
+        self.health_file = Path(health_file) if health_file else None
         self.client = KubeClient(self.config)
         self.stats = KubeStats()
         self.nodes: dict[str, dict[str, Any]] = {}          # node name -> its NodeRegistered payload
@@ -613,6 +615,8 @@ class KubernetesCluster(Adapter):
 
     # -- monitoring: heartbeats of the Ready nodes, no metrics ---------------------------------
     def heartbeats(self, at: int, seq: int) -> list[tuple[str, dict[str, Any]]]:
+        if self.health_file is not None:        # a liveness signal for a probe (deploy/k8s/60-k8s-connector.yaml)
+            self.health_file.touch()
         return [("NodeHeartbeat", {"event_id": f"{self.name}/{n}/hb/{seq}", "node_id": n, "cell": self.cell,
                                    "seq": seq, "at": at}) for n in sorted(self.ready_nodes) if n in self.nodes]
 
@@ -878,6 +882,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", default="busybox:1.36", help="image of the pods it creates for Suanli's own tasks")
     parser.add_argument("--site", default="kubernetes", help="site (and default region and zone) of the nodes")
     parser.add_argument("--tier", default="cloud", choices=("cloud", "edge", "onprem"))
+    parser.add_argument("--health-file", default=None,
+                        help="touch this file at every heartbeat (a liveness signal for a probe)")
 
 
 def build_adapter(args: argparse.Namespace) -> KubernetesCluster:
@@ -885,7 +891,7 @@ def build_adapter(args: argparse.Namespace) -> KubernetesCluster:
     return KubernetesCluster(kubeconfig=args.kubeconfig, cell=args.cell, name=getattr(args, "name", None) or "k8s",
                              namespace=args.namespace, pod_namespace=args.pod_namespace,
                              node_selector=args.node_selector, scheduler_name=args.scheduler_name, image=args.image,
-                             site=args.site, tier=args.tier)
+                             site=args.site, tier=args.tier, health_file=args.health_file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

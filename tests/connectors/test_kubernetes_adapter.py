@@ -191,3 +191,20 @@ def test_kubeconfig_with_a_token_and_a_relative_ca(tmp_path):
     (tmp_path / "bad").write_text("current-context: nope\n")
     with pytest.raises(ConnectorError, match="kubeconfig"):
         k.KubeConfig.load(tmp_path / "bad")
+
+
+def test_heartbeats_only_for_ready_nodes_and_the_health_file(tmp_path):
+    health = tmp_path / "healthy"
+    adapter = k.KubernetesCluster(config=k.KubeConfig("https://127.0.0.1:1", "t", False), cell="c",
+                                  health_file=health)
+    ready, not_ready = node("a"), node("b")
+    not_ready["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert adapter._node_seen(ready, 1) is not None and adapter._node_seen(not_ready, 1) is not None
+    assert adapter._node_seen(ready, 2) is None            # unchanged: no second registration
+    beats = adapter.heartbeats(5000, 7)
+    assert [p["node_id"] for _kind, p in beats] == ["a"]
+    assert beats[0][1]["event_id"] == "k8s/a/hb/7" and health.exists()
+    assert adapter.metrics(5000, 7) == []
+    assert adapter.admit({"node_id": "zz", "task_id": "t"}).startswith("node zz is not a node")
+    assert adapter.admit({"node_id": "a", "task_id": "t", "gpu_devices": [0], "gpu_milli": 500}).startswith("a GPU share")
+    assert adapter.admit({"node_id": "a", "task_id": "t", "gpu_devices": [0], "gpu_milli": 1000}) is None

@@ -46,7 +46,7 @@ def test_every_manifest_passes_the_api_servers_dry_run(apiserver):
     assert all("(server dry run)" in line for line in run.stdout.splitlines() if line.strip()), run.stdout
     wanted = {"deployment.apps/suanli-intake", "statefulset.apps/suanli-scheduler", "deployment.apps/suanli-telemetry",
               "deployment.apps/suanli-api", "poddisruptionbudget.policy/suanli-scheduler", "configmap/suanli-config",
-              "secret/suanli-endpoints"}
+              "secret/suanli-endpoints", "clusterrole.rbac.authorization.k8s.io/suanli-k8s-connector"}
     assert wanted <= applied, sorted(applied)
 
 
@@ -54,7 +54,7 @@ def test_the_workers_read_kafka_and_the_registry_from_the_secret_and_have_probes
     docs = [d for f in sorted(MANIFESTS.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
     workloads = [d for d in docs if d["kind"] in ("Deployment", "StatefulSet")]
     assert {d["metadata"]["name"] for d in workloads} == {"suanli-intake", "suanli-scheduler", "suanli-telemetry",
-                                                          "suanli-api"}
+                                                          "suanli-api", "suanli-k8s-connector"}
     for d in workloads:
         for c in d["spec"]["template"]["spec"]["containers"]:
             assert {"secretRef": {"name": "suanli-endpoints"}} in c["envFrom"], d["metadata"]["name"]
