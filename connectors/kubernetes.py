@@ -234,6 +234,14 @@ def task_id_of(pod: dict[str, Any]) -> str:
     return (meta.get("annotations") or {}).get(ANNOTATION_TASK) or f"{TASK_PREFIX}{meta['uid']}"
 
 
+_POD_TASK = re.compile(rf"^{TASK_PREFIX}[0-9a-f]{{8}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[0-9a-f]{{12}}$")
+
+
+def is_pod_task(task_id: str) -> bool:
+    """Whether a task id is a pod's (``k8s-<uid>``, the uid a UUID as the API server makes them)."""
+    return _POD_TASK.match(task_id) is not None
+
+
 def pod_requests(pod: dict[str, Any]) -> dict[str, Decimal]:
     """The pod's effective requests: the sum over its containers, or per resource the largest
     init container's when larger (Kubernetes' rule; overhead added). A container with a limit but
@@ -520,6 +528,7 @@ class _Tracked:
     deleted: bool = False
     submitted: bool = False
     stop_reason: str | None = None
+    following: bool = False                 # a dispatch's execute reports its phase
 
 
 @dataclass
@@ -686,7 +695,19 @@ class KubernetesCluster(Adapter):
         return obj["metadata"].get("resourceVersion", version)
 
     def _pods_path(self) -> str:
-        return f"/api/v1/namespaces/{self.pod_namespace}/pods" if self.pod_namespace else "/api/v1/pods"
+        # one namespace when the pods it schedules and the ones it creates share it; else all
+        # (filtered in _on_pods): the pods it creates must be watched too, to report their phase
+        if self.pod_namespace and self.pod_namespace == self.namespace:
+            return f"/api/v1/namespaces/{self.pod_namespace}/pods"
+        return "/api/v1/pods"
+
+    def _ours(self, pod: dict[str, Any]) -> bool:
+        """Whether a watched pod concerns this connector: one it may schedule (its namespace
+        filter) or one it created (its namespace, our label)."""
+        meta = pod["metadata"]
+        if (meta.get("labels") or {}).get("app.kubernetes.io/managed-by") == MANAGED_BY:
+            return meta.get("namespace") == self.namespace
+        return self.pod_namespace is None or meta.get("namespace") == self.pod_namespace
 
     async def _watch_pods(self) -> None:
         params = {"fieldSelector": f"spec.schedulerName={self.scheduler_name}"}
@@ -715,6 +736,8 @@ class KubernetesCluster(Adapter):
         """Track pods; submit the new ones Suanli should place, cancel the ones deleted unbound."""
         sends = []
         for kind, pod in events:
+            if not self._ours(pod):
+                continue
             task_id = task_id_of(pod)
             tracked = self.tracked.get(task_id)
             if tracked is None:
@@ -722,6 +745,8 @@ class KubernetesCluster(Adapter):
             tracked.pod = pod
             if kind == "DELETED":
                 tracked.deleted = True
+                if not tracked.following:       # forget it (a dispatch following it forgets it when it ends)
+                    self.tracked.pop(task_id, None)
                 if tracked.submitted and not (pod.get("spec") or {}).get("nodeName"):
                     self.stats.pods_cancelled += 1
                     sends.append(await self._publish("TaskCancelled", {
@@ -750,7 +775,7 @@ class KubernetesCluster(Adapter):
         if command["node_id"] not in self.nodes:
             return f"node {command['node_id']} is not a node of Kubernetes connector {self.name}"
         tracked = self.tracked.get(command["task_id"])
-        if command["task_id"].startswith(TASK_PREFIX) and tracked is None and self.synced.is_set():
+        if is_pod_task(command["task_id"]) and tracked is None and self.synced.is_set():
             return f"no pod for task {command['task_id']} (deleted)"
         if tracked is not None and tracked.deleted:
             return f"the pod of task {command['task_id']} was deleted"
@@ -761,7 +786,7 @@ class KubernetesCluster(Adapter):
 
     async def execute(self, command: dict[str, Any], report: TaskReporter) -> None:
         task_id = command["task_id"]
-        if task_id.startswith(TASK_PREFIX) and task_id not in self.tracked:
+        if is_pod_task(task_id) and task_id not in self.tracked:
             await asyncio.wait_for(self.synced.wait(), 120)     # a dispatch read before the first pod list
         tracked = self.tracked.get(task_id)
         if tracked is None:
@@ -819,6 +844,15 @@ class KubernetesCluster(Adapter):
 
     async def _follow(self, command: dict[str, Any], tracked: _Tracked, report: TaskReporter) -> None:
         """Report the pod's phase until it ends (or is deleted)."""
+        tracked.following = True
+        try:
+            await self._report_phases(command, tracked, report)
+        finally:
+            tracked.following = False
+            if tracked.deleted:
+                self.tracked.pop(command["task_id"], None)
+
+    async def _report_phases(self, command: dict[str, Any], tracked: _Tracked, report: TaskReporter) -> None:
         while True:
             tracked.changed.clear()
             pod, phase = tracked.pod, (tracked.pod.get("status") or {}).get("phase")

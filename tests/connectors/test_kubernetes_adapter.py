@@ -208,3 +208,9 @@ def test_heartbeats_only_for_ready_nodes_and_the_health_file(tmp_path):
     assert adapter.admit({"node_id": "zz", "task_id": "t"}).startswith("node zz is not a node")
     assert adapter.admit({"node_id": "a", "task_id": "t", "gpu_devices": [0], "gpu_milli": 500}).startswith("a GPU share")
     assert adapter.admit({"node_id": "a", "task_id": "t", "gpu_devices": [0], "gpu_milli": 1000}) is None
+
+
+def test_pod_task_ids_are_told_from_suanlis_own():
+    assert k.is_pod_task("k8s-0f8fad5b-d9cb-469f-a165-70867728950e")
+    assert not k.is_pod_task("k8s-my-training-job")
+    assert not k.is_pod_task("train-42")
