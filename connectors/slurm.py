@@ -37,12 +37,13 @@ word splitting: every word is quoted) through ``env NAME=VALUE ...`` with the ta
 and ``SUANLI_TASK_ID``, ``SUANLI_DISPATCH_ID``, ``SUANLI_CPU_MILLI``, ``SUANLI_MEMORY_MIB``,
 ``SUANLI_SLURM_NODE`` (the job also inherits the connector's environment: sbatch's default
 ``--export=ALL``), then writes its exit code to ``<dispatch>.exit`` (atomically) and exits
-with it. A job poller reads ``squeue -h -t all -O JobID,State,NodeList,Reason,exit_code``
+with it (the script itself only traps SIGTERM, so the command decides what a stop means). A job poller reads ``squeue -h -t all -O JobID,State,NodeList,Reason,exit_code``
 (one call for every job, every ``poll_interval_s``). The task's statuses: RUNNING "slurm job
 42 on n2" once Slurm runs it (a job that ends between two polls still reports RUNNING first,
 so the job id is always in the task's status), then COMPLETED (exit 0) or FAILED with the
-real exit code ("slurm job 42 on n2: exited with code 3; output: ..."); a job killed by a
-signal has the negative signal number. A job slurmctld has already forgotten (``MinJobAge``)
+real exit code ("slurm job 42 on n2: exited with code 3; output: ..."); a command killed by
+signal N exits 128+N as the batch shell reports it (the shell cannot tell it from exit(128+N)),
+and a job whose batch shell itself was killed (SIGKILL after ``KillWait``) has -N. A job slurmctld has already forgotten (``MinJobAge``)
 is judged from its ``.exit`` record. Other end states (CANCELLED from outside Suanli,
 TIMEOUT, OUT_OF_MEMORY, BOOT_FAIL, ...) are FAILED with the state and reason.
 
@@ -287,6 +288,10 @@ def batch_script(command: Mapping[str, Any], slurm_node: str, exit_file: Path) -
     return "\n".join([
         "#!/bin/sh",
         f"# suanli: task {command['task_id']}, dispatch {command['dispatch_id']}, node {command['node_id']}",
+        # scancel --signal=TERM --full signals every process of the job: the command decides
+        # what SIGTERM means, this shell only waits and records (a trap, not an ignore: the
+        # command must not inherit an ignored SIGTERM)
+        "trap ':' TERM INT",
         f"env {assignments} {argv}",
         "code=$?",
         f"printf '%s\\n' \"$code\" > {shlex.quote(str(tmp))} && mv -f {shlex.quote(str(tmp))} "

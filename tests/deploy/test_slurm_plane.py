@@ -343,3 +343,69 @@ def test_200_tasks_run_as_slurm_jobs_and_a_dead_node_s_tasks_run_again_elsewhere
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))
+
+
+def test_stop_and_cancellation_reach_the_real_slurm_job(cluster, tmp_path):
+    """The adapter alone (no Kafka) on the real cluster: a StopCommand's grace is SIGTERM then
+    scancel; a job that obeys SIGTERM by exiting 0 completes; a cancelled execute (the
+    connector stopping) scancels its job."""
+    from suanli.connectors.kit import TaskReporter
+    from suanli.connectors.slurm import SlurmCluster
+
+    stack, _killed = cluster
+
+    async def run() -> dict[str, list[dict]]:
+        adapter = SlurmCluster(cell="stop-test", name="slurmstop", run_dir=tmp_path, poll_interval_s=0.5,
+                               node_poll_s=1.0)
+        adapter.discover()
+        out: dict[str, list[dict]] = {}
+
+        def start(task: str, argv: list[str], node: str = "slurmstop-n2") -> asyncio.Task:
+            command = {"dispatch_id": f"{task}:d", "task_id": task, "cell": "stop-test", "node_id": node,
+                       "connector": "slurmstop", "cpu_milli": 1000, "memory_mib": 64, "gpu_devices": [],
+                       "gpu_milli": 0, "command": argv, "env": {}}
+            assert adapter.admit(command) is None
+
+            async def emit(payload):
+                out.setdefault(task, []).append(payload)
+
+            return asyncio.create_task(adapter.execute(command, TaskReporter(command, adapter.now_ms, emit)))
+
+        async def running(task: str) -> None:
+            while not any(p["status"] == "RUNNING" for p in out.get(task, [])):
+                await asyncio.sleep(0.1)
+
+        try:
+            stubborn = start("stubborn", ["sleep", "120"])
+            polite = start("polite", ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.1; done"], "slurmstop-n3")
+            doomed = start("doomed", ["sleep", "120"], "slurmstop-n4")
+            await asyncio.wait_for(asyncio.gather(running("stubborn"), running("polite"), running("doomed")), 60)
+            t0 = time.monotonic()
+            assert await adapter.stop("stubborn", "slurmstop-n2", "preempted", grace_ms=1000)
+            assert await adapter.stop("polite", "slurmstop-n3", "moved", grace_ms=10_000)
+            await asyncio.wait_for(asyncio.gather(stubborn, polite), 60)
+            out["_stop_s"] = [{"seconds": time.monotonic() - t0}]
+            job_id = int(out["doomed"][0]["message"].split()[2])
+            doomed.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await doomed
+            out["_doomed_job"] = [{"job_id": job_id}]
+        finally:
+            await adapter.aclose()
+        return out
+
+    out = asyncio.run(run())
+    stubborn = out["stubborn"][-1]
+    assert stubborn["status"] == "FAILED" and stubborn["message"].startswith("stopped by the scheduler: preempted;")
+    assert stubborn["exit_code"] == 128 + 15, stubborn      # sleep killed by SIGTERM, as sh reports it
+    assert out["polite"][-1]["status"] == "COMPLETED", [p["message"] for p in out["polite"]]
+    assert out["_stop_s"][0]["seconds"] < 30
+    job_id = out["_doomed_job"][0]["job_id"]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        state = subprocess.run(["squeue", "-h", "-t", "all", "-j", str(job_id), "-o", "%T"], capture_output=True,
+                               text=True, env=slurm.client_env(stack), timeout=30).stdout.strip()
+        if state == "CANCELLED":
+            break
+        time.sleep(0.2)
+    assert state == "CANCELLED", state
