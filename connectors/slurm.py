@@ -30,7 +30,8 @@ metrics period) carry Slurm's allocation (``alloc_cpus / cpus`` as ``cpu_util``,
 
 **Dispatch** (:func:`sbatch_argv`, :func:`batch_script`): each DispatchCommand is one batch
 job, ``sbatch --parsable --no-requeue --nodelist=<node> --nodes=1 --ntasks=1
---cpus-per-task=ceil(cpu_milli/1000) --mem=<memory_mib> [--gres=gpu:<n>] --job-name=<task>
+--cpus-per-task=ceil(cpu_milli/1000) --mem=<memory_mib> [--gres=gpu:<n>,fpga:u250:1,...]
+--job-name=<task>
 --partition=<node's partition> --chdir=<run dir> --output=<run dir>/<dispatch>.out
 --comment=suanli:<dispatch>`` of a generated script that runs the command's argv (no shell
 word splitting: every word is quoted) through ``env NAME=VALUE ...`` with the task's ``env``
@@ -62,14 +63,18 @@ then after the grace (the StopCommand's ``grace_ms``, else ``kill_grace_s``) ``s
 slurm job N cancelled", or COMPLETED if it exited 0 within the grace. A connector that stops
 cancels its jobs (the kit's contract: the work stops with it).
 
-**Admission** refuses a command without ``command``, a node that is not this cluster's or is
-not up in Slurm, more CPUs, memory or GPUs than the node has, an environment no process can
+**Admission** refuses a command without ``command``, a node that is not this cluster's, more
+CPUs, memory, GPUs or accelerators of a kind and model than the node has, an environment no process can
 have, and an argv whose first word holds '=' (``env`` would take it for a variable).
 
 Limits: Slurm allocates whole CPUs, so a fractional CPU request takes a whole one and a node
 may queue (PENDING) work the core thought fits; nodes added to Slurm after the connector
 started are not registered until it restarts; usage (CPU seconds, RSS) is not measured
 (no accounting database).
+
+GRES: a task's GPUs are ``--gres=gpu:<count>``; each non-GPU accelerator the core assigned
+(``DispatchCommand.accelerators``: the node's registered entry, whose ``attributes['gres']``
+is the Slurm GRES it came from) is ``<name>:<type>:<count>``, e.g. ``fpga:u250:1``.
 """
 from __future__ import annotations
 
@@ -311,11 +316,27 @@ def sbatch_argv(command: Mapping[str, Any], node: SlurmNode, script: Path, outpu
             f"--comment=suanli:{command['dispatch_id']}"]
     if node.partitions:
         argv.append(f"--partition={node.partitions[0]}")
-    gpus = len(command.get("gpu_devices") or [])
-    if gpus:
-        argv.append(f"--gres=gpu:{gpus}")
+    gres = command_gres(command)
+    if gres:
+        argv.append(f"--gres={','.join(gres)}")
     argv.append(str(script))
     return argv
+
+
+def command_gres(command: Mapping[str, Any]) -> list[str]:
+    """The GRES a DispatchCommand takes: ``gpu:N`` for its GPU devices, and for each of its
+    non-GPU accelerators (the node's registered entry: its ``attributes['gres']`` names the
+    Slurm GRES it came from) ``<name>:<type>:<count>``."""
+    out = []
+    gpus = len(command.get("gpu_devices") or [])
+    if gpus:
+        out.append(f"gpu:{gpus}")
+    for acc in command.get("accelerators") or []:
+        spec = str((acc.get("attributes") or {}).get("gres") or "")
+        name = spec.split(":", 1)[0] if spec else str(acc["kind"]).lower()
+        model = str(acc.get("model") or "")
+        out.append(f"{name}:{model}:{acc['count']}" if model and model != name else f"{name}:{acc['count']}")
+    return out
 
 
 # ---- the adapter -------------------------------------------------------------------------
@@ -539,6 +560,13 @@ class SlurmCluster(Adapter):
         gpus = len(command.get("gpu_devices") or [])
         if gpus > gpu_count(node.gres):
             return f"slurm node {name} has {gpu_count(node.gres)} GPU(s) in its GRES; the task asks {gpus}"
+        have: dict[tuple[str, str], int] = {}
+        for acc in parse_gres(node.gres):
+            have[(acc["kind"], acc["model"])] = have.get((acc["kind"], acc["model"]), 0) + acc["count"]
+        for acc in command.get("accelerators") or []:
+            if acc["count"] > have.get((acc["kind"], acc["model"]), 0):
+                return (f"slurm node {name} has {have.get((acc['kind'], acc['model']), 0)} {acc['kind']} "
+                        f"{acc['model']!r} in its GRES ({node.gres or 'none'}); the task asks {acc['count']}")
         return env_problem(command.get("env") or {})
 
     async def execute(self, command: dict[str, Any], report: TaskReporter) -> None:

@@ -24,8 +24,9 @@ slurmd registers), ``SlurmdTimeout`` 5 s (a killed slurmd's node is DOWN in abou
 ``MinJobAge`` 600 s (finished jobs stay visible to ``squeue`` that long; the connector's
 completion records outlive that). Each node has ``cpus`` CPUs (default 2; four nodes
 oversubscribe a 2-core machine, which is fine for short jobs) and ``memory_mib`` MiB (default
-2048); ``gres`` gives chosen nodes generic resources, e.g. ``{"n4": "gpu:sim:2"}`` (count-only
-devices: nothing is bound, so they show accelerators without hardware).
+2048); ``gres`` gives chosen nodes generic resources, by default ``{"n4": "fpga:u250:1"}``:
+count-only devices, nothing is bound, so they show accelerators without hardware (Slurm's
+``gpu`` GRES needs device files: a count-only ``gpu`` drains its node here).
 
 Ready means ``sinfo`` answers and every node is responding and not DOWN (IDLE, MIXED,
 ALLOCATED...). ``up`` is idempotent: running daemons are kept. ``down`` cancels the
@@ -74,7 +75,8 @@ class ClusterSpec:
     port: int = field(default_factory=default_port)
     slurmd_timeout_s: int = 5
     min_job_age_s: int = 600
-    gres: Mapping[str, str] = field(default_factory=dict)     # node name -> "gpu:sim:2,..."
+    # node name -> GRES ("fpga:u250:1,..."): by default n4 holds one FPGA, so accelerators show
+    gres: Mapping[str, str] = field(default_factory=lambda: {"n4": "fpga:u250:1"})
 
     @property
     def names(self) -> list[str]:
@@ -451,7 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("--cpus", type=int, default=2, help="CPUs per node")
     start.add_argument("--memory-mib", type=int, default=2048, help="memory per node, MiB")
     start.add_argument("--gres", action="append", default=[], metavar="NODE=GRES",
-                       help="generic resources of a node, e.g. n4=gpu:sim:2 (repeatable)")
+                       help="generic resources of a node, e.g. n4=fpga:u250:1 (repeatable; default: that one; "
+                            "'none': no GRES)")
     sub.add_parser("down", help="cancel the jobs, stop every daemon")
     sub.add_parser("status", help="the daemons and node states")
     kill = sub.add_parser("kill-node", help="SIGKILL a node's slurmd (failure injection)")
@@ -462,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings()
     try:
         if args.action == "up":
-            gres = dict(item.split("=", 1) for item in args.gres)
+            gres = (ClusterSpec().gres if not args.gres else
+                    {} if args.gres == ["none"] else dict(item.split("=", 1) for item in args.gres))
             up(settings, ClusterSpec(nodes=args.nodes, cpus=args.cpus, memory_mib=args.memory_mib, gres=gres))
         elif args.action == "down":
             down(settings)

@@ -399,3 +399,19 @@ def test_a_failed_launch_requeued_for_a_down_node_is_cancelled_and_lost_with_it(
     assert ("scancel", "805") in calls
     assert [p["status"] for p in out] == ["RUNNING", "FAILED"]
     assert "NODE_FAIL" in out[1]["message"]
+
+
+def test_accelerators_the_core_assigned_become_gres_and_are_admitted_only_where_they_are(tmp_path):
+    from suanli.connectors.slurm import command_gres
+
+    fpga = {"kind": "FPGA", "model": "u250", "count": 1, "memory_mib": 0, "attributes": {"gres": "fpga:u250:1"}}
+    command = _command("slurm-n4", accelerators=[fpga], gpu_devices=[0, 1])
+    assert command_gres(command) == ["gpu:2", "fpga:u250:1"]
+    assert command_gres(_command(accelerators=[{**fpga, "model": "fpga", "attributes": {}}])) == ["fpga:1"]
+    argv = sbatch_argv(_command("slurm-n4", accelerators=[fpga]), _nodes("sinfo-idle")["n4"], tmp_path / "s",
+                       tmp_path / "o", tmp_path)
+    assert "--gres=fpga:u250:1" in argv
+    adapter = _adapter(tmp_path)
+    assert adapter.admit(_command("slurm-n4", accelerators=[fpga])) is None
+    assert "has 0 FPGA 'u250'" in adapter.admit(_command("slurm-n1", accelerators=[fpga]))
+    assert "the task asks 2" in adapter.admit(_command("slurm-n4", accelerators=[{**fpga, "count": 2}]))

@@ -8,7 +8,7 @@ from suanli.deploy.slurm import ClusterSpec, SlurmPaths, config_text, gres_text,
 
 def test_slurm_conf_names_this_host_loopback_and_a_port_per_slurmd(tmp_path):
     paths = SlurmPaths(tmp_path / "slurm")
-    text = config_text(paths, ClusterSpec(nodes=4, cpus=2, memory_mib=2048, port=16817), hostname="box-7")
+    text = config_text(paths, ClusterSpec(nodes=4, cpus=2, memory_mib=2048, port=16817, gres={}), hostname="box-7")
     lines = text.splitlines()
     assert "SlurmctldHost=box-7(127.0.0.1)" in lines and "SlurmctldPort=16817" in lines
     nodes = [line for line in lines if line.startswith("NodeName=")]

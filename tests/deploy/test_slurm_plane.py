@@ -1,7 +1,7 @@
 """Real work through Suanli onto a real Slurm cluster (issue 19, the Slurm acceptance checks).
 
 The cluster is ``deploy/slurm.py``'s: Debian's Slurm 22.05 and MUNGE, slurmctld and four
-slurmd (n1..n4, 2 CPUs and 2 GiB each) on 127.0.0.1, started by this module if it does not
+slurmd (n1..n4, 2 CPUs and 2 GiB each, n4 with an FPGA as count-only GRES) on 127.0.0.1, started by this module if it does not
 run (and stopped again then). The plane is the real one in a namespace of its own: intake,
 scheduler and telemetry workers (``deploy/plane.py``) and the slurm connector as its own
 process (``python -m suanli.connectors.slurm``). The test then, as an outside auditor:
@@ -21,7 +21,9 @@ process (``python -m suanli.connectors.slurm``). The test then, as an outside au
   real exit code (COMPLETED 0, or FAILED with the code its command exits with), reported
   from the node its last placement chose, with its Slurm job id in the message;
 - starts the killed slurmd again: Slurm returns the node to service and the connector
-  reports it READY and heartbeats it again.
+  reports it READY and heartbeats it again;
+- submits two tasks asking an FPGA (n4's GRES ``fpga:u250:1``, registered as an FPGA
+  accelerator): they complete on n4, as Slurm jobs holding ``gres:fpga:u250:1``.
 
 The figures (wall time, outcomes by exit code, squeue rows checked, time from the kill to
 DOWN, where the lost tasks went) go to ``<home>/reports/slurm-plane.json`` and stdout (``-s``).
@@ -74,6 +76,10 @@ def task_doc(i: int, cell: str, run: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def cluster(stack):
     started = slurm.up(stack, timeout=180)
+    gres = (slurm.node_states(stack) or {}).get("n4", {}).get("gres", "")
+    if "fpga" not in gres:
+        pytest.fail(f"the running Slurm cluster's n4 has GRES {gres!r}, not the default fpga:u250:1: restart it "
+                    "(`python -m suanli.deploy.slurm down; python -m suanli.deploy.slurm up`)")
     killed: list[str] = []
     yield stack, killed
     if started["started"].get("slurmctld"):
@@ -329,6 +335,24 @@ def test_200_tasks_run_as_slurm_jobs_and_a_dead_node_s_tasks_run_again_elsewhere
     assert back["heartbeats_after"] > 0, back
     back_after_s = back["ready"] - restarted
 
+    # -- accelerators: tasks asking the FPGA that n4's GRES holds run there, as jobs holding that GRES
+    fpga = [{**task_doc(TASKS + k, plane.cell, run), "id": f"sl-{run}-fpga-{k}",
+             "command": ["sh", "-c", "sleep 1; exit 0"],
+             "resources": {"cpu": 1, "memory": "64Mi", "accelerators": [{"kind": "FPGA", "model": "u250", "count": 1}]}}
+            for k in range(2)]
+    fpga_began = time.monotonic()
+    asyncio.run(_publish(plane.s, fpga))
+    fpga_seen = asyncio.run(_follow(plane, {d["id"] for d in fpga}, sampler, fpga_began + 120))
+    for d in fpga:
+        final = fpga_seen["released"].get(d["id"])
+        assert final is not None and (final["cause"], final["node_id"]) == ("COMPLETED", "slurm-n4"), \
+            (d["id"], final, fpga_seen["statuses"].get(d["id"]))
+    listed = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%j|%N|%b|%T"], capture_output=True, text=True,
+                            env=slurm.client_env(stack), timeout=30).stdout.splitlines()
+    fpga_jobs = [line for line in listed if line.split("|")[0] in {d["id"] for d in fpga}]
+    assert len(fpga_jobs) == 2 and all(line.split("|")[1] == "n4" and "fpga:u250:1" in line.split("|")[2]
+                                       for line in fpga_jobs), fpga_jobs
+
     figures = {"tasks": TASKS, "wall_s": round(wall_s, 1), "exit_codes": dict(sorted(by_code.items())),
                "completed": by_code.get("0", 0), "failed": TASKS - by_code.get("0", 0),
                "squeue_jobs_seen": len(jobs), "squeue_rows_checked": checked_rows,
@@ -338,7 +362,8 @@ def test_200_tasks_run_as_slurm_jobs_and_a_dead_node_s_tasks_run_again_elsewhere
                                                          for x in statuses[t] if x["node_id"] == victim]
                                                      for t in sorted(lost_here)},
                "long_task": kill["long_task"], "long_task_completed_on": moved[kill["long_task"]],
-               "dispatches": len(placed), "placed_on_dead_node_in_window": window, "ready_after_restart_s": round(back_after_s, 1)}
+               "dispatches": len(placed), "placed_on_dead_node_in_window": window, "ready_after_restart_s": round(back_after_s, 1),
+               "fpga_jobs": fpga_jobs}
     report = Path(stack.home) / "reports" / "slurm-plane.json"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(figures, indent=2) + "\n")
