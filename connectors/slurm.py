@@ -670,14 +670,14 @@ class SlurmCluster(Adapter):
         code = exit_code_of(state.exit_status)
         if state.state == "COMPLETED" and (code in (0, None)):
             await report.completed(None, f"{where}: {exit_message(0)}")
-        elif state.state == "FAILED" and job.stop_reason is None:
-            if code is None:
-                code = self._exit_record(exit_file)
-            await report.failed(code, f"{where}: {exit_message(code, tail)}")
         elif state.state == "NODE_FAIL" or (job.stop_reason is None and state.reason in NODE_REASONS):
             await self._wait_node_down_seen(job.node)
             await report.failed(None, self._prefix(job, f"{where}: NODE_FAIL: node {job.node} "
                                                         f"{self.nodes[job.node].describe()}"))
+        elif state.state == "FAILED" and job.stop_reason is None:
+            if code is None:
+                code = self._exit_record(exit_file)
+            await report.failed(code, f"{where}: {exit_message(code, tail)}")
         elif job.stop_reason is not None:
             await report.failed(code, f"{stopped_message(job.stop_reason)}; {where} {state.state.lower()} "
                                       f"({exit_message(code)})")
