@@ -1,4 +1,4 @@
-"""Start a built-in connector: ``python -m suanli.connectors sim|local|k8s|quantum|... [options]``.
+"""Start a built-in connector: ``python -m suanli.connectors sim|local|k8s|quantum|slurm [options]``.
 
 ``build_adapter(kind, **options)`` makes the adapter; ``run_connector(adapter, ...)`` runs it
 until cancelled; ``main(argv)`` is the command line (one start line on stdout, logs on
@@ -28,6 +28,7 @@ from suanli.errors import ConnectorError, SuanliError
 EXTERNAL: dict[str, tuple[str, str]] = {
     "k8s": ("suanli.connectors.kubernetes", "a Kubernetes API server: its nodes, and pods with schedulerName suanli"),
     "quantum": ("suanli.connectors.quantum", "QPU nodes backed by qiskit-aer simulators, running OpenQASM circuits"),
+    "slurm": ("suanli.connectors.slurm", "a Slurm cluster: sinfo nodes, tasks as sbatch jobs, scancel to stop"),
 }
 KINDS = ("sim", "local", *EXTERNAL)
 
