@@ -58,7 +58,6 @@ import logging
 import os
 import platform
 import re
-import signal
 import socket
 import sys
 import time
@@ -69,7 +68,7 @@ from typing import Any, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError as PydanticValidationError, field_validator
 
 from suanli.connectors.kit import Adapter, TaskReporter, stopped_message
-from suanli.errors import ConnectorError, SuanliError, ValidationError
+from suanli.errors import ConnectorError, ValidationError
 
 log = logging.getLogger("suanli.connectors.quantum")
 
@@ -568,47 +567,12 @@ def build_adapter(args: argparse.Namespace) -> QuantumAdapter:
                           with_attributes=not args.no_attributes)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m suanli.connectors.quantum",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--name", default="quantum", help="connector name (dispatch topic suffix)")
-    parser.add_argument("--interval", type=float, default=15.0, help="seconds between metrics samples (0: off)")
-    parser.add_argument("--heartbeat", type=float, default=5.0, help="seconds between heartbeats (0: off)")
-    parser.add_argument("--partitions", type=int, help="partitions for topics it creates (default: settings)")
-    parser.add_argument("--no-recover", action="store_true", help="do not rebuild seen dispatch ids from the log")
-    parser.add_argument("--log-level", default="INFO")
-    add_arguments(parser)
-    return parser
-
-
-async def _main(args: argparse.Namespace) -> None:
-    from suanli.connectors.launch import _announce, run_connector
-
-    adapter = build_adapter(args)
-    task = asyncio.create_task(run_connector(adapter, on_ready=_announce, monitor_interval_s=args.interval,
-                                             heartbeat_interval_s=args.heartbeat, partitions=args.partitions,
-                                             recover=not args.no_recover))
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    try:
-        await task
-    except asyncio.CancelledError:
-        pass
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m suanli.connectors.quantum``: one start line on stdout, logs on stderr; exit 0
-    on SIGTERM/SIGINT, 2 on a refused configuration."""
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        asyncio.run(_main(args))
-    except SuanliError as exc:
-        print(f"suanli connector quantum: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    """``python -m suanli.connectors.quantum``: the same as ``python -m suanli.connectors quantum``
+    (the common connector options and :func:`add_arguments`'; see ``connectors/launch.py``)."""
+    from suanli.connectors.launch import main as launch
+
+    return launch(["quantum", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

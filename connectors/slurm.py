@@ -827,53 +827,12 @@ def build_adapter(args: argparse.Namespace) -> SlurmCluster:
                         poll_interval_s=args.poll, node_poll_s=args.node_poll, kill_grace_s=args.kill_grace)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m suanli.connectors.slurm",
-                                     description="Run the slurm connector: Slurm nodes as Suanli nodes, "
-                                                 "dispatches as batch jobs.")
-    parser.add_argument("--name", default="slurm", help="connector name (dispatch topic suffix)")
-    parser.add_argument("--interval", type=float, default=15.0, help="seconds between metrics samples (0: off)")
-    parser.add_argument("--heartbeat", type=float, default=5.0, help="seconds between heartbeats")
-    parser.add_argument("--partitions", type=int, help="partitions for topics it creates (default: settings)")
-    parser.add_argument("--no-recover", action="store_true", help="do not rebuild seen dispatch ids from the log")
-    parser.add_argument("--log-level", default="INFO")
-    add_arguments(parser)
-    return parser
-
-
-def _announce(runner: Any) -> None:
-    d = runner.describe()
-    print(f"suanli connector {d['connector']}: {d['nodes']} node(s) in cell {d['cell']}, consuming "
-          f"{d['dispatch_topic']} as {d['group']} on {d['kafka']} "
-          f"(recovered {d['recovered_seen']} dispatch id(s))", flush=True)
-
-
-async def _main(args: argparse.Namespace) -> None:
-    from suanli.connectors.launch import run_connector
-
-    adapter = build_adapter(args)
-    task = asyncio.create_task(run_connector(adapter, on_ready=_announce, monitor_interval_s=args.interval,
-                                             heartbeat_interval_s=args.heartbeat, partitions=args.partitions,
-                                             recover=not args.no_recover))
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    with suppress(asyncio.CancelledError):
-        await task
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    from suanli.errors import SuanliError
+    """``python -m suanli.connectors.slurm``: the same as ``python -m suanli.connectors slurm``
+    (the common connector options and :func:`add_arguments`'; see ``connectors/launch.py``)."""
+    from suanli.connectors.launch import main as launch
 
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        asyncio.run(_main(args))
-    except SuanliError as exc:
-        print(f"suanli connector slurm: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return launch(["slurm", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

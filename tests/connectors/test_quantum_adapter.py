@@ -15,7 +15,7 @@ import qiskit_aer  # noqa: F401
 
 from suanli.connectors.kit import TaskReporter
 from suanli.connectors.quantum import (QpuDevice, QuantumAdapter, build_adapter, load_circuit, noise_model,
-                                       qasm_version, run_circuit, summary, _parser)
+                                       qasm_version, run_circuit, summary)
 from suanli.errors import ConnectorError, ValidationError
 
 GHZ5 = """OPENQASM 2.0;
@@ -93,11 +93,18 @@ def test_each_device_registers_as_a_node_with_one_qpu_and_its_facts_in_labels(ad
     assert kinds == ["NodeHeartbeat", "NodeMetrics"]
 
 
+def _cli(*argv: str):
+    """The options of ``python -m suanli.connectors quantum ARGV`` (the launcher's parser)."""
+    from suanli.connectors.launch import _parser
+
+    return _parser(load="quantum").parse_args(["quantum", *argv])
+
+
 def test_attributes_can_be_left_out_for_an_older_registry(tmp_path):
     labels_only = QuantumAdapter(_devices(), cell="q", with_attributes=False, results_dir=tmp_path)
     [acc] = labels_only.registration(labels_only.nodes["qpu-big"])["accelerators"]
     assert "attributes" not in acc
-    assert build_adapter(_parser().parse_args(["--no-attributes"])).with_attributes is False
+    assert build_adapter(_cli("--no-attributes")).with_attributes is False
 
 
 def test_device_specs_parse_and_bad_ones_are_refused_by_name():
@@ -115,11 +122,11 @@ def test_device_specs_parse_and_bad_ones_are_refused_by_name():
 
 
 def test_the_command_line_builds_the_devices_it_names(tmp_path):
-    args = _parser().parse_args(["--cell", "lab", "--device", "name=a,qubits=2", "--device", "name=b,qubits=6",
-                                 "--node-prefix", "lab", "--results-dir", str(tmp_path)])
+    args = _cli("--cell", "lab", "--device", "name=a,qubits=2", "--device", "name=b,qubits=6",
+                "--node-prefix", "lab", "--results-dir", str(tmp_path))
     adapter = build_adapter(args)
     assert sorted(adapter.nodes) == ["lab-a", "lab-b"] and adapter.cell == "lab"
-    defaults = build_adapter(_parser().parse_args([]))
+    defaults = build_adapter(_cli())
     assert sorted(n.device.qubits for n in defaults.nodes.values()) == [3, 7]
 
 
