@@ -103,6 +103,7 @@ class AcceleratorRequest(_Out):
     kind: str
     model: str
     count: int
+    memory_mib: int = 0
 
 
 class TaskResources(_Out):

@@ -91,14 +91,18 @@ class ResourcesSpec(_message.Message):
     def __init__(self, cpu: _Optional[float] = ..., cpu_milli: _Optional[int] = ..., memory: _Optional[str] = ..., memory_mib: _Optional[int] = ..., gpu: _Optional[float] = ..., gpu_models: _Optional[_Iterable[str]] = ..., gpu_memory: _Optional[str] = ..., gpu_memory_mib: _Optional[int] = ..., accelerators: _Optional[_Iterable[_Union[AcceleratorSpec, _Mapping]]] = ...) -> None: ...
 
 class AcceleratorSpec(_message.Message):
-    __slots__ = ("kind", "model", "count")
+    __slots__ = ("kind", "model", "count", "memory", "memory_mib")
     KIND_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
     kind: str
     model: str
     count: int
-    def __init__(self, kind: _Optional[str] = ..., model: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+    memory: str
+    memory_mib: int
+    def __init__(self, kind: _Optional[str] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., memory: _Optional[str] = ..., memory_mib: _Optional[int] = ...) -> None: ...
 
 class BidSpec(_message.Message):
     __slots__ = ("bid_id", "tenant", "cell", "resources", "start_at", "duration", "duration_ms", "price", "latest_start_at", "gang", "gpu_memory")
@@ -265,14 +269,16 @@ class PendingReason(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., nodes: _Optional[int] = ...) -> None: ...
 
 class AcceleratorRequest(_message.Message):
-    __slots__ = ("kind", "model", "count")
+    __slots__ = ("kind", "model", "count", "memory_mib")
     KIND_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
     kind: str
     model: str
     count: int
-    def __init__(self, kind: _Optional[str] = ..., model: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+    memory_mib: int
+    def __init__(self, kind: _Optional[str] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., memory_mib: _Optional[int] = ...) -> None: ...
 
 class TaskResources(_message.Message):
     __slots__ = ("cpu_milli", "memory_mib", "gpu_count", "gpu_milli", "gpu_models", "gpu_memory_mib", "accelerators")

@@ -25,8 +25,9 @@ from . import model as m
 from .state import CellState
 
 
-def _what(kind: str, model: str, count: int) -> str:
-    return f"{count} free-or-used {kind} devices " + (f"of model {model!r}" if model else "of one model")
+def _what(kind: str, model: str, count: int, memory: int = 0) -> str:
+    return (f"{count} free-or-used {kind} devices " + (f"of model {model!r}" if model else "of one model")
+            + (f" with at least {memory} MiB each" if memory else ""))
 
 
 def _largest(s: CellState, kind: str, model: str) -> str:
@@ -41,6 +42,16 @@ def _largest(s: CellState, kind: str, model: str) -> str:
         return f"the cell has no {kind}" + (f" of model {model!r}" if model else "")
     which = "" if model else f" of model {s.accel_keys[cols[col]][1]!r}"
     return f"largest: {n}{which} on node {s.node_ids[row]}"
+
+
+def _most_memory(s: CellState, kind: str, model: str) -> str:
+    """Where the devices of ``kind`` (and ``model``) with the most memory each are."""
+    cols = [j for j, (k, mdl) in enumerate(s.accel_keys) if k == kind and (not model or mdl == model)]
+    mem = np.where(s.accel_cap[:, cols] > 0, s.accel_mem[:, cols], -1)
+    row, col = np.unravel_index(int(np.argmax(mem)), mem.shape)
+    which = "" if model else f" ({s.accel_keys[cols[col]][1]!r})"
+    return (f"the most: {int(mem[row, col])} MiB per device{which} on node {s.node_ids[row]}; "
+            "a device that reports no memory counts as 0")
 
 
 def _gpu_rows(s: CellState, req: m.Request) -> np.ndarray:
@@ -72,9 +83,12 @@ def refusal(s: CellState, e: m.TaskSubmitted, req: m.Request) -> Optional[str]:
         return None
     where = f"no node in cell {s.cell!r}"
     after = " (a task no registered node could ever serve is refused; send it again once such a node has registered)"
-    for kind, model, count in req.accels:
-        if not s.accel_mask(((kind, model, count),), s.accel_cap).any():
+    for kind, model, count, memory in req.accels:
+        if not s.accel_mask(((kind, model, count, 0),), s.accel_cap).any():
             return f"TaskSubmitted {tid!r}: {where} has {_what(kind, model, count)} ({_largest(s, kind, model)}){after}"
+        if memory and not s.accel_mask(((kind, model, count, memory),), s.accel_cap).any():
+            return (f"TaskSubmitted {tid!r}: {where} has {_what(kind, model, count, memory)} "
+                    f"({_most_memory(s, kind, model)}){after}")
     gpu_ok = _gpu_rows(s, req)
     if req.gpu_mem:
         mem = s.gpu_memory_mask(req.gpu_mem) if s.n_nodes else np.zeros(0, dtype=bool)
@@ -101,7 +115,7 @@ def refusal(s: CellState, e: m.TaskSubmitted, req: m.Request) -> Optional[str]:
             parts.append(f"{1 if req.kind == 'shared' else req.gpu_count} GPUs"
                          + (f" of model {'|'.join(req.models)}" if req.models else "")
                          + (f" with {req.gpu_mem} MiB each" if req.gpu_mem else ""))
-        parts += [_what(k, mdl, c) for k, mdl, c in req.accels]
+        parts += [_what(k, mdl, c, mem) for k, mdl, c, mem in req.accels]
         if s.n_nodes == 0:
             return f"TaskSubmitted {tid!r}: {where}: the cell has no nodes yet{after}"
         return f"TaskSubmitted {tid!r}: {where} has all it asks together: {', '.join(parts)}{after}"

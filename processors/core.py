@@ -100,7 +100,7 @@ def _free_old_copy(s: CellState, t: TaskRecord) -> None:
         t.moving_from, t.moving_accels = None, ()
 
 
-def _accels_on(s: CellState, t: TaskRecord, node_id: str) -> tuple[m.AccelAsk, ...]:
+def _accels_on(s: CellState, t: TaskRecord, node_id: str) -> tuple[m.AccelHeld, ...]:
     """The non-GPU accelerators ``t`` takes on ``node_id`` (``CellState.accel_choice``: the
     same answer when the decision is made and when it is folded, in replay too)."""
     asks = t.task.request.accels
@@ -112,7 +112,7 @@ def _accels_on(s: CellState, t: TaskRecord, node_id: str) -> tuple[m.AccelAsk, .
     return held
 
 
-def _release_accels(s: CellState, t: TaskRecord) -> tuple[m.AccelAsk, ...]:
+def _release_accels(s: CellState, t: TaskRecord) -> tuple[m.AccelHeld, ...]:
     """What ``t`` holds on its node, now given back by the caller's ``free``."""
     held, t.accels = t.accels, ()
     return held

@@ -67,6 +67,7 @@ class AcceleratorRequest:
     kind: str
     model: str
     count: int
+    memory_mib: int = 0          # per device, at least (0 = any)
 
 
 @_record
@@ -769,8 +770,12 @@ EVENT_KINDS: frozenset[str] = frozenset(name for name, cls in RECORDS.items() if
 ACCELERATOR_KINDS: tuple[str, ...] = ("NPU", "FPGA", "ASIC", "QPU", "OTHER")
 """The accelerator kinds besides GPUs (``AcceleratorKind``); GPUs have their own fields."""
 
-AccelAsk = tuple[str, str, int]
-"""``(kind, model, count)``: devices of one kind asked (model '' = any one model) or held."""
+AccelAsk = tuple[str, str, int, int]
+"""``(kind, model, count, memory_mib)``: devices of one kind asked (model '' = any one
+model), each with at least ``memory_mib`` MiB (0 = any)."""
+
+AccelHeld = tuple[str, str, int]
+"""``(kind, model, count)``: devices of one kind and model a task holds on its node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -783,11 +788,11 @@ class Request:
     plugins build requests in hot loops.
 
     ``gpu_mem``: memory each of its GPUs must have, MiB (0 = any; 0 too when it asks no
-    GPU). ``accels``: its non-GPU accelerators as ``(kind, model, count)``, entries of the
-    same kind and model summed, sorted; model '' = any model, but all ``count`` devices of
-    one model. The wire form (``AcceleratorRequest``) has no per-device memory for them, so
-    none is asked. A task with neither (every task before C1) is decided exactly as before:
-    see :attr:`has_device_needs`.
+    GPU). ``accels``: its non-GPU accelerators as ``(kind, model, count, memory_mib)``,
+    entries of the same kind and model summed (their memory: the largest asked), sorted;
+    model '' = any model, but all ``count`` devices of one model, each with at least
+    ``memory_mib`` (0 = any). A task with neither (every task before C1) is decided exactly
+    as before: see :attr:`has_device_needs`.
     """
     cpu: int
     mem: int
@@ -834,12 +839,15 @@ class Request:
 def accel_asks(asks: "typing.Iterable[AcceleratorRequest]") -> tuple[AccelAsk, ...]:
     """A task's non-GPU accelerator requests normalised: GPU entries (GPUs are asked with
     ``gpu_count``; the core refuses a submission that names them here) and counts <= 0 left
-    out, entries of the same kind and model summed, sorted."""
-    total: dict[tuple[str, str], int] = {}
+    out, entries of the same kind and model summed (each device then needs the largest
+    memory any of them asked: they are all of one model), sorted."""
+    total: dict[tuple[str, str], list[int]] = {}
     for a in asks:
         if a.kind != "GPU" and a.count > 0:
-            total[(a.kind, a.model)] = total.get((a.kind, a.model), 0) + a.count
-    return tuple((k, mdl, c) for (k, mdl), c in sorted(total.items()))
+            t = total.setdefault((a.kind, a.model), [0, 0])
+            t[0] += a.count
+            t[1] = max(t[1], max(0, a.memory_mib))
+    return tuple((k, mdl, c, mem) for (k, mdl), (c, mem) in sorted(total.items()))
 
 
 @dataclass(**_FROZEN)
@@ -884,9 +892,9 @@ class Task:
         cpu, mem, cnt, milli, models, *devices = d["request"]
         request = Request(cpu, mem, cnt, milli, tuple(models))
         if devices:
-            gpu_mem, accels = devices
+            gpu_mem, accels = devices      # asks of a snapshot written before their memory: 0
             request = Request(cpu, mem, cnt, milli, tuple(models), int(gpu_mem),
-                              tuple((k, mdl, int(c)) for k, mdl, c in accels))
+                              tuple((a[0], a[1], int(a[2]), int(a[3]) if len(a) > 3 else 0) for a in accels))
         return cls(task_id=d["task_id"], tenant=d["tenant"], request=request,
                    qos_tier=d["qos_tier"], priority=d["priority"], labels=dict(d["labels"]),
                    submitted_at=d["submitted_at"], deadline=d["deadline"],
@@ -954,6 +962,17 @@ class Node:
         """Its non-GPU accelerators: ``(kind, model) -> count``, entries of the same kind and
         model summed, in registration order (empty counts left out)."""
         return accel_inventory(self.accelerators)
+
+    @property
+    def accel_memory(self) -> dict[tuple[str, str], int]:
+        """Memory per device of its non-GPU accelerators: ``(kind, model) -> MiB`` (0 when it
+        reports none; the least, should entries of one kind and model differ)."""
+        mem: dict[tuple[str, str], int] = {}
+        for a in self.accelerators:
+            if a.kind != "GPU" and a.count > 0:
+                key = (a.kind, a.model)
+                mem[key] = min(mem.get(key, a.memory_mib), a.memory_mib)
+        return mem
 
     @property
     def devices(self) -> tuple[GpuDevice, ...]:

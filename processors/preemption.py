@@ -120,7 +120,7 @@ def devices_without(state: CellState, row: int, req: Request, victims: tuple[Vic
         for v in victims:
             for k, m, n in v.accels:
                 left[state.accel_keys.index((k, m))] += n
-        if state.accel_choice_in(left, req.accels) is None:
+        if state.accel_choice_in(left, req.accels, row) is None:
             return None
     if req.kind == "cpu":
         return []

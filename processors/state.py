@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from .model import GPU_MILLI, AccelAsk, Node, Policy, Task
+from .model import GPU_MILLI, AccelAsk, AccelHeld, Node, Policy, Task
 from .model_cache import ModelCache
 from .profiler import Profiler
 from .topology import Topology
@@ -84,8 +84,8 @@ class TaskRecord:
     key: Optional[list] = None
     requeue_at: int = 0
     moving_from: Optional[tuple[str, tuple[int, ...]]] = None
-    accels: tuple[AccelAsk, ...] = ()
-    moving_accels: tuple[AccelAsk, ...] = ()
+    accels: tuple[AccelHeld, ...] = ()
+    moving_accels: tuple[AccelHeld, ...] = ()
 
     def to_json(self, task_json: dict[str, Any] | None = None) -> dict[str, Any]:
         """``task_json``: ``self.task.to_json()`` when the caller has it already."""
@@ -140,6 +140,7 @@ class CellState:
         self.accel_keys: list[tuple[str, str]] = []
         self.accel_cap = np.zeros((0, 0), dtype=_I64)
         self.accel_free = np.zeros((0, 0), dtype=_I64)
+        self.accel_mem = np.zeros((0, 0), dtype=_I64)      # MiB per device, as registered
         # change stamps: stamp[row] = value of self.clock when the row last changed
         self.stamp = _empty()
         self.clock = 0
@@ -216,15 +217,20 @@ class CellState:
         if node_id in self.node_index:
             raise ValueError(f"node {node_id} already registered")
         inventory = node.accel_capacity if node is not None else {}
+        memory = node.accel_memory if inventory else {}
         for key in inventory:
             if key not in self.accel_keys:
                 self.accel_keys.append(key)
                 zero = np.zeros((self.n_nodes, 1), dtype=_I64)
                 self.accel_cap = np.concatenate([self.accel_cap, zero], axis=1)
                 self.accel_free = np.concatenate([self.accel_free, zero], axis=1)
-        arow = np.array([[inventory.get(k, 0) for k in self.accel_keys]], dtype=_I64).reshape(1, len(self.accel_keys))
+                self.accel_mem = np.concatenate([self.accel_mem, zero], axis=1)
+        width = len(self.accel_keys)
+        arow = np.array([[inventory.get(k, 0) for k in self.accel_keys]], dtype=_I64).reshape(1, width)
         self.accel_cap = np.concatenate([self.accel_cap, arow], axis=0)
         self.accel_free = np.concatenate([self.accel_free, arow.copy()], axis=0)
+        mrow = np.array([[memory.get(k, 0) for k in self.accel_keys]], dtype=_I64).reshape(1, width)
+        self.accel_mem = np.concatenate([self.accel_mem, mrow], axis=0)
         if gpu_count > self.max_gpus:
             pad = np.full((self.n_nodes, gpu_count - self.max_gpus), -1, dtype=_I64)
             self.gpu_free = np.concatenate([self.gpu_free, pad], axis=1)
@@ -320,7 +326,7 @@ class CellState:
 
     # ------------------------------------------------------------ allocations
     def allocate(self, task_id: str, node_id: str, devices: Iterable[int], gpu_milli: int,
-                 cpu_milli: int, memory_mib: int, accels: tuple[AccelAsk, ...] = ()) -> None:
+                 cpu_milli: int, memory_mib: int, accels: tuple[AccelHeld, ...] = ()) -> None:
         """Take resources for a task on a node. Raises ValueError if they do not fit.
         ``accels``: the non-GPU accelerators it takes, ``(kind, model, count)`` (the
         models chosen: :meth:`accel_choice`)."""
@@ -350,7 +356,7 @@ class CellState:
         self.touch(row)
 
     def free(self, node_id: str, devices: Iterable[int], gpu_milli: int, cpu_milli: int,
-             memory_mib: int, accels: tuple[AccelAsk, ...] = ()) -> None:
+             memory_mib: int, accels: tuple[AccelHeld, ...] = ()) -> None:
         """Give back what :meth:`allocate` took."""
         row = self.node_index[node_id]
         devices = list(devices)
@@ -368,27 +374,32 @@ class CellState:
 
     # ------------------------------------------------------- accelerators (C1)
     def accel_choice(self, row: int, asks: tuple[AccelAsk, ...],
-                     counts: Optional[np.ndarray] = None) -> Optional[tuple[AccelAsk, ...]]:
+                     counts: Optional[np.ndarray] = None) -> Optional[tuple[AccelHeld, ...]]:
         """The accelerators a request (``Request.accels``) takes on ``row``, ``(kind, model,
         count)`` sorted, or None when they do not fit. ``counts``: the per-column counts to
         fit in (default ``accel_free``; ``accel_cap`` asks whether they could ever fit).
-        Named models first; an any-model ask takes all its devices from one model: the one
-        with the fewest left that still holds them (best fit), ties by model name."""
+        An ask with a memory takes only devices registered with at least that much on
+        ``row``. Named models first; an any-model ask takes all its devices from one model:
+        the one with the fewest left that still holds them (best fit), ties by model name."""
         if not asks:
             return ()
-        return self.accel_choice_in((self.accel_free if counts is None else counts)[row], asks)
+        return self.accel_choice_in((self.accel_free if counts is None else counts)[row], asks, row)
 
-    def accel_choice_in(self, c: np.ndarray, asks: tuple[AccelAsk, ...]) -> Optional[tuple[AccelAsk, ...]]:
-        """:meth:`accel_choice` in the counts ``c`` of one row (a column per ``accel_keys``)."""
+    def accel_choice_in(self, c: np.ndarray, asks: tuple[AccelAsk, ...],
+                        row: int) -> Optional[tuple[AccelHeld, ...]]:
+        """:meth:`accel_choice` in the counts ``c`` of ``row`` (a column per ``accel_keys``;
+        the memory per device is ``row``'s)."""
         left = {k: int(c[j]) for j, k in enumerate(self.accel_keys) if c[j] > 0}
+        mem = self.accel_mem[row]
         held: dict[tuple[str, str], int] = {}
-        for kind, model, count in sorted(asks, key=lambda a: (a[0], a[1] == "", a[1])):
+        for kind, model, count, memory in sorted(asks, key=lambda a: (a[0], a[1] == "", a[1])):
             if model:
                 key = (kind, model)
-                if left.get(key, 0) < count:
+                if left.get(key, 0) < count or (memory and mem[self.accel_keys.index(key)] < memory):
                     return None
             else:
-                fits = [(n, k[1], k) for k, n in left.items() if k[0] == kind and n >= count]
+                fits = [(n, k[1], k) for k, n in left.items() if k[0] == kind and n >= count
+                        and (not memory or mem[self.accel_keys.index(k)] >= memory)]
                 if not fits:
                     return None
                 key = min(fits)[2]
@@ -402,15 +413,15 @@ class CellState:
         c = self.accel_free if counts is None else counts
         ok = np.ones(self.n_nodes, dtype=bool)
         named_kinds, any_kinds = set(), set()
-        for kind, model, count in asks:
+        for kind, model, count, memory in asks:
             if model:
                 named_kinds.add(kind)
                 j = self.accel_keys.index((kind, model)) if (kind, model) in self.accel_keys else -1
-                ok &= (c[:, j] >= count) if j >= 0 else False
+                ok &= ((c[:, j] >= count) & (self.accel_mem[:, j] >= memory)) if j >= 0 else False
             else:
                 any_kinds.add(kind)
                 cols = [j for j, k in enumerate(self.accel_keys) if k[0] == kind]
-                ok &= (c[:, cols] >= count).any(axis=1) if cols else False
+                ok &= ((c[:, cols] >= count) & (self.accel_mem[:, cols] >= memory)).any(axis=1) if cols else False
         if named_kinds & any_kinds:
             for row in np.flatnonzero(ok).tolist():
                 ok[row] = self.accel_choice(row, asks, c) is not None
@@ -551,15 +562,19 @@ class CellState:
                     used_acc[row, self.accel_keys.index((kind, model))] += count
             if t.status in HOLDING:       # it holds what it asked: as many per kind, the models it named
                 per_kind: dict[str, int] = {}
-                for k, _, c in t.task.request.accels:
+                for k, _, c, _mem in t.task.request.accels:
                     per_kind[k] = per_kind.get(k, 0) + c
                 got: dict[str, int] = {}
                 for k, _, c in t.accels:
                     got[k] = got.get(k, 0) + c
                 assert got == per_kind, (t.task.task_id, t.accels, t.task.request.accels)
                 held_by = {(k, mdl): c for k, mdl, c in t.accels}
-                for k, mdl, c in t.task.request.accels:
+                for k, mdl, c, mem in t.task.request.accels:
                     assert not mdl or held_by.get((k, mdl), 0) >= c, (t.task.task_id, t.accels)
+                    # every device it holds of that kind (and model) has the memory it asked
+                    row = self.node_index[t.node]
+                    assert all(self.accel_mem[row, self.accel_keys.index((hk, hm))] >= mem
+                               for (hk, hm) in held_by if hk == k and (not mdl or hm == mdl)), (t.task.task_id, mem)
         assert (self.cpu_cap - self.cpu_free == used_cpu).all()
         assert (self.accel_cap - self.accel_free == used_acc).all(), (self.accel_cap, self.accel_free, used_acc)
         from .reservations import held_pairs      # GPUs held by reservation tokens count as used

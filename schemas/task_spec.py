@@ -11,7 +11,7 @@ Example::
       gpu: 0.46                  # < 1: a share of one GPU; >= 1: whole GPUs (integer)
       gpu_models: [V100M16, V100M32]
       gpu_memory: 16Gi           # memory each GPU must have (or gpu_memory_mib)
-      accelerators: [{kind: FPGA, model: xilinx-u250, count: 1}]   # NPU | FPGA | ASIC | QPU | OTHER
+      accelerators: [{kind: FPGA, model: xilinx-u250, count: 1}]   # NPU | FPGA | ASIC | QPU | OTHER; memory: 32Gi per device
     qos: gold                    # gold | silver | bronze
     scheduling: normal           # urgent | normal | batch (the label "scheduling"; C5)
     reservation: rsv-b-1         # run on a reservation token won at auction (the label "reservation"; #15)
@@ -89,6 +89,20 @@ class AcceleratorSpec(BaseModel):
     kind: str = Field(..., description="NPU | FPGA | ASIC | QPU | OTHER (GPUs: the gpu field)")
     model: str = Field("", description="the device model; '' = any (all of one model)")
     count: int = Field(1, ge=1, le=1024)
+    memory: str | None = Field(None, description="memory each device must have, e.g. 32Gi (or memory_mib)")
+    memory_mib: int | None = Field(None, ge=0)
+
+    def memory_needed(self) -> int:
+        """MiB each device must have (0 = any)."""
+        if self.memory is not None and self.memory_mib is not None:
+            raise ValueError("give memory or memory_mib, not both")
+        return self.memory_mib if self.memory_mib is not None else (
+            _memory_mib(self.memory) if self.memory is not None else 0)
+
+    @model_validator(mode="after")
+    def _check_memory(self) -> "AcceleratorSpec":
+        self.memory_needed()            # both given, or a memory that does not parse: refused here
+        return self
 
     @field_validator("kind")
     @classmethod
@@ -111,7 +125,7 @@ class ResourcesSpec(BaseModel):
     gpu_models: list[str] = []
     gpu_memory: str | None = Field(None, description="memory each GPU must have, e.g. 40Gi (or gpu_memory_mib)")
     gpu_memory_mib: int | None = Field(None, ge=0)
-    accelerators: list[AcceleratorSpec] = Field([], description="non-GPU devices: [{kind, model, count}]")
+    accelerators: list[AcceleratorSpec] = Field([], description="non-GPU devices: [{kind, model, count, memory}]")
 
     def gpu_memory_needed(self) -> int:
         """MiB each GPU must have (0 = any)."""
@@ -252,8 +266,8 @@ class TaskSpec(BaseModel):
                           "memory_mib": r.memory_mib if r.memory_mib is not None else _memory_mib(r.memory),
                           "gpu_count": gpu_count, "gpu_milli": gpu_milli, "gpu_models": list(r.gpu_models),
                           "gpu_memory_mib": r.gpu_memory_needed(),
-                          "accelerators": [{"kind": a.kind, "model": a.model, "count": a.count}
-                                           for a in r.accelerators]},
+                          "accelerators": [{"kind": a.kind, "model": a.model, "count": a.count,
+                                            "memory_mib": a.memory_needed()} for a in r.accelerators]},
             "qos_tier": self.qos.upper(), "priority": self.priority,
             "labels": {**self.labels, **({"scheduling": self.scheduling} if self.scheduling else {}),
                        **({"reservation": self.reservation} if self.reservation else {})},

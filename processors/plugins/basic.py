@@ -136,8 +136,10 @@ class GpuMemory(Plugin):
 
 
 def describe_accels(asks) -> str:
-    """``2 FPGA 'xilinx-u250', 1 NPU (any model)``: accelerator asks for reasons and paths."""
-    return ", ".join(f"{c} {k} " + (f"{m!r}" if m else "(any model)") for k, m, c in asks)
+    """``2 FPGA 'xilinx-u250', 1 NPU (any model) with 32768 MiB``: accelerator asks for
+    reasons and paths (the memory only when asked, so older decisions read as before)."""
+    return ", ".join(f"{c} {k} " + (f"{m!r}" if m else "(any model)") + (f" with {mem} MiB" if mem else "")
+                     for k, m, c, mem in asks)
 
 
 @REGISTRY.register

@@ -27,7 +27,7 @@ KINDS = ("NPU", "FPGA", "ASIC", "QPU")
 
 def node(f: Feed, nid: str, accels=(), gpus=0, gpu_model="A100", gpu_mem=0, cpu=32000, mem=65536, labels=None):
     acc = [{"kind": "GPU", "model": gpu_model, "count": gpus, "memory_mib": gpu_mem}] if gpus else []
-    acc += [{"kind": k, "model": m, "count": c, "memory_mib": 0} for k, m, c in accels]
+    acc += [{"kind": a[0], "model": a[1], "count": a[2], "memory_mib": a[3] if len(a) > 3 else 0} for a in accels]
     return f.send("NodeRegistered", {"node_id": nid, "cell": "test", "cpu_milli": cpu, "memory_mib": mem,
                                      "accelerators": acc, "registered_at": 0, "labels": labels or {}})
 
@@ -38,7 +38,8 @@ def task(f: Feed, tid: str, accels=(), gpus=0, gpu_mem=0, cpu=1000, mem=1024, at
         "task_id": tid, "tenant": "t", "cell": "test", "submitted_at": at, "qos_tier": qos, "labels": labels or {},
         "resources": {"cpu_milli": cpu, "memory_mib": mem, "gpu_count": gpus, "gpu_milli": 1000 if gpus else 0,
                       "gpu_models": list(models), "gpu_memory_mib": gpu_mem,
-                      "accelerators": [{"kind": k, "model": m, "count": c} for k, m, c in accels]}})
+                      "accelerators": [{"kind": a[0], "model": a[1], "count": a[2],
+                                        "memory_mib": a[3] if len(a) > 3 else 0} for a in accels]}})
 
 
 def refused(f: Feed, tid: str, **kw) -> str:
@@ -62,7 +63,12 @@ def test_request_of_keeps_accelerators_and_gpu_memory():
                                       AcceleratorRequest(kind="FPGA", model="u250", count=2),
                                       AcceleratorRequest(kind="QPU", model="q", count=0)))
     r = Request.of(res)
-    assert r.gpu_mem == 40960 and r.accels == (("FPGA", "u250", 3), ("NPU", "", 2)) and r.has_device_needs
+    assert r.gpu_mem == 40960 and r.accels == (("FPGA", "u250", 3, 0), ("NPU", "", 2, 0)) and r.has_device_needs
+    # asks of one kind and model are summed; each device then needs the most memory any asked
+    both = Request.of(TaskResources(cpu_milli=1, memory_mib=1, accelerators=(
+        AcceleratorRequest(kind="NPU", model="", count=1, memory_mib=32768),
+        AcceleratorRequest(kind="NPU", model="", count=1, memory_mib=65536))))
+    assert both.accels == (("NPU", "", 2, 65536),)
     # no GPU asked: no GPU memory either
     assert Request.of(TaskResources(cpu_milli=1, memory_mib=1, gpu_memory_mib=8)).gpu_mem == 0
     plain = Request.of(TaskResources(cpu_milli=1, memory_mib=1, gpu_count=1, gpu_milli=500))
@@ -73,9 +79,34 @@ def test_task_json_is_unchanged_for_ordinary_tasks_and_round_trips_accelerators(
     plain = Task(task_id="a", tenant="t", request=Request(1000, 10, 1, 1000, ("T4",)))
     assert plain.to_json()["request"] == [1000, 10, 1, 1000, ["T4"]]
     assert Task.from_json(plain.to_json()) == plain
-    rich = Task(task_id="b", tenant="t", request=Request(1000, 10, 1, 1000, (), 16384, (("NPU", "", 2),)))
+    rich = Task(task_id="b", tenant="t", request=Request(1000, 10, 1, 1000, (), 16384, (("NPU", "", 2, 4096),)))
     back = Task.from_json(json.loads(json.dumps(rich.to_json())))
-    assert back == rich and back.request.accels == (("NPU", "", 2),)
+    assert back == rich and back.request.accels == (("NPU", "", 2, 4096),)
+    # a snapshot written before asks had a memory: each ask reads with none
+    old = rich.to_json()
+    old["request"][-1] = [["NPU", "", 2]]
+    assert Task.from_json(old).request.accels == (("NPU", "", 2, 0),)
+
+
+def test_a_memory_per_device_keeps_the_nodes_whose_devices_have_it():
+    """C1: "requests name kinds, counts, models and per-device memory": an NPU ask with a
+    memory lands only where that many devices have at least that memory each (any model: all
+    of one model that has it); one that no node's devices could hold is refused, saying so."""
+    f = Feed(strategy="default", config={})
+    node(f, "small", accels=[("NPU", "910a", 4, 32768)])
+    node(f, "big", accels=[("NPU", "910a", 1, 32768), ("NPU", "910b", 1, 65536)])
+    assert placed(task(f, "one", accels=[("NPU", "", 1, 65536)])) == {"one": "big"}
+    assert f.state.tasks["one"].accels == (("NPU", "910b", 1),)
+    # no 64 GiB device left: it waits, and the filter's reason names the memory
+    outs = task(f, "two", accels=[("NPU", "", 1, 65536)])
+    assert placed(outs) == {} and "1 NPU (any model) with 65536 MiB" in json.dumps(outs)
+    # 32 GiB devices serve a smaller ask; two of one model are only on "small"
+    assert placed(task(f, "three", accels=[("NPU", "", 2, 16384)])) == {"three": "small"}
+    f.state.check()
+    # more memory per device than any node has: refused with the largest there is
+    reason = refused(f, "huge", accels=[("NPU", "", 1, 131072)])
+    assert "has 1 free-or-used NPU devices of one model with at least 131072 MiB each" in reason
+    assert "the most: 65536 MiB per device ('910b') on node" in reason
 
 
 # ------------------------------------------------------------------ placement by kind
@@ -303,14 +334,16 @@ def test_snapshots_keep_free_counts_and_old_ones_load_with_all_free():
 
 # ------------------------------------------------------------------ properties
 ACCEL_KEYS = [("FPGA", "u250"), ("FPGA", "u200"), ("NPU", "910"), ("ASIC", "tpu"), ("QPU", "q1"), ("OTHER", "x")]
+MEMS = [0, 8192, 32768]         # MiB per device, registered and asked
 
 node_st = st.fixed_dictionaries({
     "gpus": st.integers(0, 4),
     "gpu_mem": st.sampled_from([0, 16384, 40960, 81920]),
-    "accels": st.lists(st.tuples(st.sampled_from(ACCEL_KEYS), st.integers(1, 3)), max_size=4),
+    "accels": st.lists(st.tuples(st.sampled_from(ACCEL_KEYS), st.integers(1, 3), st.sampled_from(MEMS)),
+                       max_size=4),
     "cpu": st.sampled_from([8000, 16000, 32000]),
 })
-ask_st = st.tuples(st.sampled_from(ACCEL_KEYS), st.booleans(), st.integers(1, 2))
+ask_st = st.tuples(st.sampled_from(ACCEL_KEYS), st.booleans(), st.integers(1, 2), st.sampled_from([0, 0] + MEMS))
 submit_st = st.tuples(st.just("submit"), st.lists(ask_st, max_size=2), st.sampled_from([0, 0, 1, 2]),
               st.sampled_from([0, 0, 20000, 50000]), st.sampled_from(["GOLD", "SILVER", "BRONZE", "BRONZE"]),
               st.sampled_from([1000, 4000, 8000]))
@@ -324,21 +357,35 @@ op_st = st.one_of(
 )
 
 
-def _fits(free: dict, asks) -> bool:
+def _fits(free: dict, asks, memory: dict) -> bool:
     """Oracle: ``asks`` fit in ``free`` ((kind, model) -> n), each any-model ask taking all its
-    devices from one model of its kind (every choice tried)."""
+    devices from one model of its kind (every choice tried), every ask only devices with at
+    least its memory (``memory``: (kind, model) -> MiB per device on that node)."""
     named: dict = {}
-    for k, m, c in asks:
+    for k, m, c, mem in asks:
         if m:
+            if memory.get((k, m), 0) < mem:
+                return False
             named[(k, m)] = named.get((k, m), 0) + c
-    anys = [(k, c) for k, m, c in asks if not m]
-    for choice in itertools.product(*[[key for key in free if key[0] == k] for k, _ in anys]):
+    anys = [(k, c, mem) for k, m, c, mem in asks if not m]
+    for choice in itertools.product(*[[key for key in free if key[0] == k and memory.get(key, 0) >= mem]
+                                      for k, _, mem in anys]):
         need = dict(named)
-        for (_, c), key in zip(anys, choice):
+        for (_, c, _), key in zip(anys, choice):
             need[key] = need.get(key, 0) + c
         if all(free.get(key, 0) >= n for key, n in need.items()):
             return True
     return False
+
+
+def _memory(node) -> dict:
+    """Oracle: MiB per device of each (kind, model) a node registered, from its registration
+    (the least, should two entries of one model differ)."""
+    out: dict = {}
+    for a in node.accelerators:
+        if a.kind != "GPU" and a.count > 0:
+            out[(a.kind, a.model)] = min(out.get((a.kind, a.model), a.memory_mib), a.memory_mib)
+    return out
 
 
 def _freed_by(before: dict, held: dict, outs: list) -> dict:
@@ -372,7 +419,7 @@ def _run(ops, nodes, f: Feed, start: int, clock: list, counter: list, log: list)
             for labels, asks, gpus, gmem, qos, cpu in members:
                 counter[0] += 1
                 tid = f"t{counter[0]:03d}"
-                accels = [(k, m if named else "", c) for (k, m), named, c in asks]
+                accels = [(k, m if named else "", c, mem) for (k, m), named, c, mem in asks]
                 try:
                     outs = task(f, tid, accels=accels, gpus=gpus, gpu_mem=gmem, qos=qos, cpu=cpu, at=at,
                                 labels=labels)
@@ -381,14 +428,15 @@ def _run(ops, nodes, f: Feed, start: int, clock: list, counter: list, log: list)
                     log.append(("refused", tid, str(exc)))
                     req = Request.of(TaskResources(
                         cpu_milli=cpu, memory_mib=1024, gpu_count=gpus, gpu_milli=1000 if gpus else 0,
-                        gpu_memory_mib=gmem, accelerators=tuple(AcceleratorRequest(kind=k, model=m, count=c)
-                                                                for k, m, c in accels)))
+                        gpu_memory_mib=gmem, accelerators=tuple(AcceleratorRequest(kind=k, model=m, count=c,
+                                                                                   memory_mib=mem)
+                                                                for k, m, c, mem in accels)))
                     assert req.has_device_needs                 # ordinary tasks are never refused
                     # no registered node could ever hold it (the oracle on capacities)
                     for nid, r in s.node_index.items():
                         cap = {k: int(s.accel_cap[r, j]) for j, k in enumerate(s.accel_keys)}
                         n = s.nodes[nid]
-                        assert not (_fits(cap, req.accels) and s.cpu_cap[r] >= req.cpu
+                        assert not (_fits(cap, req.accels, _memory(n)) and s.cpu_cap[r] >= req.cpu
                                     and n.gpu_count >= req.gpu_count
                                     and (not req.gpu_mem or n.gpu_memory_mib >= req.gpu_mem)), (nid, req)
                     continue
@@ -396,8 +444,8 @@ def _run(ops, nodes, f: Feed, start: int, clock: list, counter: list, log: list)
                 for k, d in outs:
                     if k == "TaskPlaced" and d["task_id"] == tid:
                         # it went on a node that had its devices free before this input
-                        assert _fits(_freed_by(before, held, outs)[d["node_id"]], s.tasks[tid].task.request.accels), \
-                            (tid, d["node_id"])
+                        assert _fits(_freed_by(before, held, outs)[d["node_id"]], s.tasks[tid].task.request.accels,
+                                     _memory(s.nodes[d["node_id"]])), (tid, d["node_id"])
                         n = s.nodes[d["node_id"]]
                         assert n.gpu_memory_mib >= s.tasks[tid].task.request.gpu_mem
         elif op[0] == "end" and tids:
@@ -432,7 +480,7 @@ def test_random_clusters_and_streams_keep_free_counts_exact(nodes, ops, split, s
     cfg = {"seed": 3, "qos": {"gold_share": 0.0}} if strategy == "bestfit" else {"qos": {"gold_share": 0.0}}
     f = Feed(strategy=strategy, config=cfg)
     for i, n in enumerate(nodes):
-        node(f, f"n{i}", accels=[(k, m, c) for (k, m), c in n["accels"]], gpus=n["gpus"], gpu_mem=n["gpu_mem"],
+        node(f, f"n{i}", accels=[(k, m, c, mem) for (k, m), c, mem in n["accels"]], gpus=n["gpus"], gpu_mem=n["gpu_mem"],
              cpu=n["cpu"])
     f.state.check()
     clock, counter = [10], [0]

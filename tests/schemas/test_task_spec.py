@@ -88,11 +88,14 @@ def test_intake_refuses_an_environment_no_process_can_have(env, message):
 
 def test_accelerators_and_gpu_memory_reach_the_event():
     doc = {"resources": {"cpu": 2, "memory": "4Gi", "gpu": 2, "gpu_memory": "40Gi",
-                         "accelerators": [{"kind": "fpga", "model": "xilinx-u250", "count": 2}, {"kind": "NPU"}]}}
+                         "accelerators": [{"kind": "fpga", "model": "xilinx-u250", "count": 2}, {"kind": "NPU"},
+                                          {"kind": "npu", "memory": "32Gi"}, {"kind": "ASIC", "memory_mib": 512}]}}
     r = task_from_document(doc, 0)["resources"]
     assert r["gpu_memory_mib"] == 40 * 1024
-    assert r["accelerators"] == [{"kind": "FPGA", "model": "xilinx-u250", "count": 2},
-                                 {"kind": "NPU", "model": "", "count": 1}]
+    assert r["accelerators"] == [{"kind": "FPGA", "model": "xilinx-u250", "count": 2, "memory_mib": 0},
+                                 {"kind": "NPU", "model": "", "count": 1, "memory_mib": 0},
+                                 {"kind": "NPU", "model": "", "count": 1, "memory_mib": 32768},
+                                 {"kind": "ASIC", "model": "", "count": 1, "memory_mib": 512}]
 
 
 @pytest.mark.parametrize("resources, named", [
@@ -101,6 +104,8 @@ def test_accelerators_and_gpu_memory_reach_the_event():
     ({"accelerators": [{"kind": "NPU", "count": 0}]}, "count"),
     ({"gpu_memory": "16Gi"}, "gpu_memory is per GPU"),
     ({"gpu": 1, "gpu_memory": "16Gi", "gpu_memory_mib": 5}, "not both"),
+    ({"accelerators": [{"kind": "NPU", "memory": "32Gi", "memory_mib": 5}]}, "give memory or memory_mib, not both"),
+    ({"accelerators": [{"kind": "NPU", "memory": "lots"}]}, "accelerators.0: memory 'lots'"),
 ])
 def test_bad_device_asks_are_refused_naming_the_field(resources, named):
     with pytest.raises(ValidationError, match=named):

@@ -379,9 +379,11 @@ func (x *ResourcesSpec) GetAccelerators() []*AcceleratorSpec {
 
 type AcceleratorSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`          // NPU | FPGA | ASIC | QPU | OTHER
-	Model         *string                `protobuf:"bytes,2,opt,name=model,proto3,oneof" json:"model,omitempty"`  // '' = any model (all of one model)
-	Count         *int32                 `protobuf:"varint,3,opt,name=count,proto3,oneof" json:"count,omitempty"` // default 1
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`           // NPU | FPGA | ASIC | QPU | OTHER
+	Model         *string                `protobuf:"bytes,2,opt,name=model,proto3,oneof" json:"model,omitempty"`   // '' = any model (all of one model)
+	Count         *int32                 `protobuf:"varint,3,opt,name=count,proto3,oneof" json:"count,omitempty"`  // default 1
+	Memory        *string                `protobuf:"bytes,4,opt,name=memory,proto3,oneof" json:"memory,omitempty"` // memory each device must have, e.g. 32Gi (or memory_mib)
+	MemoryMib     *int64                 `protobuf:"varint,5,opt,name=memory_mib,json=memoryMib,proto3,oneof" json:"memory_mib,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,6 +435,20 @@ func (x *AcceleratorSpec) GetModel() string {
 func (x *AcceleratorSpec) GetCount() int32 {
 	if x != nil && x.Count != nil {
 		return *x.Count
+	}
+	return 0
+}
+
+func (x *AcceleratorSpec) GetMemory() string {
+	if x != nil && x.Memory != nil {
+		return *x.Memory
+	}
+	return ""
+}
+
+func (x *AcceleratorSpec) GetMemoryMib() int64 {
+	if x != nil && x.MemoryMib != nil {
+		return *x.MemoryMib
 	}
 	return 0
 }
@@ -1479,6 +1495,7 @@ type AcceleratorRequest struct {
 	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"` // AcceleratorKind symbol
 	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	Count         int32                  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	MemoryMib     int32                  `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"` // per device, at least (0 = any)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1530,6 +1547,13 @@ func (x *AcceleratorRequest) GetModel() string {
 func (x *AcceleratorRequest) GetCount() int32 {
 	if x != nil {
 		return x.Count
+	}
+	return 0
+}
+
+func (x *AcceleratorRequest) GetMemoryMib() int32 {
+	if x != nil {
+		return x.MemoryMib
 	}
 	return 0
 }
@@ -4392,13 +4416,18 @@ const file_suanli_proto_rawDesc = "" +
 	"\v_memory_mibB\x06\n" +
 	"\x04_gpuB\r\n" +
 	"\v_gpu_memoryB\x11\n" +
-	"\x0f_gpu_memory_mib\"o\n" +
+	"\x0f_gpu_memory_mib\"\xca\x01\n" +
 	"\x0fAcceleratorSpec\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x19\n" +
 	"\x05model\x18\x02 \x01(\tH\x00R\x05model\x88\x01\x01\x12\x19\n" +
-	"\x05count\x18\x03 \x01(\x05H\x01R\x05count\x88\x01\x01B\b\n" +
+	"\x05count\x18\x03 \x01(\x05H\x01R\x05count\x88\x01\x01\x12\x1b\n" +
+	"\x06memory\x18\x04 \x01(\tH\x02R\x06memory\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"memory_mib\x18\x05 \x01(\x03H\x03R\tmemoryMib\x88\x01\x01B\b\n" +
 	"\x06_modelB\b\n" +
-	"\x06_count\"\xfe\x03\n" +
+	"\x06_countB\t\n" +
+	"\a_memoryB\r\n" +
+	"\v_memory_mib\"\xfe\x03\n" +
 	"\aBidSpec\x12\x1a\n" +
 	"\x06bid_id\x18\x01 \x01(\tH\x00R\x05bidId\x88\x01\x01\x12\x1b\n" +
 	"\x06tenant\x18\x02 \x01(\tH\x01R\x06tenant\x88\x01\x01\x12\x17\n" +
@@ -4488,11 +4517,13 @@ const file_suanli_proto_rawDesc = "" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\"=\n" +
 	"\rPendingReason\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
-	"\x05nodes\x18\x02 \x01(\x05R\x05nodes\"T\n" +
+	"\x05nodes\x18\x02 \x01(\x05R\x05nodes\"s\n" +
 	"\x12AcceleratorRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
-	"\x05count\x18\x03 \x01(\x05R\x05count\"\x8d\x02\n" +
+	"\x05count\x18\x03 \x01(\x05R\x05count\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\x04 \x01(\x05R\tmemoryMib\"\x8d\x02\n" +
 	"\rTaskResources\x12\x1b\n" +
 	"\tcpu_milli\x18\x01 \x01(\x05R\bcpuMilli\x12\x1d\n" +
 	"\n" +
