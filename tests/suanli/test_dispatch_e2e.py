@@ -58,6 +58,17 @@ class LocalPlane:
         out = self.cli("status", task_id, "--json")
         return json.loads(out.stdout) if out.returncode == 0 else None
 
+    def events(self, topic: str) -> list:
+        """Every record of ``topic`` up to its end offsets now (decoded, with kind and payload)."""
+        from suanli.schemas.codec import Codec
+        from suanli.schemas.registry import RegistryClient
+
+        async def read() -> list:
+            with RegistryClient(self.s.registry_url) as registry:
+                async with EventConsumer(self.s.bootstrap_servers, Codec(registry), [topic]) as consumer:
+                    return await consumer.read_until_end(idle_ms=1000)
+        return asyncio.run(read())
+
 
 def wait_for(what: str, probe: Callable[[], Any], timeout: float, every: float = 0.5) -> Any:
     """Poll ``probe`` until it returns something truthy; fail with ``what`` and the last value."""

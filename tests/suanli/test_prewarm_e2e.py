@@ -24,9 +24,7 @@ import yaml
 
 from suanli.config import load_settings, to_env
 from suanli.deploy.plane import worker_processes
-from suanli.schemas.codec import Codec
-from suanli.schemas.registry import RegistryClient
-from suanli.streams.kafka_io import EventConsumer, ensure_topics
+from suanli.streams.kafka_io import ensure_topics
 from suanli.streams.topics import TopicNames, core_topics
 
 from test_dispatch_e2e import PY, LocalPlane, start_local_connector, stop_connector, wait_for
@@ -89,14 +87,6 @@ def _submit(lp: LocalPlane, tmp: Path, weights: Path, site: str) -> str:
     return task_id
 
 
-def _events(lp: LocalPlane, topic: str) -> list:
-    async def read() -> list:
-        with RegistryClient(lp.s.registry_url) as registry:
-            async with EventConsumer(lp.s.bootstrap_servers, Codec(registry), [topic]) as consumer:
-                return await consumer.read_until_end(idle_ms=1000)
-    return asyncio.run(read())
-
-
 def test_weights_are_copied_before_the_task_and_prewarmed_where_demand_is_coming(two_sites):
     lp, nodes, weights, tmp = two_sites
     digest = hashlib.sha256(weights.read_bytes()).hexdigest()
@@ -107,7 +97,7 @@ def test_weights_are_copied_before_the_task_and_prewarmed_where_demand_is_coming
                     timeout=120)
     assert done["status"] == "COMPLETED" and done["node_id"] == nodes["edge-1"], done
     assert (tmp / f"{first}.out").read_text() == f"e2e-llm@1|{digest}"       # the process read the copied weights
-    statuses = [r.payload for r in _events(lp, names.cell_log)
+    statuses = [r.payload for r in lp.events(names.cell_log)
                 if r.kind == "TaskStatusChanged" and r.payload["task_id"] == first]
     assert any(s["status"] == "RUNNING" and "copied" in s["message"] for s in statuses), statuses
 
@@ -116,7 +106,7 @@ def test_weights_are_copied_before_the_task_and_prewarmed_where_demand_is_coming
     wait_for("the prewarm's copy in node 2's cache",
              lambda: any(p.is_file() and p.stat().st_size == weights.stat().st_size and not p.name.startswith(".")
                          for p in cached.rglob("*")), timeout=120)
-    prewarms = [r.payload for r in _events(lp, names.dispatch("local-edge-2")) if r.kind == "PrewarmCommand"]
+    prewarms = [r.payload for r in lp.events(names.dispatch("local-edge-2")) if r.kind == "PrewarmCommand"]
     assert prewarms and prewarms[0]["node_id"] == nodes["edge-2"] and prewarms[0]["model_arch"] == "e2e-llm@1"
     assert prewarms[0]["reason"], prewarms[0]
 
@@ -125,10 +115,10 @@ def test_weights_are_copied_before_the_task_and_prewarmed_where_demand_is_coming
                     and t, timeout=120)
     assert done["status"] == "COMPLETED" and done["node_id"] == nodes["edge-2"], done
     assert (tmp / f"{second}.out").read_text() == f"e2e-llm@1|{digest}"
-    statuses = [r.payload for r in _events(lp, names.cell_log)
+    statuses = [r.payload for r in lp.events(names.cell_log)
                 if r.kind == "TaskStatusChanged" and r.payload["task_id"] == second]
     assert any(s["status"] == "RUNNING" and "cache hit" in s["message"] for s in statuses), statuses
-    placed = [r.payload for r in _events(lp, names.decisions)
+    placed = [r.payload for r in lp.events(names.decisions)
               if r.kind == "TaskPlaced" and r.payload["task_id"] == second]
     assert placed and any("e2e-llm@1" in n for n in placed[0]["provenance"]["notes"]), placed
     assert placed[0]["provenance"]["profile"]["model_size_gib"] == pytest.approx(WEIGHTS_MIB / 1024)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -28,9 +27,7 @@ import yaml
 
 from suanli.config import load_settings, to_env
 from suanli.deploy.plane import worker_processes
-from suanli.schemas.codec import Codec
-from suanli.schemas.registry import RegistryClient
-from suanli.streams.kafka_io import EventConsumer, ensure_topics
+from suanli.streams.kafka_io import ensure_topics
 from suanli.streams.topics import TopicNames, core_topics
 
 from test_dispatch_e2e import PY, LocalPlane, start_local_connector, stop_connector, wait_for
@@ -129,14 +126,6 @@ def _run_job(lp: LocalPlane, path: Path, *args: str) -> subprocess.CompletedProc
                           env=lp.env, timeout=500)
 
 
-def _events(lp: LocalPlane, topic: str) -> list:
-    async def read() -> list:
-        with RegistryClient(lp.s.registry_url) as registry:
-            async with EventConsumer(lp.s.bootstrap_servers, Codec(registry), [topic]) as consumer:
-                return await consumer.read_until_end(idle_ms=1000)
-    return asyncio.run(read())
-
-
 def test_a_classical_quantum_classical_job_runs_end_to_end_with_counts_from_qiskit_aer(mixed):
     lp, nodes, tmp = mixed
     (tmp / "ghz5.qasm").write_text(GHZ5)
@@ -172,7 +161,7 @@ def test_a_classical_quantum_classical_job_runs_end_to_end_with_counts_from_qisk
     assert verdict["backend"] == "qiskit-aer" and verdict["total"] == SHOTS and verdict["top2"] == ["00000", "11111"]
     assert verdict["node"] == nodes["big"] and verdict["ghz_share"] > 0.8
     # each step was submitted only once the one before it had completed
-    statuses = [r.payload for r in _events(lp, TopicNames(lp.s.namespace).cell_log)
+    statuses = [r.payload for r in lp.events(TopicNames(lp.s.namespace).cell_log)
                 if r.kind in ("TaskSubmitted", "TaskStatusChanged")]
     order = [(p["task_id"], "SUBMITTED" if "submitted_at" in p and "status" not in p else p["status"])
              for p in statuses]
@@ -198,7 +187,7 @@ def test_a_qpu_too_small_for_the_circuit_refuses_it_with_the_reason(mixed):
     reason = f"the circuit uses 5 qubits; QPU aer-3q on node {nodes['small']} has 3"
     assert step["status"] == "FAILED" and step["node_id"] == nodes["small"], step
     assert reason in step["message"] and reason in done.stdout, done.stdout
-    refusals = [r.payload for r in _events(lp, TopicNames(lp.s.namespace).cell_log)
+    refusals = [r.payload for r in lp.events(TopicNames(lp.s.namespace).cell_log)
                 if r.kind == "TaskStatusChanged" and r.payload["task_id"] == step["task_id"]]
     assert [(r["status"], r["node_id"]) for r in refusals] == [("FAILED", nodes["small"])], refusals
     assert reason in refusals[0]["message"]
@@ -234,7 +223,7 @@ def test_a_qpu_no_node_has_is_dead_lettered_and_a_job_asking_one_stops_with_the_
     assert "[1/2 pair] dead-lettered:" in done.stdout and "FAILED: step 1 'pair'" in done.stdout, done.stdout
 
     def letters() -> list:
-        return [r.payload for r in _events(lp, TopicNames(lp.s.namespace).dead_letters) if r.kind == "DeadLetter"]
+        return [r.payload for r in lp.events(TopicNames(lp.s.namespace).dead_letters) if r.kind == "DeadLetter"]
 
     dead = wait_for("the eagle task's dead letter", lambda: [d for d in letters() if task_id.encode() in d["value"]],
                     timeout=120)
