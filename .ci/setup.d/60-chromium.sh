@@ -6,22 +6,12 @@
 # downloaded. chromedriver comes along for anyone who prefers Selenium. No service is
 # involved; the packages only add binaries.
 set -euo pipefail
-export DEBIAN_FRONTEND=noninteractive
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/apt.sh"
 
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
 # A sans-serif with the metrics of Arial, so pages and screenshots read as designed.
 [ -d /usr/share/fonts/truetype/liberation ] || missing+=(fonts-liberation)
-if (( ${#missing[@]} > 0 )); then
-  echo "   apt-get install ${missing[*]}"
-  # The package lists are refreshed only when they do not know a candidate for a package.
-  for pkg in "${missing[@]}"; do
-    if ! apt-cache policy "$pkg" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-      apt-get update -qq
-      break
-    fi
-  done
-  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null
-fi
+apt_install "${missing[@]}"
 echo "chromium: $(/usr/bin/chromium --version 2>/dev/null | head -1), $(/usr/bin/chromedriver --version 2>/dev/null | head -1 | cut -d' ' -f1-2)"

@@ -7,29 +7,12 @@
 # refuses every start is in place while dpkg runs (Docker images ship one; otherwise a
 # temporary one is written and removed), so the packages' init scripts start nothing.
 set -euo pipefail
-export DEBIAN_FRONTEND=noninteractive
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/apt.sh"
 
 missing=()
 command -v munged >/dev/null 2>&1 || missing+=(munge)
 command -v slurmctld >/dev/null 2>&1 || missing+=(slurmctld)
 command -v slurmd >/dev/null 2>&1 || missing+=(slurmd)
 command -v sbatch >/dev/null 2>&1 || missing+=(slurm-client)
-if (( ${#missing[@]} > 0 )); then
-  echo "   apt-get install ${missing[*]}"
-  policy=/usr/sbin/policy-rc.d
-  if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' > "$policy"
-    chmod +x "$policy"
-    trap 'rm -f "$policy"' EXIT
-  fi
-  # The package lists are refreshed only when they do not know a candidate for a package.
-  for pkg in "${missing[@]}"; do
-    if ! apt-cache policy "$pkg" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-      apt-get update -qq
-      break
-    fi
-  done
-  # No recommends: the daemons and commands are all that deploy/slurm.py runs.
-  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null
-fi
+apt_install "${missing[@]}"
 echo "slurm: $(slurmctld -V 2>&1 | head -1), munge $(munged --version 2>&1 | head -1 | cut -d' ' -f1)"
