@@ -345,11 +345,17 @@ class KubeBench:
                     and model_of.get(node) not in models:
                 wrong_model.append(f"{p['metadata']['name']} wants {sorted(models)}, on {node} ({model_of.get(node)})")
         foreign = [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName") not in (None, *model_of)]
+        # the binding's annotations: which dispatch bound the pod, and GPU indices as many as it asked
+        unannotated = [p["metadata"]["name"] for p in pods
+                       if not (p["metadata"].get("annotations") or {}).get("suanli.io/dispatch-id")
+                       or len([d for d in p["metadata"]["annotations"].get("suanli.io/gpu-devices", "").split(",") if d])
+                       != int(pod_requests(p).get("nvidia.com/gpu", 0))]
         problems, summary = overcommitted(nodes, pods)
         phases: dict[str, int] = defaultdict(int)
         for p in pods:
             phases[(p.get("status") or {}).get("phase", "?")] += 1
         return {"pods_listed": len(pods), "unbound": unbound, "wrong_model": wrong_model, "on_foreign_nodes": foreign,
+                "binding_annotations_missing": unannotated,
                 "overcommitted": problems, "gpus_requested": gpus_asked,
                 "gpus_allocatable": len(nodes) * GPUS_PER_NODE, "phases": dict(phases), **summary}
 

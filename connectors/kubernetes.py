@@ -28,7 +28,9 @@ models it accepts from a ``nvidia.com/gpu.product`` node selector or a required 
 kwok completes such pods after that long), the priority from ``spec.priority``, and the pod's
 labels plus ``k8s.namespace`` / ``k8s.pod``. Its event id is ``k8s/<uid>/submitted``: a
 re-list after a restart submits nothing new. Suanli's decision arrives as a DispatchCommand
-for this connector; ``execute`` POSTs the pod's ``binding`` to the chosen node, then reports
+for this connector; ``execute`` POSTs the pod's ``binding`` to the chosen node (its annotations
+``suanli.io/dispatch-id`` and ``suanli.io/gpu-devices``, the allotted GPU indices, land on the
+pod), then reports
 the pod's phase as the task's status: Running -> RUNNING, Succeeded -> COMPLETED, Failed ->
 FAILED (exit code of the first terminated container), deleted -> FAILED. A pod deleted before
 it was bound is a TaskCancelled.
@@ -800,8 +802,13 @@ class KubernetesCluster(Adapter):
 
     async def _bind(self, command: dict[str, Any], tracked: _Tracked, report: TaskReporter) -> bool:
         meta = tracked.pod["metadata"]
+        # the API server copies a binding's annotations onto the pod: which dispatch bound it and
+        # which GPU indices Suanli allotted stay readable on the pod (kubectl describe)
+        annotations = {"suanli.io/dispatch-id": command["dispatch_id"],
+                       "suanli.io/gpu-devices": ",".join(str(d) for d in command.get("gpu_devices") or [])}
         body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid")},
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta.get("uid"),
+                             "annotations": annotations},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": command["node_id"]}}
         r = await self.client.request("POST", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding",
                                       json=body)

@@ -57,6 +57,7 @@ def test_a_thousand_pods_on_two_hundred_kwok_nodes_are_bound_by_suanli(apiserver
     assert checks["pods_listed"] == PODS
     assert checks["unbound"] == [], checks["unbound"][:5]
     assert checks["on_foreign_nodes"] == []
+    assert checks["binding_annotations_missing"] == [], checks["binding_annotations_missing"][:5]
     assert checks["wrong_model"] == [], checks["wrong_model"][:5]
     assert checks["overcommitted"] == [], checks["overcommitted"][:5]
     assert 0 < checks["max_use_of_allocatable"]["nvidia.com/gpu"] <= 1
