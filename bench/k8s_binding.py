@@ -33,6 +33,7 @@ import json
 import os
 import random
 import secrets
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -493,6 +494,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=("live", "backlog", "both"), default="both",
                         help="live: pods created while Suanli runs; backlog: created before the connector starts")
     args = parser.parse_args(argv)
+
+    def terminate(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)      # SIGTERM (e.g. `timeout`): unwind, so the plane and pods are cleaned up
+
+    signal.signal(signal.SIGTERM, terminate)
     base = load_settings()
     say = lambda m: print(m, file=sys.stderr)  # noqa: E731
     started = kube.up(base, log=say)
