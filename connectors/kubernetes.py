@@ -65,7 +65,6 @@ import os
 import re
 import ssl
 import sys
-from contextlib import suppress
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -936,42 +935,11 @@ def build_adapter(args: argparse.Namespace) -> KubernetesCluster:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m suanli.connectors.kubernetes``: run the connector until SIGTERM/SIGINT."""
-    import signal
+    """``python -m suanli.connectors.kubernetes``: the same as ``python -m suanli.connectors k8s``
+    (the common connector options and :func:`add_arguments`'; see ``connectors/launch.py``)."""
+    from suanli.connectors.launch import main as launch
 
-    from suanli.connectors.launch import run_connector
-    from suanli.errors import SuanliError
-
-    parser = argparse.ArgumentParser(prog="python -m suanli.connectors.kubernetes", description=__doc__.splitlines()[0])
-    parser.add_argument("--name", default="k8s", help="connector name (dispatch topic suffix; default k8s)")
-    parser.add_argument("--heartbeat", type=float, default=5.0, help="seconds between heartbeats")
-    parser.add_argument("--log-level", default="INFO")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    def announce(runner: Any) -> None:
-        d = runner.describe()
-        print(f"suanli connector {d['connector']}: {d['nodes']} Kubernetes node(s) in cell {d['cell']}, consuming "
-              f"{d['dispatch_topic']} on {d['kafka']}", flush=True)
-
-    async def run() -> None:
-        adapter = build_adapter(args)
-        task = asyncio.create_task(run_connector(adapter, on_ready=announce, monitor_interval_s=0,
-                                                 heartbeat_interval_s=args.heartbeat))
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)
-        with suppress(asyncio.CancelledError):
-            await task
-
-    try:
-        asyncio.run(run())
-    except SuanliError as exc:
-        print(f"suanli connector k8s: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return launch(["k8s", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -318,3 +318,41 @@ def kubectl(settings: Settings, *args: str, input: str | None = None, timeout: f
     """Run the cached kubectl against this control plane (its kubeconfig); the completed process."""
     return subprocess.run([str(binaries()["kubectl"]), "--kubeconfig", str(K8sPaths.of(settings).kubeconfig), *args],
                           input=input, capture_output=True, text=True, timeout=timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m suanli.deploy.kubernetes up|down|status``: the loopback control plane."""
+    import argparse
+    import json
+    import sys
+
+    from suanli.config import load_settings
+
+    parser = argparse.ArgumentParser(prog="python -m suanli.deploy.kubernetes",
+                                     description="etcd, kube-apiserver and kwok on 127.0.0.1 (the binaries: "
+                                                 ".ci/setup.d/80-kubernetes.sh).")
+    sub = parser.add_subparsers(dest="action", required=True)
+    sub.add_parser("up", help="start (or find running) and wait until each answers; prints the kubeconfig")
+    sub.add_parser("down", help="stop kwok, kube-apiserver and etcd")
+    sub.add_parser("status", help="one JSON line per service: pid and readiness")
+    args = parser.parse_args(argv)
+    settings = load_settings()
+    try:
+        if args.action == "up":
+            info = up(settings)
+            print(f"k8s: ready in {info['seconds']} s; server {info['server']}, kubeconfig {info['kubeconfig']}")
+        elif args.action == "down":
+            down(settings)
+        else:
+            for row in status(settings):
+                print(json.dumps(row))
+    except StackError as exc:
+        print(f"k8s: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

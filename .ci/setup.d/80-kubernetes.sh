@@ -13,8 +13,8 @@
 #   80-kubernetes.sh              install etcd, build what is missing
 #   80-kubernetes.sh --bump VER   rewrite deploy/k8s-build/go.mod (and go.sum) for k8s.io/kubernetes VER
 set -euo pipefail
-export DEBIAN_FRONTEND=noninteractive
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+. "$here/.ci/lib/apt.sh"
 build="$here/deploy/k8s-build"
 # shellcheck disable=SC1091
 source "$build/versions.env"
@@ -53,19 +53,7 @@ if [ "${1:-}" = "--bump" ]; then
   exit 0
 fi
 
-if ! command -v etcd >/dev/null 2>&1; then
-  echo "   apt-get install etcd-server"
-  policy=/usr/sbin/policy-rc.d
-  if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' > "$policy"
-    chmod +x "$policy"
-    trap 'rm -f "$policy"' EXIT
-  fi
-  if ! apt-cache policy etcd-server 2>/dev/null | grep -q 'Candidate: [0-9]'; then
-    apt-get update -qq
-  fi
-  apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 etcd-server >/dev/null
-fi
+command -v etcd >/dev/null 2>&1 || apt_install etcd-server
 
 bin="$cache/$KUBERNETES_VERSION/bin"
 mkdir -p "$bin"
