@@ -437,6 +437,21 @@ async def _post_all(http: KubeClient, path: str | None, bodies: list[dict[str, A
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
+def run_with_plane(bench: KubeBench, **options: Any) -> dict[str, Any]:
+    """:func:`run_bench` with ``bench``'s plane started first, then stopped and the run's
+    nodes and pods deleted, whatever happens (the Kubernetes services must be up)."""
+    bench.start_plane()
+    try:
+        return asyncio.run(run_bench(bench, **options))
+    finally:
+        bench.stop_plane()
+
+        async def clean() -> None:
+            async with _client(bench) as http:
+                await bench.cleanup(http)
+        asyncio.run(clean())
+
+
 async def run_bench(bench: KubeBench, *, direct_baseline: bool = True, direct_task: bool = True) -> dict[str, Any]:
     """The whole run (the Kubernetes services and the plane must be started; see :func:`main`)."""
     async with _client(bench) as http:
@@ -507,17 +522,8 @@ def main(argv: list[str] | None = None) -> int:
         for mode in ("live", "backlog") if args.mode == "both" else (args.mode,):
             settings = load_settings(namespace=f"kb{secrets.token_hex(4)}", partitions=2)
             bench = KubeBench(settings, nodes=args.nodes, pods=args.pods, log=say, backlog=mode == "backlog")
-            bench.start_plane()
-            try:
-                # the direct baseline and task once, in the first run
-                out = asyncio.run(run_bench(bench, direct_baseline=not figures, direct_task=not figures))
-            finally:
-                bench.stop_plane()
-
-                async def clean() -> None:
-                    async with _client(bench) as http:
-                        await bench.cleanup(http)
-                asyncio.run(clean())
+            # the direct baseline and task once, in the first run
+            out = run_with_plane(bench, direct_baseline=not figures, direct_task=not figures)
             out["checks"] = {k: (v if not isinstance(v, list) else {"count": len(v), "first": v[:5]})
                              for k, v in out["checks"].items()}
             for key in ("api_server", "direct_task"):

@@ -24,15 +24,6 @@ MANIFESTS = REPO_ROOT / "deploy" / "k8s"
 pytestmark = pytest.mark.stack      # a service test, like the other tests that start services
 
 
-@pytest.fixture(scope="module")
-def apiserver(settings):
-    """The loopback Kubernetes control plane (started here when not running; stopped after if so)."""
-    report = kube.up(settings, log=lambda _m: None)
-    yield settings
-    if any(report["started"].values()):
-        kube.down(settings, log=lambda _m: None)
-
-
 def test_every_manifest_passes_the_api_servers_dry_run(apiserver):
     ns = kube.kubectl(apiserver, "apply", "-f", str(MANIFESTS / "00-namespace.yaml"))
     assert ns.returncode == 0, ns.stderr

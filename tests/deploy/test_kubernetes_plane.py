@@ -14,42 +14,23 @@ are printed.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 
 import pytest
 
-from suanli.bench.k8s_binding import KubeBench, _client, run_bench
+from suanli.bench.k8s_binding import KubeBench, run_with_plane
 from suanli.config import load_settings
-from suanli.deploy import kubernetes as kube
 
 pytestmark = pytest.mark.stack
 
 PODS, NODES = 1000, 200
 
 
-@pytest.fixture(scope="module")
-def apiserver(stack):
-    report = kube.up(stack, log=lambda _m: None)
-    yield stack
-    if any(report["started"].values()):
-        kube.down(stack, log=lambda _m: None)
-
-
 def test_a_thousand_pods_on_two_hundred_kwok_nodes_are_bound_by_suanli(apiserver, capsys):
     settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
     bench = KubeBench(settings, nodes=NODES, pods=PODS, log=lambda _m: None)
-    bench.start_plane()
-    try:
-        out = asyncio.run(run_bench(bench))
-    finally:
-        bench.stop_plane()
-
-        async def clean() -> None:
-            async with _client(bench) as http:
-                await bench.cleanup(http)
-        asyncio.run(clean())
+    out = run_with_plane(bench)
     with capsys.disabled():
         print("\nk8s binding:", json.dumps({k: out[k] for k in ("suanli", "api_server")}), flush=True)
 
