@@ -94,7 +94,12 @@ def mixed(stack, tmp_path_factory):
     run = uuid.uuid4().hex[:6]
     lp = LocalPlane(settings, cell=f"mixed-{run}", node_id=f"cpu-{run}")
     nodes = {"cpu": lp.node_id, "big": f"qpu{run}-big", "small": f"qpu{run}-small"}
-    asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace)))
+    # Every dispatch topic exists before the scheduler starts, as the Slurm and Kubernetes tests
+    # do: a scheduler that first sent to a dispatch topic created after it started (by the
+    # quantum connector) once stalled in CI with its TaskPlaced unsent (ARCHITECTURE.md,
+    # "Adapters of outside systems": a known defect, not found yet).
+    asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace,
+                                                                      connectors=("sim", "local", "quantum"))))
     services = list(worker_processes(settings).values())
     for service, argv in services:
         service.start(argv, env=to_env(settings))
