@@ -61,10 +61,12 @@ class PlaneOptions:
 WORKER_ROLES = ("intake", "scheduler", "telemetry")
 
 
-def worker_processes(settings: Settings, metrics_ports: dict[str, int] | None = None
+def worker_processes(settings: Settings, metrics_ports: dict[str, int] | None = None, schedulers: int = 1
                      ) -> dict[str, tuple[ServiceProcess, list[str]]]:
     """The plane's processes: name -> (service handle, argv). ``metrics_ports``: role -> the port
-    of its /metrics (none for a role not in it)."""
+    of its /metrics (none for a role not in it). ``schedulers``: how many scheduler workers
+    share the cell log's partitions: ``scheduler``, then ``scheduler-2``, ... (only the first
+    serves metrics on the scheduler's port)."""
     run, logs, ns = settings.home / "run", settings.home / "logs", settings.namespace
     py = sys.executable
     ports = metrics_ports or {}
@@ -76,9 +78,13 @@ def worker_processes(settings: Settings, metrics_ports: dict[str, int] | None = 
         return (ServiceProcess(name, run / f"{ns}-{name}.pid", logs / f"{ns}-{name}.log", marker),
                 [py, "-X", marker, *argv])
 
+    if schedulers < 1:
+        raise StackError(f"a plane needs at least one scheduler worker, not {schedulers}")
     return {
         "intake": svc("intake", ["-m", "suanli.streams.worker", "intake"]),
         "scheduler": svc("scheduler", ["-m", "suanli.streams.worker", "scheduler"]),
+        **{f"scheduler-{i}": svc(f"scheduler-{i}", ["-m", "suanli.streams.worker", "scheduler", "--instance", str(i)])
+           for i in range(2, schedulers + 1)},
         # NodeMetrics -> NodeConditionChanged (changes only), back through intake
         "telemetry": svc("telemetry", ["-m", "suanli.streams.worker", "telemetry"]),
     }

@@ -25,13 +25,14 @@ from typing import Any
 
 import faust
 from faust.streams import _current_event
+from faust.types import TP, Message
 
 from suanli.config import Settings
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner, chunk
 from suanli.streams.intake import ticks, triage
-from suanli.streams.kafka_io import read_range
+from suanli.streams.kafka_io import committed_offset, read_range
 from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
@@ -55,15 +56,26 @@ def snapshot_due(inputs_since: int, seconds_since: float, last_cost_s: float) ->
     return ((inputs_since >= SNAPSHOT_EVERY or seconds_since >= SNAPSHOT_SECONDS)
             and seconds_since >= SNAPSHOT_COST_RATIO * last_cost_s)
 LATENCY_SECONDS = 2.0        # how often the scheduler writes its latency figures (DecisionLatency)
+SESSION_TIMEOUT_S = 10.0     # consumer-group session of every worker (see make_app)
+CATCH_UP_SLICE = 2000        # records re-applied between yields to the loop (heartbeats go on)
 
 
 def _broker_url(bootstrap: str) -> str:
     return ";".join(f"kafka://{host.strip()}" for host in bootstrap.split(",") if host.strip())
 
 
-def make_app(role: str, settings: Settings) -> faust.App:
-    """A Faust app for one worker role ('intake' or 'scheduler')."""
-    datadir = settings.home / "workers" / settings.namespace / role
+def worker_dir(settings: Settings, role: str, instance: int = 1) -> Path:
+    """Where one worker process keeps its local state (RocksDB, latency figures). Workers of
+    one role share a consumer group but never a directory: instance 1 is ``role``, the
+    others ``role-N``."""
+    return settings.home / "workers" / settings.namespace / (role if instance == 1 else f"{role}-{instance}")
+
+
+def make_app(role: str, settings: Settings, instance: int = 1) -> faust.App:
+    """A Faust app for one worker process of ``role`` ('intake', 'scheduler' or 'telemetry').
+    Every ``instance`` of a role joins the same consumer group (the app id), and Faust
+    shares the role's partitions among them."""
+    datadir = worker_dir(settings, role, instance)
     datadir.mkdir(parents=True, exist_ok=True)
     return faust.App(
         f"{settings.namespace}-{role}",
@@ -85,13 +97,25 @@ def make_app(role: str, settings: Settings) -> faust.App:
         broker_commit_interval=1.0,
         table_standby_replicas=0,
         stream_wait_empty=False,
+        # A worker killed without leaving its group holds its partitions until its session
+        # times out: 10 s instead of Faust's 60 s, so its cells resume elsewhere (or in its
+        # restarted self) that much sooner. Heartbeats go every 3 s, and the loop yields
+        # during long catch-ups (``CATCH_UP_SLICE``), so a live worker keeps its session.
+        broker_session_timeout=SESSION_TIMEOUT_S,
     )
 
 
 def _raw(message: Any) -> RawRecord:
+    """A Faust message as a record (Faust's timestamp is in seconds)."""
     ts = message.timestamp
     return RawRecord(message.topic, message.partition, message.offset,
                      int(ts * 1000) if ts is not None else 0, message.key, message.value)
+
+
+def _raw_kafka(record: Any) -> RawRecord:
+    """An aiokafka ConsumerRecord as a record (its timestamp is in milliseconds already)."""
+    return RawRecord(record.topic, record.partition, record.offset, int(record.timestamp or 0),
+                     record.key, record.value)
 
 
 async def _produce_all(app: faust.App, records: list[OutRecord]) -> None:
@@ -102,8 +126,8 @@ async def _produce_all(app: faust.App, records: list[OutRecord]) -> None:
     await asyncio.gather(*futures)
 
 
-def build_intake(settings: Settings) -> faust.App:
-    app = make_app("intake", settings)
+def build_intake(settings: Settings, instance: int = 1) -> faust.App:
+    app = make_app("intake", settings, instance)
     codec = Codec(RegistryClient(settings.registry_url))
     topics = TopicNames(settings.namespace)
     raw = app.topic(*topics.raw, key_type=bytes, value_type=bytes, partitions=settings.partitions)
@@ -171,6 +195,15 @@ class SnapshotStore:
         finally:
             _current_event.reset(token)
 
+    def as_of(self, event: Any, partition: int) -> int | None:
+        """The log offset the partition's stored snapshot is as of (None: there is none)."""
+        token = self._as_partition(event)
+        try:
+            manifest = self.table.get(f"p{partition}")
+            return int(json.loads(manifest)["as_of"]) if manifest is not None else None
+        finally:
+            _current_event.reset(token)
+
     def save(self, event: Any, partition: int, blob: bytes, as_of: int) -> None:
         token = self._as_partition(event)
         try:
@@ -188,8 +221,8 @@ class SnapshotStore:
             _current_event.reset(token)
 
 
-def latency_path(settings: Settings) -> Path:
-    return settings.home / "workers" / settings.namespace / "scheduler" / "latency.json"
+def latency_path(settings: Settings, instance: int = 1) -> Path:
+    return worker_dir(settings, "scheduler", instance) / "latency.json"
 
 
 class DecisionLatency:
@@ -268,13 +301,13 @@ class DecisionLatency:
         tmp.replace(self.path)
 
 
-def build_scheduler(settings: Settings) -> faust.App:
-    app = make_app("scheduler", settings)
+def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
+    app = make_app("scheduler", settings, instance)
     codec = Codec(RegistryClient(settings.registry_url))
     topics = TopicNames(settings.namespace)
     runner = CellRunner(codec, topics)
     metrics = SchedulerMetrics(settings.namespace, codec, [topics.cell_log]).bind(runner).attach(app)
-    latency = DecisionLatency(latency_path(settings))
+    latency = DecisionLatency(latency_path(settings, instance))
     cell_log = app.topic(topics.cell_log, key_type=bytes, value_type=bytes, partitions=settings.partitions)
     table = app.Table("cell-snapshots", key_type=str, value_type=bytes, partitions=settings.partitions)
     snapshots = SnapshotStore(table)
@@ -284,14 +317,82 @@ def build_scheduler(settings: Settings) -> faust.App:
     snapshot_cost: dict[int, float] = {}           # seconds the last snapshot of a partition took
 
     async def recover(event: Any, partition: int, first_offset: int) -> None:
-        """Restore the partition's snapshot and silently re-apply the log up to ``first_offset``."""
-        blob = snapshots.load(event, partition)
-        as_of = runner.restore(partition, blob) if blob else -1
-        metrics.snapshot_saved(partition)
+        """Bring the partition's state up to ``first_offset`` (the next record Faust gave us).
+
+        The state comes from memory, or from the snapshot when that is further along (a fresh
+        process has none in memory; a partition that moved away and back may have been
+        advanced by another worker meanwhile). The log from there to ``first_offset`` is then
+        re-applied in two parts:
+
+        - below the group's committed offset, silently: those records were decided, and a
+          committed offset means their outputs are durable;
+        - from the committed offset on, *with* their outputs: nobody committed them, and
+          Faust did not hand them to us. It drops messages in flight when a rebalance
+          suspends its flow (``Consumer._drain_messages``: the read offset moves on past a
+          callback ``wait_first`` abandoned), so a partition's stream can jump (seen in
+          ``tests/deploy/test_cells_across_workers.py``: offsets 147-149 never delivered).
+          Their decisions are sent (duplicates of decisions made elsewhere carry the same
+          event ids and bytes), then the records are acked to Faust so that its commits
+          move past them.
+        """
+        held = runner.partitions.get(partition)
+        in_memory = held.as_of if held is not None else -1
+        stored = snapshots.as_of(event, partition)
+        source = "memory"
+        if stored is not None and stored > in_memory:
+            blob = snapshots.load(event, partition)
+            if blob is not None:
+                runner.restore(partition, blob)
+                source = "snapshot"
+                metrics.snapshot_saved(partition)
+        as_of = runner.partition(partition).as_of
         missing = await read_range(settings.bootstrap_servers, topics.cell_log, partition, as_of + 1, first_offset)
-        runner.catch_up(_raw(r) for r in missing)
-        log.warning("scheduler: partition %s recovered: snapshot as of %s, re-applied %s records, resuming at %s",
-                    partition, as_of, len(missing), first_offset)
+        committed = (await committed_offset(settings.bootstrap_servers, app.conf.id, topics.cell_log, partition)
+                     if missing else None)
+        decided = [r for r in missing if committed is not None and r.offset < committed]
+        skipped = missing[len(decided):]
+        for i in range(0, len(decided), CATCH_UP_SLICE):
+            runner.catch_up(_raw_kafka(r) for r in decided[i:i + CATCH_UP_SLICE])
+            await asyncio.sleep(0)
+        if skipped:
+            outputs = [out for r in skipped for out in runner.apply(_raw_kafka(r))]
+            await declare_new_topics(outputs)
+            await _produce_all(app, outputs)
+            for r in skipped:
+                app.consumer.ack(Message(r.topic, r.partition, r.offset, (r.timestamp or 0) / 1000, 0, None, r.key,
+                                         r.value, None, tp=TP(r.topic, r.partition)))
+        log.warning("scheduler: partition %s recovered: state from %s as of %s, re-applied %s records "
+                    "(%s decided here: never delivered), resuming at %s",
+                    partition, source, as_of, len(missing), len(skipped), first_offset)
+
+    @app.on_partitions_revoked.connect
+    async def forget_revoked(_app: Any, revoked: set, **_kwargs: Any) -> None:
+        """A revoked partition is recovered again at its next record, should it come back:
+        another worker may have decided on it meanwhile (the state in memory is kept, and
+        used when nothing newer is stored)."""
+        mine = sorted(tp.partition for tp in revoked if tp.topic == topics.cell_log)
+        started.difference_update(mine)
+        if mine:
+            log.warning("scheduler: cell-log partitions revoked: %s", mine)
+
+    @app.on_partitions_assigned.connect
+    async def say_assigned(_app: Any, assigned: set, **_kwargs: Any) -> None:
+        """Log the worker's whole assignment of cell-log partitions (Faust rebalances
+        eagerly: every assignment is the full set), for operators and the scale-out test."""
+        log.warning("scheduler: cell-log partitions assigned: %s",
+                    sorted(tp.partition for tp in assigned if tp.topic == topics.cell_log))
+
+    declared: set[str] = set()
+
+    async def declare_new_topics(records: list[OutRecord]) -> None:
+        """Create each output topic this process has not sent to yet, before sending to it.
+        A connector kind's dispatch topic exists only once a plane pre-created it, and a
+        send to a topic that does not exist yet leaves it to the broker's auto-creation
+        (broker-default partitions) while the producer waits on metadata: a scheduler once
+        stalled there, its TaskPlaced unsent. Declaring is one request per topic per process."""
+        for name in sorted({r.topic for r in records} - declared):
+            await app.topic(name, partitions=settings.partitions, key_type=bytes, value_type=bytes).declare()
+            declared.add(name)
 
     @app.agent(cell_log, name="scheduler")
     async def schedule(stream: faust.StreamT) -> None:
@@ -306,6 +407,10 @@ def build_scheduler(settings: Settings) -> faust.App:
                     await recover(event, message.partition, message.offset)
                     started.add(message.partition)
                     last_snapshot[message.partition] = time.monotonic()
+                elif message.offset > runner.partition(message.partition).as_of + 1:
+                    # A gap: records this process never applied (the partition was another
+                    # worker's for a while). Deciding past them would fold a different state.
+                    await recover(event, message.partition, message.offset)
                 raw = _raw(message)
                 t0 = time.perf_counter()
                 out = runner.apply(raw)
@@ -317,6 +422,7 @@ def build_scheduler(settings: Settings) -> faust.App:
                 outputs.extend(out)
                 last_event[message.partition] = event
                 since_snapshot[message.partition] = since_snapshot.get(message.partition, 0) + 1
+            await declare_new_topics(outputs)
             await _produce_all(app, outputs)
             acked = time.time() * 1000
             metrics.batch_done(events, outputs, acked_ms=acked)

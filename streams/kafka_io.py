@@ -157,6 +157,20 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         await consumer.stop()
 
 
+async def committed_offset(bootstrap: str, group: str, topic: str, partition: int) -> int | None:
+    """The consumer group's committed offset of ``topic[partition]`` (the next offset it
+    would read), or None when the group has committed none there."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        offsets = await admin.list_consumer_group_offsets(group, partitions=[tp])
+        meta = offsets.get(tp)
+        return meta.offset if meta is not None and meta.offset >= 0 else None
+    finally:
+        await admin.close()
+
+
 async def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
                      on_read: Callable[[int], None] | None = None) -> list[Any]:
     """The raw records of ``topic[partition]`` with ``start <= offset < end``, in order.

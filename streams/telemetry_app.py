@@ -189,8 +189,8 @@ class PolicyThresholds:
                 await asyncio.sleep(5)
 
 
-def build_telemetry(settings: Settings) -> faust.App:
-    app = make_app("telemetry", settings)
+def build_telemetry(settings: Settings, instance: int = 1) -> faust.App:
+    app = make_app("telemetry", settings, instance)
     codec = Codec(RegistryClient(settings.registry_url))
     topics = TopicNames(settings.namespace)
     raw_nodes = app.topic(topics.raw_nodes, key_type=bytes, value_type=bytes, partitions=settings.partitions)

@@ -4,6 +4,7 @@
 (``streams/metrics.py``; ``--metrics-host``, default 127.0.0.1; port 0: any free port, printed in
 the log). A port that cannot be bound is logged and the worker runs on without metrics: a
 missing target shows as down in Prometheus, and scheduling never stops for a metric.
+``--instance N`` runs the role's N-th worker: several share the role's partitions.
 """
 from __future__ import annotations
 
@@ -26,8 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics-port", type=int, default=None,
                         help="serve Prometheus metrics on this port (0: any free port; default: none)")
     parser.add_argument("--metrics-host", default="127.0.0.1", help="address of the metrics server (127.0.0.1)")
+    parser.add_argument("--instance", type=int, default=1,
+                        help="which worker of the role this is (1, 2, ...): every instance joins the role's "
+                             "consumer group and keeps its local state in a directory of its own (default 1)")
     args = parser.parse_args(argv)
-    app = BUILDERS[args.role](settings())
+    if args.instance < 1:
+        parser.error("--instance must be 1 or more")
+    app = BUILDERS[args.role](settings(), instance=args.instance)
     if args.metrics_port is not None:
         from suanli.streams.metrics import serve
 
