@@ -56,6 +56,9 @@ class PlaneOptions:
     # Seconds between the simulated nodes' metrics samples (NodeMetrics, ~380 series a node,
     # for the telemetry worker); 0: none (heartbeats still go every 5 s).
     metrics_interval_s: float = 15.0
+    # Scheduler workers in the plane's consumer group (``worker_processes``): one cell lives on
+    # one partition, so with one cell the others stand by and take over when its worker dies.
+    schedulers: int = 1
 
 
 WORKER_ROLES = ("intake", "scheduler", "telemetry")
@@ -174,7 +177,7 @@ class Plane:
         asyncio.run(ensure_topics(self.s.bootstrap_servers, core_topics(self.s.partitions, self.s.namespace)))
         self._env = to_env(self.s)
         self.metrics_ports = metrics_ports(self.o.metrics_port)
-        for service, argv in [*worker_processes(self.s, self.metrics_ports).values(),
+        for service, argv in [*worker_processes(self.s, self.metrics_ports, self.o.schedulers).values(),
                               connector_process(self.s, self.cell, self.nodes_csv, self.o.time_scale,
                                                 self.o.metrics_interval_s)]:
             if service.pid() is None:

@@ -67,7 +67,11 @@ def _up(args: argparse.Namespace) -> int:
                            json_path=Path(args.json) if args.json else None,
                            nodes_csv=Path(args.nodes) if args.nodes else None,
                            pods_csv=Path(args.pods) if args.pods else None, cell=args.cell,
-                           metrics_port=None if args.no_metrics else args.metrics_port)
+                           metrics_port=None if args.no_metrics else args.metrics_port,
+                           schedulers=args.workers)
+    if args.workers < 1:
+        print("suanli up: --workers must be 1 or more", file=sys.stderr)
+        return 2
     try:
         result = run_plane(settings(), options)
     except KeyboardInterrupt:
@@ -152,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Prometheus /metrics of intake, scheduler and telemetry on 127.0.0.1 PORT, PORT+1, PORT+2 "
                          "(a taken port is replaced by a free one; 0: free ports; default 19200)")
     up.add_argument("--no-metrics", action="store_true", help="no /metrics servers")
+    up.add_argument("--workers", type=int, default=1, metavar="M",
+                    help="scheduler workers sharing the cell log's partitions (default 1; the run's one cell is "
+                         "on one partition, so the others stand by and take it over when its worker dies)")
     up.set_defaults(func=_up, needs=NOTHING)                  # starts the stack itself
 
     from suanli import (cli_api, cli_cost, cli_policy, cli_profile, cli_prometheus, cli_reserve, cli_sim,

@@ -130,6 +130,51 @@ def test_bad_policy_is_dead_lettered_with_its_reason_and_never_crashes_the_sched
         assert any(named in reason for reason in reasons), (named, reasons)
 
 
+def test_two_scheduler_workers_survive_a_kill_of_the_deciding_one(stack):
+    # `suanli up --workers 2`: the run's one cell is on one partition, so one worker decides
+    # and the other stands by. Kill the deciding one: the cell resumes on the standby or on
+    # the killed one's restart (the plane restarts it at once; the group decides which).
+    plane = _plane(stack, tasks=2000, rate=100, time_scale=0.00005, schedulers=2)
+    plane.start()
+    workers = [s for s, _ in plane.services if s.name.startswith("scheduler")]
+    assert [w.name for w in workers] == ["scheduler", "scheduler-2"]
+    taken: dict[str, object] = {}
+
+    def deciding() -> list:
+        return [w for w in workers if w.log_file.exists() and "recovered" in w.log_file.read_text(errors="replace")]
+
+    def killer() -> None:
+        deadline = time.monotonic() + 120
+        while not deciding() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)
+        [active] = deciding()
+        taken["killed"], taken["pid"] = active.name, active.pid()
+        os.kill(taken["pid"], signal.SIGKILL)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    try:
+        result = asyncio.run(plane.run())
+    finally:
+        thread.join()
+        plane.stop()
+    assert taken, "the active worker was never found"
+    recoveries = sum(w.log_file.read_text(errors="replace").count("recovered") for w in workers)
+    assert recoveries >= 2, "no worker resumed the cell after the kill"
+    assert result["worker_restarts"].get(taken["killed"]) == 1, result["worker_restarts"]
+    assert result["submitted"] == 2000 and result["placed"] + result["pending"] + result["unschedulable"] == 2000
+    assert result["capacity_violations"] == 0, result["violations"]
+    decisions = asyncio.run(_read(plane.s, f"{plane.s.namespace}.decisions"))
+    placed: dict[str, set] = {}
+    for d in decisions:
+        if d.kind == "TaskPlaced":
+            placed.setdefault(d.payload["task_id"], set()).add(d.payload["event_id"])
+    assert all(len(ids) == 1 for ids in placed.values()), "a task placed twice"
+    _report("standby", {"killed": taken["killed"], "restarts": result["worker_restarts"], "placed": len(placed),
+                        "recoveries": recoveries, "seconds": result["seconds"]})
+
+
 def test_scheduler_survives_sigkill_without_lost_or_duplicated_placements(stack):
     plane = _plane(stack, tasks=5000, rate=60, time_scale=0.00005)   # ~85 s of submissions: room for 5 kills
     plane.start()
