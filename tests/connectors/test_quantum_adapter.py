@@ -235,7 +235,9 @@ def test_a_stop_ends_the_task_at_once_and_the_device_is_free_again_after(adapter
 
         assert adapter.admit(command) is None
         run = asyncio.create_task(adapter.execute(command, TaskReporter(command, adapter.now_ms, emit)))
+        deadline = asyncio.get_running_loop().time() + 30
         while not out:                                       # RUNNING reported: the simulation is on
+            assert asyncio.get_running_loop().time() < deadline, "no RUNNING report in 30 s"
             await asyncio.sleep(0.01)
         assert await adapter.stop("t1", "qpu-big", "preempted") is True
         await run

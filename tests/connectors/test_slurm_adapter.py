@@ -195,6 +195,22 @@ def test_admission_refuses_what_cannot_run(tmp_path):
     assert "must be non-empty" in adapter.admit(_command(env={"": "x"}))
 
 
+async def _settle(rounds: int = 50) -> None:
+    """Let the adapter's follow-tasks run until they wait again (they wait only on events the
+    test sets): yields to the loop, no wall time, so "nothing reported yet" is decided."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+async def _until(condition, what: str, timeout: float = 5.0) -> None:
+    """Wait until ``condition()`` holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        await asyncio.sleep(0.001)
+
+
 def _follow(adapter: SlurmCluster, job: _Job, tmp_path: Path, out: list):
     async def emit(payload):
         out.append(payload)
@@ -210,7 +226,7 @@ def test_job_states_become_task_statuses_with_the_job_id(tmp_path):
         job = adapter._jobs["d"] = _Job(_command(), "n1", job_id=42)
         follow = _follow(adapter, job, tmp_path, out)
         adapter.update_jobs({42: JobState(42, "PENDING", "", "Priority", 0)})
-        await asyncio.sleep(0)
+        await _settle()
         assert out == []                                       # pending in Slurm: still DISPATCHED
         (tmp_path / "d.out").write_text("boom\n")
         adapter.update_jobs({42: JobState(42, "FAILED", "n1", "NonZeroExitCode", 3 << 8)})
@@ -249,14 +265,14 @@ def test_node_fail_is_reported_only_after_the_node_down_went_out(tmp_path):
         job = adapter._jobs["d"] = _Job(_command("slurm-n3"), "n3", job_id=8)
         follow = _follow(adapter, job, tmp_path, out)
         adapter.update_jobs({8: JobState(8, "RUNNING", "n3", "None", 0)})
-        await asyncio.sleep(0.05)
+        await _until(lambda: out, "the RUNNING report")
         adapter.update_jobs(parse_squeue((DATA / "squeue-node-fail.txt").read_text()))
-        await asyncio.sleep(0.05)
+        await _settle()
         assert [p["status"] for p in out] == ["RUNNING"]      # NODE_FAIL seen, node not yet DOWN here
         adapter.observe(list(_nodes("sinfo-node-fail").values()))
         events = adapter.heartbeats(1, 1)                      # the DOWN is handed out with this beat
         assert ("NodeStatusChanged", "DOWN") in [(k, p.get("status")) for k, p in events]
-        await asyncio.sleep(0.05)
+        await _settle()
         assert [p["status"] for p in out] == ["RUNNING"]      # ... and reported one beat later
         adapter.heartbeats(2, 2)
         await asyncio.wait_for(follow, 5)
@@ -285,7 +301,7 @@ def test_pending_jobs_of_a_node_that_goes_down_end_as_node_fail(tmp_path):
         adapter.heartbeats(1, 1)
         adapter.heartbeats(2, 2)
         await asyncio.wait_for(follow, 5)
-        await asyncio.sleep(0)
+        await _until(lambda: ("scancel", "9") in calls, "the scancel of job 9")
         return out, calls
 
     out, calls = asyncio.run(run())
@@ -355,7 +371,7 @@ def test_every_dispatch_gets_files_of_its_own(tmp_path):
                 pass
 
             tasks.append(asyncio.ensure_future(adapter.execute(command, TaskReporter(command, lambda: 1, emit))))
-        await asyncio.sleep(0.1)
+        await _until(lambda: sum(a[0] == "sbatch" for a in argvs) == 2, "both sbatch calls")
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -385,14 +401,14 @@ def test_a_failed_launch_requeued_for_a_down_node_is_cancelled_and_lost_with_it(
         follow = _follow(adapter, job, tmp_path, out)
         for state, nodes in (("RUNNING", "n3"), ("COMPLETING", "n3")):
             adapter.update_jobs({805: JobState(805, state, nodes, "None", 0)})
-            await asyncio.sleep(0.01)
+            await _settle()
         adapter.observe(list(_nodes("sinfo-node-fail").values()))      # n3 DOWN, job not yet back
         adapter.heartbeats(1, 1)
         adapter.update_jobs({805: JobState(805, "PENDING", "n3", "None", 0)})
-        await asyncio.sleep(0.01)
+        await _settle()
         adapter.heartbeats(2, 2)
         await asyncio.wait_for(follow, 5)
-        await asyncio.sleep(0)
+        await _until(lambda: ("scancel", "805") in calls, "the scancel of job 805")
         return out, calls
 
     out, calls = asyncio.run(run())
