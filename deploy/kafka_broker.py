@@ -1,4 +1,4 @@
-"""The embedded Kafka broker: one KRaft node (broker + controller) on loopback.
+"""The embedded Kafka broker: one KRaft node (broker + controller) on loopback, or a quorum of three.
 
 Jars come from Maven Central through ``deploy/kafka/pom.xml``. Storage is formatted once
 (``meta.properties`` marks it); the broker then runs as ``java kafka.Kafka``.
@@ -19,27 +19,41 @@ HERE = Path(__file__).resolve().parent / "kafka"
 MAIN_CLASS = "kafka.Kafka"
 
 
-def server_properties(*, data_dir: Path, port: int, controller_port: int) -> str:
-    """The broker configuration: single node, replication factor 1, loopback only."""
+def server_properties(*, data_dir: Path, port: int, controller_port: int, node_id: int = 1,
+                      voters: str | None = None) -> str:
+    """The broker configuration, loopback only. Alone (``voters`` None): one node, replication
+    factor 1. In a quorum (``voters``: ``"1@127.0.0.1:PORT,2@..."``): this node of it, every
+    topic replicated 3 times (Faust's changelogs and the registry's journal included, by the
+    broker defaults) with ``min.insync.replicas=2``, so one broker may die without losing a
+    write that was acknowledged with acks=all."""
+    quorum = (f"controller.quorum.voters={voters}" if voters
+              else f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}")
+    rf, isr = (3, 2) if voters else (1, 1)
+    # In a quorum a dead broker's partitions move once the controller stops hearing from it:
+    # 6 s instead of 9, so that a broker failure delays the cell log less than a node's
+    # heartbeat timeouts (SUSPECT after 10 s, DOWN after 15 s).
+    session = "broker.heartbeat.interval.ms=1000\nbroker.session.timeout.ms=6000\n" if voters else ""
     return f"""\
 process.roles=broker,controller
-node.id=1
-controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+node.id={node_id}
+{quorum}
+{session}listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
 advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs={data_dir / 'logs'}
 num.partitions=1
+default.replication.factor={rf}
+min.insync.replicas={isr}
 auto.create.topics.enable=true
-offsets.topic.replication.factor=1
+offsets.topic.replication.factor={rf}
 offsets.topic.num.partitions=8
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor={rf}
+transaction.state.log.min.isr={isr}
 transaction.state.log.num.partitions=8
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.replication.factor={rf}
+share.coordinator.state.topic.min.isr={isr}
 group.initial.rebalance.delay.ms=0
 log.retention.hours=-1
 log.segment.bytes=67108864
@@ -54,20 +68,30 @@ def _cluster_id() -> str:
             return text
 
 
+def voters_of(ports: list[tuple[int, int]]) -> str:
+    """``controller.quorum.voters`` of a quorum whose node N has the N-th ``(client, controller)`` ports."""
+    return ",".join(f"{i}@127.0.0.1:{controller}" for i, (_client, controller) in enumerate(ports, start=1))
+
+
 def prepare(*, work_dir: Path, data_dir: Path, port: int, controller_port: int,
-            log: Callable[[str], None] = print) -> tuple[str, Path]:
-    """Resolve the jars, write the config and format storage if needed.
+            log: Callable[[str], None] = print, node_id: int = 1, voters: str | None = None,
+            cluster_id: str | None = None) -> tuple[str, Path]:
+    """Resolve the jars, write the config and format storage if needed: alone (``--standalone``)
+    or, with ``voters``, as node ``node_id`` of that static quorum, every node formatted with
+    the same ``cluster_id``.
 
     Returns ``(classpath, properties_file)``. Idempotent.
     """
     classpath = resolve_classpath(HERE / "pom.xml", work_dir / "kafka", log)
     data_dir.mkdir(parents=True, exist_ok=True)
     props = data_dir / "server.properties"
-    props.write_text(server_properties(data_dir=data_dir, port=port, controller_port=controller_port))
+    props.write_text(server_properties(data_dir=data_dir, port=port, controller_port=controller_port,
+                                       node_id=node_id, voters=voters))
     if not (data_dir / "logs" / "meta.properties").exists():
         log(f"formatting Kafka storage in {data_dir / 'logs'}")
-        argv = ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone",
-                "-t", _cluster_id(), "-c", str(props)]
+        mode = [] if voters else ["--standalone"]
+        argv = ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", *mode,
+                "-t", cluster_id or _cluster_id(), "-c", str(props)]
         result = subprocess.run(argv, capture_output=True, text=True)
         if result.returncode != 0:
             raise StackError(f"Kafka storage format failed (exit {result.returncode}):\n"
@@ -107,3 +131,22 @@ def is_ready(bootstrap: str, timeout: float = 3.0) -> bool:
         return asyncio.run(probe())
     except Exception:  # noqa: BLE001 - any failure just means "not ready yet"
         return False
+
+
+def live_brokers(bootstrap: str, timeout: float = 3.0) -> int:
+    """How many brokers the cluster at ``bootstrap`` lists as alive (0 when it does not answer)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    async def probe() -> int:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+        try:
+            await asyncio.wait_for(admin.start(), timeout)
+            cluster = await asyncio.wait_for(admin.describe_cluster(), timeout)
+            return len(cluster.get("brokers", []))
+        finally:
+            await admin.close()
+
+    try:
+        return asyncio.run(probe())
+    except Exception:  # noqa: BLE001 - not answering counts as none
+        return 0

@@ -54,6 +54,49 @@ def kafka_service(paths: StackPaths) -> ServiceProcess:
                           marker=str(paths.kafka_data / "server.properties"))
 
 
+def quorum_dir(paths: StackPaths, node: int) -> Path:
+    """Data of node ``node`` (1-3) of the three-broker stack (apart from the single broker's)."""
+    return paths.home / "kafka-quorum" / f"node-{node}"
+
+
+def quorum_service(paths: StackPaths, node: int) -> ServiceProcess:
+    return ServiceProcess(f"kafka-{node}", paths.run / f"kafka-{node}.pid", paths.logs / f"kafka-{node}.log",
+                          marker=str(quorum_dir(paths, node) / "server.properties"))
+
+
+def broker_services(settings: Settings) -> list[ServiceProcess]:
+    """The embedded brokers ``settings`` asks for: ``kafka``, or ``kafka-1`` .. ``kafka-3``."""
+    paths = StackPaths(settings.home)
+    if settings.brokers == 1:
+        return [kafka_service(paths)]
+    return [quorum_service(paths, n) for n in range(1, settings.brokers + 1)]
+
+
+def start_brokers(settings: Settings, log: Callable[[str], None] = print) -> list[ServiceProcess]:
+    """Start the embedded brokers that are not running (formatting their storage once);
+    returns them all. The quorum's nodes share one cluster id, kept beside their data."""
+    paths = StackPaths(settings.home)
+    services = broker_services(settings)
+    voters = kafka_broker.voters_of(settings.broker_ports) if settings.brokers > 1 else None
+    cluster_id = None
+    if voters:
+        id_file = paths.home / "kafka-quorum" / "cluster.id"
+        id_file.parent.mkdir(parents=True, exist_ok=True)
+        if not id_file.exists():
+            id_file.write_text(kafka_broker._cluster_id())       # noqa: SLF001 - same module family
+        cluster_id = id_file.read_text().strip()
+    for node, (service, (port, controller)) in enumerate(zip(services, settings.broker_ports), start=1):
+        if service.pid() is not None:
+            continue
+        data = paths.kafka_data if voters is None else quorum_dir(paths, node)
+        classpath, props = kafka_broker.prepare(work_dir=paths.cache, data_dir=data, port=port,
+                                                controller_port=controller, log=log, node_id=node,
+                                                voters=voters, cluster_id=cluster_id)
+        service.start(kafka_broker.launch_command(classpath=classpath, properties=props, heap=settings.kafka_heap))
+        log(f"{service.name}: starting on 127.0.0.1:{port} (log: {service.log_file})")
+    return services
+
+
 def registry_service(paths: StackPaths) -> ServiceProcess:
     return ServiceProcess("registry", paths.run / "registry.pid", paths.logs / "registry.log",
                           marker=str(paths.registry_data))
@@ -82,14 +125,16 @@ def up(settings: Settings, log: Callable[[str], None] = print) -> dict:
     paths = StackPaths(settings.home)
     bootstrap = settings.bootstrap_servers
     if settings.embedded_kafka:
-        kafka = kafka_service(paths)
-        if kafka.pid() is None:
-            classpath, props = kafka_broker.prepare(
-                work_dir=paths.cache, data_dir=paths.kafka_data, port=settings.kafka_port,
-                controller_port=settings.controller_port, log=log)
-            kafka.start(kafka_broker.launch_command(classpath=classpath, properties=props, heap=settings.kafka_heap))
-            log(f"kafka: starting on {bootstrap} (log: {kafka.log_file})")
-        _wait("Kafka broker", lambda: kafka_broker.is_ready(bootstrap), kafka, 120)
+        other = 3 if settings.brokers == 1 else 1
+        if any(s.pid() is not None for s in broker_services(settings.model_copy(update={"brokers": other}))):
+            raise StackError(f"a stack of {other} broker(s) runs in {settings.home}: `suanli stack down` first "
+                             f"(or set SUANLI_BROKERS={other})")
+        brokers = start_brokers(settings, log)
+        for service, (port, _controller) in zip(brokers, settings.broker_ports):
+            _wait(f"Kafka broker {service.name}", lambda a=f"127.0.0.1:{port}": kafka_broker.is_ready(a), service, 120)
+        if len(brokers) > 1:
+            _wait(f"all {len(brokers)} brokers in the cluster",
+                  lambda: kafka_broker.live_brokers(bootstrap) == len(brokers), None, 60)
         log(f"kafka: ready on {bootstrap} after {time.monotonic() - started:.1f}s")
     elif not kafka_broker.is_ready(bootstrap, timeout=10):
         raise StackError(f"external Kafka at {bootstrap} (SUANLI_KAFKA) does not answer")
@@ -114,7 +159,8 @@ def up(settings: Settings, log: Callable[[str], None] = print) -> dict:
     ready_seconds = time.monotonic() - started
     return {
         "ready_seconds": round(ready_seconds, 2),
-        "kafka_rss_mib": kafka_service(paths).rss_mib() if settings.embedded_kafka else None,
+        "kafka_rss_mib": (sum(s.rss_mib() or 0 for s in broker_services(settings))
+                          if settings.embedded_kafka else None),
         "registry_rss_mib": registry_service(paths).rss_mib() if settings.embedded_registry else None,
         "subjects": subjects,
     }
@@ -136,7 +182,10 @@ def register_schemas(settings: Settings) -> dict[str, int]:
 def down(settings: Settings, log: Callable[[str], None] = print) -> None:
     """Stop every embedded service this stack started (by pid), registry first."""
     paths = StackPaths(settings.home)
-    for service in (registry_service(paths), kafka_service(paths)):
+    brokers = [kafka_service(paths), *(quorum_service(paths, n) for n in (1, 2, 3))]
+    for service in (registry_service(paths), *brokers):
+        if service.name != "kafka" and service.pid() is None:
+            continue                                # the quorum's nodes: said only when they ran
         if service.stop():
             log(f"{service.name}: stopped")
         else:
@@ -147,11 +196,14 @@ def status(settings: Settings) -> list[dict]:
     """One row per service: name, where, pid, rss, ready."""
     paths = StackPaths(settings.home)
     rows = []
-    kafka = kafka_service(paths)
-    rows.append({"service": "kafka", "address": settings.bootstrap_servers,
-                 "embedded": settings.embedded_kafka, "pid": kafka.pid() if settings.embedded_kafka else None,
-                 "rss_mib": kafka.rss_mib() if settings.embedded_kafka else None,
-                 "ready": kafka_broker.is_ready(settings.bootstrap_servers)})
+    if settings.embedded_kafka:
+        for kafka, (port, _controller) in zip(broker_services(settings), settings.broker_ports):
+            address = f"127.0.0.1:{port}"
+            rows.append({"service": kafka.name, "address": address, "embedded": True, "pid": kafka.pid(),
+                         "rss_mib": kafka.rss_mib(), "ready": kafka_broker.is_ready(address)})
+    else:
+        rows.append({"service": "kafka", "address": settings.bootstrap_servers, "embedded": False, "pid": None,
+                     "rss_mib": None, "ready": kafka_broker.is_ready(settings.bootstrap_servers)})
     reg = registry_service(paths)
     ready = (_registry().is_ready(settings.registry_port) if settings.embedded_registry
              else _external_registry_ready(settings.registry_url))

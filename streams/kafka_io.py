@@ -13,26 +13,34 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from suanli.errors import DecodeError
+from suanli.errors import DecodeError, StackError
 from suanli.schemas.codec import Codec
 from suanli.streams.records import RawRecord
 from suanli.streams.topics import TopicSpec, raw_route
 
 
 async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec]) -> None:
-    """Create the topics that do not exist yet (idempotent)."""
+    """Create the topics that do not exist yet (idempotent), each replicated on as many
+    brokers as the cluster has, up to 3 (1 on the single broker, 3 on the three-broker
+    stack). Raises :class:`StackError` naming a topic the cluster refused."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
-        new = [NewTopic(s.name, s.partitions, 1,
+        replicas = max(1, min(3, len((await admin.describe_cluster()).get("brokers", []))))
+        new = [NewTopic(s.name, s.partitions, replicas,
                         topic_configs={"cleanup.policy": "compact"} if s.compact else {"retention.ms": "-1"})
                for s in specs if s.name not in existing]
         if new:
             try:
-                await admin.create_topics(new)
+                response = await admin.create_topics(new)
             except TopicAlreadyExistsError:
-                pass
+                return
+            refused = [(t[0], t[1], t[2] if len(t) > 2 else "") for t in response.topic_errors
+                       if t[1] not in (0, TopicAlreadyExistsError.errno)]
+            if refused:
+                raise StackError("topics not created: " + "; ".join(f"{name} (error {code}: {msg})"
+                                                                      for name, code, msg in refused))
     finally:
         await admin.close()
 

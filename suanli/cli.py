@@ -23,7 +23,15 @@ from suanli.errors import StackNotRunningError, SuanliError
 def _stack_up(args: argparse.Namespace) -> int:
     from suanli.deploy import stack
 
-    report = stack.up(settings())
+    chosen = settings()
+    if args.brokers is not None:
+        from suanli.config import load_settings
+
+        chosen = load_settings(brokers=args.brokers)       # validated: 1 or 3
+        if args.brokers != settings().brokers:
+            print(f"suanli: a {args.brokers}-broker stack: give SUANLI_BROKERS={args.brokers} to every command "
+                  f"that uses it (workers inherit it from `suanli up`)", file=sys.stderr)
+    report = stack.up(chosen)
     rss = ", ".join(f"{k.removesuffix('_rss_mib')} {v:.0f} MiB" for k, v in report.items()
                     if k.endswith("_rss_mib") and v is not None)
     print(f"stack ready in {report['ready_seconds']:.1f}s" + (f" (RSS: {rss})" if rss else ""))
@@ -134,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     stack_sub = stack_p.add_subparsers(dest="stack_command", required=True, metavar="ACTION")
     up_p = stack_sub.add_parser("up", help="start the embedded stack and register the schemas")
     up_p.add_argument("--json", metavar="FILE", help="write start-up time and memory to FILE")
+    up_p.add_argument("--brokers", type=int, choices=(1, 3), default=None,
+                      help="embedded Kafka brokers: 1 (default) or 3, a KRaft quorum with every topic replicated "
+                           "3 times and min.insync.replicas=2 (the same as SUANLI_BROKERS)")
     up_p.set_defaults(func=_stack_up, needs=NOTHING)          # starts (or, external, checks) the services
     stack_sub.add_parser("down", help="stop everything the stack started").set_defaults(func=_stack_down,
                                                                                          needs=NOTHING)

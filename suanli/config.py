@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     kafka_port: int = Field(19092, ge=1, le=65535, description="Embedded broker client port (loopback).")
     controller_port: int = Field(19093, ge=1, le=65535, description="Embedded KRaft controller port (loopback).")
     registry_port: int = Field(18081, ge=1, le=65535, description="Embedded schema registry port (loopback).")
+    brokers: int = Field(1, description="Embedded Kafka brokers: 1 (the default) or 3 (a KRaft quorum of three "
+                                        "on loopback; topics replicated 3 times, min.insync.replicas 2). Broker "
+                                        "N listens on kafka_port + 2(N-1), its controller on controller_port + 2(N-1).")
     kafka_heap: str = Field("512m", description="Max heap of the embedded broker JVM.")
     registry_heap: str = Field("384m", description="Max heap of the embedded registry JVM.")
     namespace: str = Field("suanli", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
@@ -57,6 +60,23 @@ class Settings(BaseSettings):
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None
 
+    @field_validator("brokers")
+    @classmethod
+    def _one_or_three(cls, value: int) -> int:
+        if value not in (1, 3):
+            raise ValueError("the embedded stack runs 1 broker or 3 (a quorum of three), not " + str(value))
+        return value
+
+    @property
+    def broker_ports(self) -> list[tuple[int, int]]:
+        """``(client port, controller port)`` of each embedded broker, node 1 first."""
+        return [(self.kafka_port + 2 * i, self.controller_port + 2 * i) for i in range(self.brokers)]
+
+    @property
+    def replication(self) -> int:
+        """Replicas of every topic Suanli creates: 3 on the three-broker stack, else 1."""
+        return 3 if self.brokers == 3 and self.embedded_kafka else 1
+
     @property
     def embedded_kafka(self) -> bool:
         return self.kafka is None
@@ -67,7 +87,7 @@ class Settings(BaseSettings):
 
     @property
     def bootstrap_servers(self) -> str:
-        return self.kafka or f"127.0.0.1:{self.kafka_port}"
+        return self.kafka or ",".join(f"127.0.0.1:{port}" for port, _ in self.broker_ports)
 
     @property
     def registry_url(self) -> str:

@@ -4,39 +4,18 @@ deciding (streams/app.py ``declare_new_topics``)."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
+from suanli.bench.cells_across_workers import publish, read_topic, wait_for
 from suanli.config import load_settings, to_env
 from suanli.deploy.plane import worker_processes
-from suanli.processors.model import from_avro, to_avro
-from suanli.schemas.codec import Codec
-from suanli.schemas.registry import RegistryClient
-from suanli.streams.kafka_io import EventConsumer, EventProducer, ensure_topics
+from suanli.streams.kafka_io import ensure_topics
 from suanli.streams.topics import TopicNames, core_topics
 
 pytestmark = pytest.mark.stack
-
-
-def _payload(kind: str, fields: dict) -> dict:
-    """A complete Avro payload from the fields that matter (the model fills the defaults)."""
-    return to_avro(from_avro(kind, fields))
-
-
-async def _publish(settings, events: list[tuple[str, dict]]) -> None:
-    with RegistryClient(settings.registry_url) as registry:
-        async with EventProducer(settings.bootstrap_servers, Codec(registry), namespace=settings.namespace) as producer:
-            for kind, fields in events:
-                await (await producer.publish(kind, _payload(kind, fields)))
-
-
-async def _read(settings, topic: str) -> list:
-    with RegistryClient(settings.registry_url) as registry:
-        async with EventConsumer(settings.bootstrap_servers, Codec(registry), [topic]) as consumer:
-            return await consumer.read_until_end(idle_ms=1000)
 
 
 async def _topics(settings) -> dict[str, int]:
@@ -48,17 +27,6 @@ async def _topics(settings) -> dict[str, int]:
         return {d["topic"]: len(d["partitions"]) for d in described}
     finally:
         await admin.close()
-
-
-def _wait(what: str, probe, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
 
 
 def test_a_dispatch_topic_created_after_the_scheduler_started_gets_its_commands(stack):
@@ -78,21 +46,22 @@ def test_a_dispatch_topic_created_after_the_scheduler_started_gets_its_commands(
         tasks = [{"event_id": f"sub{i}-{run}", "task_id": f"t{i}-{run}", "tenant": "e2e", "cell": cell,
                   "submitted_at": 1 + i,
                   "resources": {"cpu_milli": 1000, "memory_mib": 1024}} for i in range(2)]
-        asyncio.run(_publish(settings, [("NodeRegistered", node), ("TaskSubmitted", tasks[0])]))
+        asyncio.run(publish(settings, [("NodeRegistered", node), ("TaskSubmitted", tasks[0])]))
 
         def commands() -> dict[str, dict]:
             if topics.dispatch(connector) not in asyncio.run(_topics(settings)):
                 return {}
-            return {r.payload["task_id"]: r.payload for r in asyncio.run(_read(settings, topics.dispatch(connector)))
+            return {r.payload["task_id"]: r.payload for r in asyncio.run(read_topic(settings, topics.dispatch(connector)))
                     if r.kind == "DispatchCommand"}
 
-        first = _wait("the first task's DispatchCommand on the new topic", commands)
+        first = wait_for("the first task's DispatchCommand on the new topic", commands, timeout=120)
         assert first[tasks[0]["task_id"]]["node_id"] == node["node_id"]
         # The scheduler goes on deciding after its first send to the new topic.
-        asyncio.run(_publish(settings, [("TaskSubmitted", tasks[1])]))
-        both = _wait("the second task's DispatchCommand", lambda: len(commands()) == 2 and commands())
+        asyncio.run(publish(settings, [("TaskSubmitted", tasks[1])]))
+        both = wait_for("the second task's DispatchCommand", lambda: len(commands()) == 2 and commands(),
+                        timeout=120)
         assert set(both) == {t["task_id"] for t in tasks}
-        placed = [r.payload["task_id"] for r in asyncio.run(_read(settings, topics.decisions)) if r.kind == "TaskPlaced"]
+        placed = [r.payload["task_id"] for r in asyncio.run(read_topic(settings, topics.decisions)) if r.kind == "TaskPlaced"]
         assert sorted(placed) == sorted(t["task_id"] for t in tasks)
         # Created by the scheduler as the plane creates its own: with the plane's partitions.
         assert asyncio.run(_topics(settings))[topics.dispatch(connector)] == settings.partitions
