@@ -408,8 +408,9 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
                     started.add(message.partition)
                     last_snapshot[message.partition] = time.monotonic()
                 elif message.offset > runner.partition(message.partition).as_of + 1:
-                    # A gap: records this process never applied (the partition was another
-                    # worker's for a while). Deciding past them would fold a different state.
+                    # A gap: records Faust never handed over (it drops messages in flight when a
+                    # rebalance suspends its flow; see ``recover``). Deciding past them would
+                    # fold a state without them and leave their decisions unsent.
                     await recover(event, message.partition, message.offset)
                 raw = _raw(message)
                 t0 = time.perf_counter()
