@@ -89,7 +89,7 @@ async def read_topic(settings: Settings, topic: str) -> list:
     """Every record of ``topic`` up to its end offsets now, decoded."""
     with RegistryClient(settings.registry_url) as registry:
         async with EventConsumer(settings.bootstrap_servers, Codec(registry), [topic]) as consumer:
-            return await consumer.read_until_end(idle_ms=1000)
+            return await consumer.read_until_end()
 
 
 def placed(settings: Settings) -> dict[str, list]:

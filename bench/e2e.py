@@ -54,7 +54,7 @@ async def _timings(settings: Settings, cell: str) -> tuple[list[int], list[float
         codec = Codec(registry)
         for topic in (names.cell_log, names.decisions):
             async with EventConsumer(settings.bootstrap_servers, codec, [topic]) as consumer:
-                for r in await consumer.read_until_end(idle_ms=1000):
+                for r in await consumer.read_until_end():
                     if r.payload is None or r.payload.get("cell") != cell:
                         continue
                     if r.kind == "TaskSubmitted":

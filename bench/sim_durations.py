@@ -174,7 +174,7 @@ async def read_run(s: Any, cell: str) -> tuple[list[dict[str, Any]], list[dict[s
     statuses: list[dict[str, Any]] = []
     with RegistryClient(s.registry_url) as registry:
         async with EventConsumer(s.bootstrap_servers, Codec(registry), [TopicNames(s.namespace).cell_log]) as consumer:
-            for r in await consumer.read_until_end(idle_ms=2000):
+            for r in await consumer.read_until_end():
                 if r.payload is None or r.payload.get("cell") != cell:
                     continue
                 if r.kind == "TaskSubmitted":

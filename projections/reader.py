@@ -35,7 +35,7 @@ async def load_lifecycle(settings: Settings, *, cell: str | None = None, since_m
     try:
         for topic in (getattr(names, source) for source in SOURCES if source in sources):
             async with EventConsumer(settings.bootstrap_servers, codec, [topic]) as consumer:
-                for r in await consumer.read_until_end(idle_ms=1000):
+                for r in await consumer.read_until_end():
                     if r.kind is None:
                         continue
                     if r.kind == "DeadLetter":
@@ -69,7 +69,7 @@ async def load_reservations(settings: Settings, *, cell: str | None = None, code
             if source not in sources:
                 continue
             async with EventConsumer(settings.bootstrap_servers, codec, [getattr(names, source)]) as consumer:
-                for r in await consumer.read_until_end(idle_ms=1000):
+                for r in await consumer.read_until_end():
                     if r.kind in RESERVATION_KINDS and (cell is None or r.payload.get("cell") == cell):
                         view.apply(r.kind, r.payload)
     finally:

@@ -100,6 +100,17 @@ def first_divergence(recorded: list[bytes], regenerated: list[bytes]) -> Diverge
     return None
 
 
+def describe(codec: Codec, value: bytes | None) -> str:
+    """A decision record in one line, for a divergence report: its kind, task, node and the
+    cell-log input (partition/offset) it answered; "nothing" for ``None``."""
+    if value is None:
+        return "nothing"
+    kind, payload = codec.decode(value)
+    where = (payload.get("provenance") or {}).get("input") or {}
+    return (f"{kind} {payload.get('task_id')} on {payload.get('node_id')} for input "
+            f"{where.get('partition')}/{where.get('offset')}")
+
+
 def drop_redeliveries(codec: Codec, values: Iterable[bytes]) -> tuple[list[bytes], int]:
     """Decision records without redelivered duplicates: the first record of each event id
     is kept, in order. Returns ``(kept, dropped)``. Undecodable values are kept as they are

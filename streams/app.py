@@ -32,7 +32,7 @@ from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner, chunk
 from suanli.streams.intake import ticks, triage
-from suanli.streams.kafka_io import committed_offset, read_range
+from suanli.streams.kafka_io import read_range
 from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
@@ -204,6 +204,30 @@ class SnapshotStore:
         finally:
             _current_event.reset(token)
 
+    def durable(self, event: Any, partition: int) -> int | None:
+        """The last cell-log offset of the partition whose outputs are known to be stored
+        (see :meth:`mark_durable`), or None when nothing was marked."""
+        token = self._as_partition(event)
+        try:
+            value = self.table.get(f"p{partition}/durable")
+            return int(value) if value is not None else None
+        finally:
+            _current_event.reset(token)
+
+    def mark_durable(self, event: Any, partition: int, as_of: int) -> None:
+        """Record that every output of the partition's records up to ``as_of`` is stored.
+
+        Call it only after the broker acknowledged those outputs. The mark goes to the table's
+        changelog after them, so a worker that finds it may re-apply those records without
+        sending their outputs again. It replaces the consumer group's committed offset for
+        that purpose: Faust commits past records it dropped (its gap filling, and an off-by-one
+        at the head of ``Consumer._new_offset``), so a committed offset proves nothing."""
+        token = self._as_partition(event)
+        try:
+            self.table[f"p{partition}/durable"] = str(as_of).encode()
+        finally:
+            _current_event.reset(token)
+
     def save(self, event: Any, partition: int, blob: bytes, as_of: int) -> None:
         token = self._as_partition(event)
         try:
@@ -312,28 +336,37 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     table = app.Table("cell-snapshots", key_type=str, value_type=bytes, partitions=settings.partitions)
     snapshots = SnapshotStore(table)
     started: set[int] = set()
+    # The cell-log partitions assigned to this worker now. Records of a revoked partition
+    # still buffered in a micro-batch are left alone: their new owner decides them, and
+    # deciding them here too would only send late duplicates.
+    owned: set[int] = set()
     since_snapshot: dict[int, int] = {}
     last_snapshot: dict[int, float] = {}
     snapshot_cost: dict[int, float] = {}           # seconds the last snapshot of a partition took
 
-    async def recover(event: Any, partition: int, first_offset: int) -> None:
+    async def recover(event: Any, partition: int, first_offset: int) -> tuple[list[OutRecord], list[Any]]:
         """Bring the partition's state up to ``first_offset`` (the next record Faust gave us).
+        Returns the outputs to send, in log order, before those of the record at
+        ``first_offset``, and the re-applied records to ack to Faust once they are sent.
 
         The state comes from memory, or from the snapshot when that is further along (a fresh
         process has none in memory; a partition that moved away and back may have been
         advanced by another worker meanwhile). The log from there to ``first_offset`` is then
         re-applied in two parts:
 
-        - below the group's committed offset, silently: those records were decided, and a
-          committed offset means their outputs are durable;
-        - from the committed offset on, *with* their outputs: nobody committed them, and
-          Faust did not hand them to us. It drops messages in flight when a rebalance
-          suspends its flow (``Consumer._drain_messages``: the read offset moves on past a
-          callback ``wait_first`` abandoned), so a partition's stream can jump (seen in
+        - up to the partition's durable mark (:meth:`SnapshotStore.mark_durable`, or the
+          snapshot's offset), silently: those records' outputs are stored;
+        - after it, *with* their outputs: nobody is known to have sent them. Faust may not
+          have handed them to us: it drops messages in flight when a rebalance suspends its
+          flow (``Consumer._drain_messages``: the read offset moves on past a callback
+          ``wait_first`` abandoned), so a partition's stream can jump (seen in
           ``tests/deploy/test_cells_across_workers.py``: offsets 147-149 never delivered).
-          Their decisions are sent (duplicates of decisions made elsewhere carry the same
-          event ids and bytes), then the records are acked to Faust so that its commits
-          move past them.
+          Or a worker died between sending them and marking them. Their outputs are
+          returned for the caller's micro-batch, to be sent in log order with it (duplicates
+          of outputs sent elsewhere carry the same event ids and bytes); the batch's durable
+          mark then covers them, and the records are acked to Faust so that its commits
+          move past them too. Sending them here, ahead of the batch's earlier records, once
+          put a cell's decisions out of log order.
         """
         held = runner.partitions.get(partition)
         in_memory = held.as_of if held is not None else -1
@@ -346,24 +379,20 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
                 source = "snapshot"
                 metrics.snapshot_saved(partition)
         as_of = runner.partition(partition).as_of
+        durable = max(snapshots.durable(event, partition) or -1, stored or -1)
         missing = await read_range(settings.bootstrap_servers, topics.cell_log, partition, as_of + 1, first_offset)
-        committed = (await committed_offset(settings.bootstrap_servers, app.conf.id, topics.cell_log, partition)
-                     if missing else None)
-        decided = [r for r in missing if committed is not None and r.offset < committed]
-        skipped = missing[len(decided):]
-        for i in range(0, len(decided), CATCH_UP_SLICE):
-            runner.catch_up(_raw_kafka(r) for r in decided[i:i + CATCH_UP_SLICE])
+        stored_outputs = [r for r in missing if r.offset <= durable]
+        unsent = missing[len(stored_outputs):]
+        for i in range(0, len(stored_outputs), CATCH_UP_SLICE):
+            runner.catch_up(_raw_kafka(r) for r in stored_outputs[i:i + CATCH_UP_SLICE])
             await asyncio.sleep(0)
-        if skipped:
-            outputs = [out for r in skipped for out in runner.apply(_raw_kafka(r))]
-            await declare_new_topics(outputs)
-            await _produce_all(app, outputs)
-            for r in skipped:
-                app.consumer.ack(Message(r.topic, r.partition, r.offset, (r.timestamp or 0) / 1000, 0, None, r.key,
-                                         r.value, None, tp=TP(r.topic, r.partition)))
+        outputs = [out for r in unsent for out in runner.apply(_raw_kafka(r))]
+        to_ack = [Message(r.topic, r.partition, r.offset, (r.timestamp or 0) / 1000, 0, None, r.key, r.value, None,
+                          tp=TP(r.topic, r.partition)) for r in unsent]
         log.warning("scheduler: partition %s recovered: state from %s as of %s, re-applied %s records "
-                    "(%s decided here: never delivered), resuming at %s",
-                    partition, source, as_of, len(missing), len(skipped), first_offset)
+                    "(%s with their outputs sent from here: not marked as stored), resuming at %s",
+                    partition, source, as_of, len(missing), len(unsent), first_offset)
+        return outputs, to_ack
 
     @app.on_partitions_revoked.connect
     async def forget_revoked(_app: Any, revoked: set, **_kwargs: Any) -> None:
@@ -372,6 +401,7 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
         used when nothing newer is stored)."""
         mine = sorted(tp.partition for tp in revoked if tp.topic == topics.cell_log)
         started.difference_update(mine)
+        owned.difference_update(mine)
         if mine:
             log.warning("scheduler: cell-log partitions revoked: %s", mine)
 
@@ -379,8 +409,9 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     async def say_assigned(_app: Any, assigned: set, **_kwargs: Any) -> None:
         """Log the worker's whole assignment of cell-log partitions (Faust rebalances
         eagerly: every assignment is the full set), for operators and the scale-out test."""
-        log.warning("scheduler: cell-log partitions assigned: %s",
-                    sorted(tp.partition for tp in assigned if tp.topic == topics.cell_log))
+        mine = sorted(tp.partition for tp in assigned if tp.topic == topics.cell_log)
+        owned.update(mine)
+        log.warning("scheduler: cell-log partitions assigned: %s", mine)
 
     declared: set[str] = set()
 
@@ -401,17 +432,22 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
             outputs: list[OutRecord] = []
             last_event: dict[int, Any] = {}
             answered: list[tuple[str, int, float]] = []      # (kind, log ms, decided ms) of inputs with decisions
+            recovered: list[Any] = []                          # re-applied records to ack once the batch is sent
             for event in events:
                 message = event.message
-                if message.partition not in started:
-                    await recover(event, message.partition, message.offset)
-                    started.add(message.partition)
-                    last_snapshot[message.partition] = time.monotonic()
-                elif message.offset > runner.partition(message.partition).as_of + 1:
-                    # A gap: records Faust never handed over (it drops messages in flight when a
-                    # rebalance suspends its flow; see ``recover``). Deciding past them would
-                    # fold a state without them and leave their decisions unsent.
-                    await recover(event, message.partition, message.offset)
+                if message.partition not in owned:
+                    continue
+                if message.partition not in started or message.offset > runner.partition(message.partition).as_of + 1:
+                    # The partition's first record since it was assigned, or a gap: records
+                    # Faust never handed over (it drops messages in flight when a rebalance
+                    # suspends its flow; see ``recover``). Deciding past them would fold a
+                    # state without them and leave their decisions unsent.
+                    caught_up, acks = await recover(event, message.partition, message.offset)
+                    outputs.extend(caught_up)
+                    recovered.extend(acks)
+                    if message.partition not in started:
+                        started.add(message.partition)
+                        last_snapshot[message.partition] = time.monotonic()
                 raw = _raw(message)
                 t0 = time.perf_counter()
                 out = runner.apply(raw)
@@ -425,6 +461,10 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
                 since_snapshot[message.partition] = since_snapshot.get(message.partition, 0) + 1
             await declare_new_topics(outputs)
             await _produce_all(app, outputs)
+            for partition, event in last_event.items():
+                snapshots.mark_durable(event, partition, runner.partition(partition).as_of)
+            for message in recovered:
+                app.consumer.ack(message)
             acked = time.time() * 1000
             metrics.batch_done(events, outputs, acked_ms=acked)
             for kind, log_ms, decided in answered:

@@ -138,15 +138,40 @@ class EventConsumer:
                    for r in fetched[tp]]
             yield out
 
-    async def read_until_end(self, idle_ms: int = 1500) -> list[Received]:
-        """Everything currently in the subscribed topics, stopping after ``idle_ms`` of silence."""
-        out: list[Received] = []
-        while True:
-            fetched = await self._consumer.getmany(timeout_ms=idle_ms, max_records=10000)
-            if not fetched:
-                return out
-            for tp in sorted(fetched, key=lambda t: (t.topic, t.partition)):
-                out.extend(self._decode(r) for r in fetched[tp])
+    async def read_until_end(self, timeout_ms: int = 60_000) -> list[Received]:
+        """Every record of the subscribed topics up to (at least) their end offsets as of this
+        call, in partition order (a topic's partitions in turn; each in offset order). A fetch
+        may bring records written after the call too; they are kept, so a caller that goes on
+        consuming (``batches``) misses nothing.
+
+        Waits on the offsets, not on silence: a slow fetch cannot cut the read short. Raises
+        :class:`StackError` if the ends are not reached within ``timeout_ms``."""
+        ends = await self._end_offsets_now()
+        by_tp: dict[TopicPartition, list[Received]] = {tp: [] for tp in ends}
+        pending = {tp for tp, end in ends.items() if end > 0}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        while pending:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise StackError(f"read of {sorted(self._consumer.subscription())} did not reach the end offsets "
+                                 f"within {timeout_ms} ms; still behind on {sorted(map(str, pending))}")
+            fetched = await self._consumer.getmany(timeout_ms=int(min(left, 0.5) * 1000), max_records=10000)
+            for tp, records in fetched.items():
+                by_tp.setdefault(tp, []).extend(self._decode(r) for r in records)
+            assigned = self._consumer.assignment()
+            for tp in [tp for tp in pending if tp in assigned]:
+                if await self._consumer.position(tp) >= ends[tp]:
+                    pending.discard(tp)
+        return [r for tp in sorted(by_tp, key=lambda t: (t.topic, t.partition)) for r in by_tp[tp]]
+
+    async def _end_offsets_now(self) -> dict[TopicPartition, int]:
+        """The end offset of every partition of the subscribed topics (none for a topic that
+        does not exist yet)."""
+        await self._consumer.topics()          # a metadata fetch: the topics' partitions
+        tps = [TopicPartition(topic, p) for topic in sorted(self._consumer.subscription())
+               for p in sorted(self._consumer.partitions_for_topic(topic) or ())]
+        return dict(await self._consumer.end_offsets(tps)) if tps else {}
 
 
 async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
@@ -163,20 +188,6 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         return {tp.partition: off for tp, off in ends.items()}
     finally:
         await consumer.stop()
-
-
-async def committed_offset(bootstrap: str, group: str, topic: str, partition: int) -> int | None:
-    """The consumer group's committed offset of ``topic[partition]`` (the next offset it
-    would read), or None when the group has committed none there."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        tp = TopicPartition(topic, partition)
-        offsets = await admin.list_consumer_group_offsets(group, partitions=[tp])
-        meta = offsets.get(tp)
-        return meta.offset if meta is not None and meta.offset >= 0 else None
-    finally:
-        await admin.close()
 
 
 async def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,

@@ -175,7 +175,7 @@ class PolicyThresholds:
             try:
                 async with EventConsumer(self.settings.bootstrap_servers, self.codec,
                                          [self.topics.raw_policy]) as consumer:
-                    for r in await consumer.read_until_end(idle_ms=1000):
+                    for r in await consumer.read_until_end():
                         self.apply(r.kind, r.payload)
                     self.ready.set()
                     async for batch in consumer.batches(timeout_ms=1000):

@@ -59,7 +59,7 @@ def render_profile(task_id: str, profile: dict[str, Any]) -> str:
 def _profile(args: argparse.Namespace) -> int:
     from suanli.cli_strategy import _read_decisions
 
-    decisions = _read_decisions(args.task, args.idle_ms)
+    decisions = _read_decisions(args.task, args.timeout)
     if not decisions:
         raise SuanliError(f"no decisions for task {args.task!r} on the decisions topic")
     prof = latest_profile(decisions)
@@ -80,5 +80,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                        "usage, the cell, derived classes (C9)")
     p.add_argument("task", help="task id")
     p.add_argument("--json", action="store_true", help="the profile as JSON")
-    p.add_argument("--idle-ms", type=int, default=1500, help="stop reading after this long without records")
+    p.add_argument("--timeout", type=float, default=60.0,
+                    help="seconds to wait for the decisions topic to be read up to its end (default 60)")
     p.set_defaults(func=_profile, needs=STACK)

@@ -243,7 +243,7 @@ async def read_cell(settings: Any, cell: str) -> tuple[list[tuple[str, dict]], l
         out = []
         for topic in (names.decisions, names.cell_log):
             async with EventConsumer(settings.bootstrap_servers, codec, [topic]) as consumer:
-                out.append([r for r in await consumer.read_until_end(idle_ms=1500)
+                out.append([r for r in await consumer.read_until_end()
                             if r.kind is not None and r.key == key])
     decisions, log = out
     return ([(r.kind, r.payload) for r in decisions],

@@ -19,7 +19,7 @@ from suanli.errors import SuanliError
 
 
 
-def _read_decisions(task_id: str, idle_ms: int) -> list[tuple[str, dict]]:
+def _read_decisions(task_id: str, timeout_s: float) -> list[tuple[str, dict]]:
     from suanli.config import settings
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
@@ -32,7 +32,7 @@ def _read_decisions(task_id: str, idle_ms: int) -> list[tuple[str, dict]]:
     async def read() -> list[tuple[str, dict]]:
         with RegistryClient(s.registry_url) as registry:
             async with EventConsumer(s.bootstrap_servers, Codec(registry), [topic]) as consumer:
-                records = await consumer.read_until_end(idle_ms=idle_ms)
+                records = await consumer.read_until_end(timeout_ms=int(timeout_s * 1000))
         out = [r for r in records if r.kind is not None and (r.payload or {}).get("task_id") == task_id]
         out.sort(key=lambda r: (r.partition, r.offset))
         return [(r.kind, r.payload) for r in out]
@@ -48,7 +48,7 @@ def _read_decisions(task_id: str, idle_ms: int) -> list[tuple[str, dict]]:
 def _explain(args: argparse.Namespace) -> int:
     from suanli.processors.explain import render_mermaid, render_text
 
-    decisions = _read_decisions(args.task, args.idle_ms)
+    decisions = _read_decisions(args.task, args.timeout)
     if not decisions:
         raise SuanliError(f"no decisions for task {args.task!r} on the decisions topic")
     print(render_mermaid(args.task, decisions) if args.mermaid else render_text(args.task, decisions), end="")
@@ -140,7 +140,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser("explain", help="why a task was placed where it was (its decision path)")
     ex.add_argument("task", help="task id")
     ex.add_argument("--mermaid", action="store_true", help="print a Mermaid `graph TD` instead of text")
-    ex.add_argument("--idle-ms", type=int, default=1500, help="stop reading after this long without records")
+    ex.add_argument("--timeout", type=float, default=60.0,
+                    help="seconds to wait for the decisions topic to be read up to its end (default 60)")
     ex.set_defaults(func=_explain, needs=STACK)
 
     st = sub.add_parser("strategy", help="the strategy library: list, show and benchmark")

@@ -173,7 +173,7 @@ def test_a_drain_through_the_api_lands_on_the_cell_log(stack, tmp_path):
                     await (await producer.publish(kind, payload))
                 return []
             async with EventConsumer(settings.bootstrap_servers, Codec(registry), [names.cell_log]) as consumer:
-                return [r.payload for r in await consumer.read_until_end(idle_ms=500) if r.kind == kind]
+                return [r.payload for r in await consumer.read_until_end() if r.kind == kind]
 
     def wait_for(what, probe, timeout=120.0):
         deadline = time.monotonic() + timeout

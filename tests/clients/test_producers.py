@@ -116,7 +116,7 @@ def _commands(lang: str, events: dict[str, dict], topic: str, settings, tmp: Pat
 
 async def _read(settings, codec, topic: str) -> list:
     async with EventConsumer(settings.bootstrap_servers, codec, [topic]) as consumer:
-        return await consumer.read_until_end(idle_ms=2000)
+        return await consumer.read_until_end()
 
 
 @pytest.mark.parametrize("lang", PRODUCERS)

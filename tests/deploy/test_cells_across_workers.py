@@ -19,7 +19,7 @@ from suanli.bench.cells_across_workers import (cell_names, node_event, placed, p
                                                task_event, wait_for)
 from suanli.config import load_settings, to_env
 from suanli.deploy.plane import worker_processes
-from suanli.replay.log_replay import first_divergence, regenerate
+from suanli.replay.log_replay import describe, first_divergence, regenerate
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import ensure_topics
@@ -98,12 +98,29 @@ def test_six_cells_on_three_workers_survive_a_worker_kill_and_share_with_a_fourt
             log = [RawRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
                    for r in sorted(cell_log, key=lambda r: r.offset) if r.key == cell.encode()]
             regenerated = regenerate(codec, log)
-            assert first_divergence(recorded, regenerated) is None, cell
+            divergence = first_divergence(recorded, regenerated)
+            if divergence is not None:
+                i = divergence.index
+                pytest.fail(f"cell {cell}: {len(recorded)} decisions, a crash-free replay makes "
+                            f"{len(regenerated)}; first difference #{i}: recorded "
+                            f"{describe(codec, divergence.recorded)}, replayed {describe(codec, divergence.regenerated)}; "
+                            f"recorded around it: {[describe(codec, v) for v in recorded[max(0, i - 2):i + 3]]}, "
+                            f"replayed around it: {[describe(codec, v) for v in regenerated[max(0, i - 2):i + 3]]}; "
+                            f"killed {victim} holding {orphaned}; recoveries: {_recoveries(started)}")
     figures = {"killed": victim, "its_cells": orphaned,
                "resumed_s": {c: round(sec, 2) for c, sec in resumed.items()},
                "shares": {"three": _names(shares), "after_kill": _names(after_kill), "four": _names(with_fourth)}}
     print("cells across workers:", json.dumps(figures))
     assert with_fourth[fourth[0].name], figures
+
+
+def _recoveries(services) -> dict[str, list[str]]:
+    """Each scheduler worker's recovery log lines: where it took each cell's state from."""
+    out = {}
+    for service in services:
+        text = service.log_file.read_text(errors="replace") if service.log_file.exists() else ""
+        out[service.name] = [line.split("scheduler: ", 1)[-1] for line in text.splitlines() if "recovered" in line]
+    return out
 
 
 def _names(held: dict[str, set[int]]) -> dict[str, list[int]]:

@@ -268,7 +268,7 @@ async def _stop_commands(settings, cell: str) -> list[dict]:
     with RegistryClient(settings.registry_url) as registry:
         async with EventConsumer(settings.bootstrap_servers, Codec(registry),
                                  [f"{settings.namespace}.dispatch.sim"]) as consumer:
-            stops = {r.payload["event_id"]: r.payload for r in await consumer.read_until_end(idle_ms=1500)
+            stops = {r.payload["event_id"]: r.payload for r in await consumer.read_until_end()
                      if r.kind == "StopCommand" and r.payload["cell"] == cell}     # redelivered: once
             return list(stops.values())
 

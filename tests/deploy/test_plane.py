@@ -20,7 +20,7 @@ import pytest
 
 from suanli.config import load_settings
 from suanli.deploy.plane import Plane, PlaneOptions
-from suanli.replay.log_replay import first_divergence, regenerate
+from suanli.replay.log_replay import describe, first_divergence, regenerate
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.records import RawRecord
@@ -46,7 +46,7 @@ def _run(plane: Plane) -> dict:
 async def _read(settings, topic: str) -> list:
     with RegistryClient(settings.registry_url) as registry:
         async with EventConsumer(settings.bootstrap_servers, Codec(registry), [topic]) as consumer:
-            return await consumer.read_until_end(idle_ms=1500)
+            return await consumer.read_until_end()
 
 
 def test_thousand_openb_tasks_on_the_full_cluster(stack):
@@ -247,23 +247,13 @@ def test_scheduler_survives_sigkill_without_lost_or_duplicated_placements(stack)
             pytest.fail(f"decisions differ from a crash-free replay: {len(crash_free)} placements, "
                         f"{sum(placements.get(t) != p for t, p in crash_free.items())} of them differ; first "
                         f"differing decision #{divergence and divergence.index}: recorded "
-                        f"{_summary(codec, divergence and divergence.recorded)}, replayed "
-                        f"{_summary(codec, divergence and divergence.regenerated)}; the scheduler's recoveries: "
+                        f"{describe(codec, divergence and divergence.recorded)}, replayed "
+                        f"{describe(codec, divergence and divergence.regenerated)}; the scheduler's recoveries: "
                         f"{_recoveries(plane)}")
     report = {"kills": len(kills), "restarts": result["worker_restarts"], "decision_records": len(decisions),
               "distinct_decisions": len(recorded), "duplicates_dropped": len(decisions) - len(recorded),
               "placed": len(placements), "seconds": result["seconds"]}
     _report("crash", report)
-
-
-def _summary(codec: Codec, value: bytes | None) -> str:
-    """A decision record in one line: kind, task, node and the input it answered."""
-    if value is None:
-        return "nothing"
-    kind, payload = codec.decode(value)
-    where = (payload.get("provenance") or {}).get("input") or {}
-    return (f"{kind} {payload.get('task_id')} on {payload.get('node_id')} for input "
-            f"{where.get('partition')}/{where.get('offset')}")
 
 
 def _recoveries(plane: Plane) -> list[str]:

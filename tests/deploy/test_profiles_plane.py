@@ -33,7 +33,7 @@ WARM_UP = 500
 async def _read(settings, topic: str) -> list:
     with RegistryClient(settings.registry_url) as registry:
         async with EventConsumer(settings.bootstrap_servers, Codec(registry), [topic]) as consumer:
-            return await consumer.read_until_end(idle_ms=1500)
+            return await consumer.read_until_end()
 
 
 async def _await_completions(settings, topic: str, count: int, timeout_s: float = 120) -> None:

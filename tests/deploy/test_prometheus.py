@@ -147,7 +147,7 @@ def test_node_metrics_through_kafka(prom, stack, codec):
             records: list = []
             while len(records) < len(sent):
                 assert time.monotonic() < deadline, f"read {len(records)} of {len(sent)} records back"
-                records += await c.read_until_end(idle_ms=1000)
+                records += await c.read_until_end()
             return records
 
     records = asyncio.run(main())

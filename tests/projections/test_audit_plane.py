@@ -35,7 +35,7 @@ KINDS = {"TaskPlaced": "placement", "TaskPending": "pending", "TaskUnschedulable
 async def _read(settings, topic: str) -> list:
     with RegistryClient(settings.registry_url) as registry:
         async with EventConsumer(settings.bootstrap_servers, Codec(registry), [topic]) as consumer:
-            return await consumer.read_until_end(idle_ms=1500)
+            return await consumer.read_until_end()
 
 
 @pytest.fixture(scope="module")

@@ -98,7 +98,7 @@ def test_hot_metrics_make_a_hot_condition_and_normal_ones_clear_it(stack):
         """The worker's table as its changelog holds it (keys as JSON strings): node id -> latest row."""
         changelog = f"{settings.namespace}-telemetry-node-telemetry-changelog"
         async with EventConsumer(settings.bootstrap_servers, codec, [changelog]) as consumer:
-            return {json.loads(r.key): r.value for r in await consumer.read_until_end(idle_ms=2000)}
+            return {json.loads(r.key): r.value for r in await consumer.read_until_end()}
 
     with RegistryClient(settings.registry_url) as registry:
         codec = Codec(registry)

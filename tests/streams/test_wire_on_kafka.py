@@ -5,6 +5,7 @@ import asyncio
 import shutil
 import struct
 import subprocess
+import uuid
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -85,3 +86,37 @@ def test_kcat_reads_the_standard_wire_format(stack, codec, topic_name):
     schema_id = struct.unpack(">I", data[1:5])[0]
     assert out[:5] == b"\x00" + struct.pack(">I", schema_id)
     assert out == data
+
+
+def test_read_until_end_reads_every_partition_to_its_end_offset(stack, codec):
+    """The read stops at the end offsets taken when it starts, not at a pause: every record
+    of a three-partition topic comes back, each partition in offset order, and a topic
+    that is empty reads as nothing at once."""
+    from suanli.streams.kafka_io import EventConsumer, ensure_topics
+    from suanli.streams.topics import TopicSpec
+
+    topic = f"suanlitest.read-to-end.{uuid.uuid4().hex[:8]}"
+    empty = f"{topic}.empty"
+    asyncio.run(ensure_topics(stack.bootstrap_servers, [TopicSpec(topic, 3), TopicSpec(empty, 1)]))
+
+    async def produce_and_read() -> tuple[list, list]:
+        producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
+        await producer.start()
+        try:
+            for i in range(300):
+                await producer.send(topic, codec.encode("TaskSubmitted", _task(i)), key=f"k{i % 7}".encode())
+            await producer.flush()
+        finally:
+            await producer.stop()
+        async with EventConsumer(stack.bootstrap_servers, codec, [topic]) as consumer:
+            got = await consumer.read_until_end()
+        async with EventConsumer(stack.bootstrap_servers, codec, [empty]) as consumer:
+            none = await consumer.read_until_end(timeout_ms=10_000)
+        return got, none
+
+    got, none = asyncio.run(produce_and_read())
+    assert sorted(r.payload["task_id"] for r in got) == sorted(f"task-{i}" for i in range(300))
+    assert {r.partition for r in got} == {0, 1, 2}
+    order = [(r.partition, r.offset) for r in got]
+    assert order == sorted(order)
+    assert none == []

@@ -106,7 +106,7 @@ def test_each_kind_lands_only_where_its_devices_are_and_the_impossible_is_dead_l
         with RegistryClient(lp.s.registry_url) as registry:
             async with EventConsumer(lp.s.bootstrap_servers, Codec(registry),
                                      [TopicNames(lp.s.namespace).dead_letters]) as consumer:
-                return [r.payload for r in await consumer.read_until_end(idle_ms=1000) if r.kind == "DeadLetter"]
+                return [r.payload for r in await consumer.read_until_end() if r.kind == "DeadLetter"]
 
     dead = wait_for("the impossible task's dead letter", lambda: [d for d in asyncio.run(letters())
                                                                   if impossible.encode() in (d["value"] or b"")],

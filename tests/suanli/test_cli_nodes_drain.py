@@ -62,7 +62,7 @@ class Plane:
         async def run() -> list:
             with RegistryClient(self.s.registry_url) as registry:
                 async with EventConsumer(self.s.bootstrap_servers, Codec(registry), [topic]) as consumer:
-                    return await consumer.read_until_end(idle_ms=500)
+                    return await consumer.read_until_end()
 
         return [(r.kind, r.payload, r.key) for r in asyncio.run(run()) if r.kind is not None]
 

@@ -143,7 +143,7 @@ def test_reserve_stores_the_bid_and_reservations_folds_the_log(stack, tmp_path):
         with RegistryClient(settings.registry_url) as registry:
             codec = Codec(registry)
             async with EventConsumer(settings.bootstrap_servers, codec, [names.raw_tasks]) as consumer:
-                raw = [r for r in await consumer.read_until_end(idle_ms=1000)]
+                raw = [r for r in await consumer.read_until_end()]
             stored = next(r.payload for r in raw if r.kind == "ReservationBid" and r.payload["bid_id"] == "b-cli")
             async with EventProducer(settings.bootstrap_servers, codec) as producer:
                 for role, event in log(stored, "c1"):

@@ -66,7 +66,7 @@ class LocalPlane:
         async def read() -> list:
             with RegistryClient(self.s.registry_url) as registry:
                 async with EventConsumer(self.s.bootstrap_servers, Codec(registry), [topic]) as consumer:
-                    return await consumer.read_until_end(idle_ms=1000)
+                    return await consumer.read_until_end()
         return asyncio.run(read())
 
 
@@ -146,7 +146,7 @@ def _final_status_event(plane: LocalPlane, task_id: str) -> dict[str, Any]:
         with RegistryClient(plane.s.registry_url) as registry:
             async with EventConsumer(plane.s.bootstrap_servers, Codec(registry),
                                      [TopicNames(plane.s.namespace).cell_log]) as consumer:
-                return await consumer.read_until_end(idle_ms=1000)
+                return await consumer.read_until_end()
 
     [event] = [r.payload for r in asyncio.run(read()) if r.kind == "TaskStatusChanged"
                and r.payload["task_id"] == task_id and r.payload["status"] in ("COMPLETED", "FAILED")]
