@@ -9,6 +9,12 @@ The file is TOML (``*.toml``) or JSON (anything else), either a flat mapping or 
     "s3cr3t-speech" = "speech"
     "s3cr3t-ops" = "ops"
 
+A key may be the token's SHA-256 digest instead of the token, ``"sha256:<64 hex>"``
+(``suanli api hash-token`` prints it), so that the file holds no usable secret; the store
+keeps only digests either way. Tokens are long random strings, so a fast digest is enough
+(no salt or stretching: there is nothing to guess from). A plaintext key still works; the
+server warns once at start, naming its tenants.
+
 Contract: :meth:`TokenStore.tenant` returns the tenant of a token or raises
 :class:`~suanli.errors.AuthError` (missing, malformed or unknown token); it never says
 which of those it was beyond a short reason, and compares tokens in constant time.
@@ -19,8 +25,10 @@ Operators: nodes are shared by every tenant, so changing one (``POST /v1/nodes/{
 """
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import tomllib
@@ -30,18 +38,31 @@ from suanli.errors import AuthError, ConfigError
 
 ENV_VAR = "SUANLI_API_TOKENS"
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_HASHED = re.compile(r"^sha256:[0-9a-f]{64}$")
+log = logging.getLogger(__name__)
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token: ``sha256:<hex digest>``."""
+    return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
 
 
 class TokenStore:
-    """An immutable token -> tenant mapping."""
+    """An immutable token -> tenant mapping, kept as digests. Keys are tokens or their
+    stored form (:func:`hash_token`)."""
 
     def __init__(self, tokens: dict[str, str], operators: frozenset[str] | set[str] = frozenset()):
         for token, tenant in tokens.items():
             if not isinstance(token, str) or len(token) < 8:
                 raise ConfigError("API tokens must be strings of at least 8 characters")
+            if token.startswith("sha256:") and not _HASHED.match(token):
+                raise ConfigError(f"API token for tenant {tenant!r}: a hashed token is 'sha256:' and 64 lowercase "
+                                  "hex digits (suanli api hash-token prints it)")
             if not isinstance(tenant, str) or not _TENANT.match(tenant):
                 raise ConfigError(f"API token for tenant {tenant!r}: tenant must match {_TENANT.pattern}")
-        self._tokens = dict(tokens)
+        self.plaintext_tenants = sorted({tenant for token, tenant in tokens.items() if not _HASHED.match(token)})
+        self._tokens = {bytes.fromhex((token if _HASHED.match(token) else hash_token(token))[7:]): tenant
+                        for token, tenant in tokens.items()}
         unknown = sorted(set(operators) - set(self._tokens.values()))
         if unknown:
             raise ConfigError(f"API operators {unknown} own no token: list tenants of the tokens table")
@@ -55,9 +76,10 @@ class TokenStore:
         """The tenant owning ``token``; :class:`AuthError` if there is none."""
         if not token:
             raise AuthError("missing API token: send 'Authorization: Bearer <token>'")
+        digest = hashlib.sha256(token.encode()).digest()
         found = None
         for known, tenant in self._tokens.items():   # no early exit: constant time over the table
-            if hmac.compare_digest(known.encode(), token.encode()):
+            if hmac.compare_digest(known, digest):
                 found = tenant
         if found is None:
             raise AuthError("unknown API token")
@@ -71,6 +93,13 @@ class TokenStore:
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthError("malformed Authorization header: use 'Bearer <token>'")
         return self.tenant(token.strip())
+
+    def tenant_or_none(self, header: str | None) -> str | None:
+        """The tenant of an ``Authorization`` header value, or None (for the rate limiter)."""
+        try:
+            return self.tenant_from_header(header)
+        except AuthError:
+            return None
 
     @classmethod
     def from_file(cls, path: str | Path) -> TokenStore:

@@ -193,11 +193,16 @@ class SuanliServicer(pb_grpc.SuanliServicer):
         return to_message(await self.service.uncordon_node(tenant, request.node_id, body), pb.NodeStatusResponse)
 
 
-def build_server(service: ApiService, tokens: TokenStore, address: str) -> tuple[grpc.aio.Server, int]:
-    """An (unstarted) grpc.aio server bound to ``address``; returns it and the bound port."""
+def build_server(service: ApiService, tokens: TokenStore, address: str,
+                 tls: tuple[bytes, bytes] | None = None) -> tuple[grpc.aio.Server, int]:
+    """An (unstarted) grpc.aio server bound to ``address``; returns it and the bound port.
+    ``tls``: (PEM private key, PEM certificate chain) to serve TLS only; None: plaintext."""
     server = grpc.aio.server()
     pb_grpc.add_SuanliServicer_to_server(SuanliServicer(service, tokens), server)
-    port = server.add_insecure_port(address)
+    if tls is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, grpc.ssl_server_credentials([tls]))
     if port == 0:
         raise UnavailableError(f"cannot bind the gRPC port {address}")
     return server, port

@@ -20,6 +20,7 @@ from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from suanli.api.auth import TokenStore
+from suanli.api.limits import Limits, LimitsMiddleware
 from suanli.api.models import (AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse, ErrorResponse,
                                Health, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
                                ListTasksResponse, NodeStatusRequest, NodeStatusResponse, SubmitBidResponse,
@@ -83,14 +84,17 @@ TokenStatus = Annotated[str | None, Query(min_length=1, max_length=32,
 Mine = Annotated[bool, Query(description="Only your own tokens (default: every tenant's, others' ids hidden).")]
 
 
-def create_app(service: ApiService, tokens: TokenStore) -> FastAPI:
-    """The REST app. ``service`` must be usable from the app's event loop."""
+def create_app(service: ApiService, tokens: TokenStore, limits: Limits | None = None) -> FastAPI:
+    """The REST app. ``service`` must be usable from the app's event loop. ``limits``: the
+    body cap and rate limit (:mod:`suanli.api.limits`; default :class:`Limits`)."""
     app = FastAPI(title="Suanli API", version="1",
                   description="Submit and follow tasks, bids, nodes and the decision audit of a Suanli "
                               "control plane. The same operations are served over gRPC "
                               "(schemas/proto/suanli.proto).")
     app.state.tokens = tokens
     app.state.service = service
+    app.add_middleware(LimitsMiddleware, limits=limits if limits is not None else Limits(),
+                       tenant_of=tokens.tenant_or_none)
 
     @app.exception_handler(SuanliError)
     async def _suanli_error(_request: Request, exc: SuanliError) -> JSONResponse:

@@ -3,7 +3,8 @@
 Start-up: create the namespace's topics if missing (idempotent, as ``suanli up`` does),
 start the log follower (:mod:`suanli.api.readmodel`), the producer, the gRPC server and
 uvicorn (the REST API and the dashboard at ``/ui``, :mod:`suanli.api.ui`). The process
-prints one line ``suanli api: REST http://HOST:PORT, gRPC HOST:PORT`` once both ports listen;
+prints one line ``suanli api: REST http://HOST:PORT, gRPC HOST:PORT`` once both ports listen
+(``https`` and a trailing ``(TLS)`` when it serves TLS: both ports then speak only TLS);
 ``/healthz`` (or gRPC ``GetHealth``) says when reads are ready.
 SIGINT/SIGTERM stop uvicorn, then gRPC (2 s grace), the producer and the follower.
 """
@@ -14,9 +15,11 @@ import contextlib
 import logging
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from suanli.api.auth import TokenStore
+from suanli.api.limits import Limits
 from suanli.config import Settings
 
 log = logging.getLogger(__name__)
@@ -28,6 +31,14 @@ class ServeOptions:
     port: int = 18090
     grpc_port: int = 18091
     log_level: str = "warning"
+    limits: Limits = field(default_factory=Limits)
+    # TLS for REST and gRPC: a PEM certificate chain and its key (both or neither).
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
 
 
 async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -> None:
@@ -60,13 +71,16 @@ async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -
                 service = ApiService(follower.model, KafkaSink(producer, settings.namespace),
                                      FollowerAuditSource(follower.model), namespace=settings.namespace,
                                      follower=follower, operators=tokens.operators)
-                grpc_server, grpc_port = build_server(service, tokens, f"{options.host}:{options.grpc_port}")
+                grpc_server, grpc_port = build_server(service, tokens, f"{options.host}:{options.grpc_port}",
+                                                      tls=_tls_pair(options))
                 await grpc_server.start()
                 try:
-                    app = create_app(service, tokens)
+                    app = create_app(service, tokens, options.limits)
                     dashboard.mount(app)
+                    tls = ({"ssl_certfile": str(options.tls_cert), "ssl_keyfile": str(options.tls_key)}
+                           if options.tls_cert else {})
                     config = uvicorn.Config(app, host=options.host, port=options.port,
-                                            log_level=options.log_level, access_log=False, lifespan="off")
+                                            log_level=options.log_level, access_log=False, lifespan="off", **tls)
                     server = _Server(config)
                     loop = asyncio.get_running_loop()
 
@@ -115,11 +129,23 @@ async def _announce(server, options: ServeOptions, grpc_port: int) -> None:
     port = options.port
     if server.servers and server.servers[0].sockets:
         port = server.servers[0].sockets[0].getsockname()[1]
-    print(f"suanli api: REST http://{options.host}:{port}, gRPC {options.host}:{grpc_port}", flush=True)
+    tls = " (TLS)" if options.tls_cert else ""
+    print(f"suanli api: REST {options.scheme}://{options.host}:{port}, gRPC {options.host}:{grpc_port}{tls}",
+          flush=True)
+
+
+def _tls_pair(options: ServeOptions) -> tuple[bytes, bytes] | None:
+    """The PEM key and certificate chain for gRPC, or None without TLS."""
+    if not options.tls_cert:
+        return None
+    return options.tls_key.read_bytes(), options.tls_cert.read_bytes()
 
 
 def run(settings: Settings, tokens: TokenStore, options: ServeOptions) -> int:
     logging.basicConfig(level=options.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if tokens.plaintext_tenants:
+        log.warning("the token file holds the tokens of %s in plain text: store their digests instead "
+                    "(suanli api hash-token)", ", ".join(tokens.plaintext_tenants))
     asyncio.run(serve(settings, tokens, options))
     return 0

@@ -110,7 +110,11 @@ class EventConsumer:
             enable_auto_commit=group_id is not None, **kwargs)
 
     async def __aenter__(self) -> EventConsumer:
-        await self._consumer.start()
+        try:
+            await self._consumer.start()
+        except BaseException:
+            await self._consumer.stop()        # no broker: close what start() opened
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -8,6 +8,7 @@ import os
 import uuid
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -114,19 +115,24 @@ def free_port() -> int:
 class ApiProcess:
     """``suanli api serve`` in a subprocess for one namespace; stopped by its pid."""
 
-    def __init__(self, settings, tokens_file: Path, log_file: Path):
+    def __init__(self, settings, tokens_file: Path, log_file: Path, *, tls: tuple[Path, Path] | None = None,
+                 extra: tuple[str, ...] = ()):
+        """``tls``: (certificate, key) PEM files to serve TLS with; clients then verify against
+        the certificate. ``extra``: more ``suanli api serve`` options."""
         from suanli.config import to_env
 
         self.settings = settings
         self.port, self.grpc_port = free_port(), free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.verify: Any = ssl.create_default_context(cafile=str(tls[0])) if tls else True
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        tls_args = ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])] if tls else []
         self.grpc_address = f"127.0.0.1:{self.grpc_port}"
         self.log_file = log_file
         env = {**os.environ, **to_env(settings), "SUANLI_API_TOKENS": str(tokens_file)}
         self._log = open(log_file, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "suanli", "api", "serve", "--port", str(self.port), "--grpc-port",
-             str(self.grpc_port), "--log-level", "warning"],
+             str(self.grpc_port), "--log-level", "warning", *tls_args, *extra],
             cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 90.0) -> None:
@@ -135,7 +141,7 @@ class ApiProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"api server exited {self.proc.returncode}:\n{self.log_file.read_text()}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).json().get("ready"):
+                if httpx.get(f"{self.url}/healthz", timeout=2, verify=self.verify).json().get("ready"):
                     return
             except (httpx.HTTPError, json.JSONDecodeError):
                 pass
@@ -154,7 +160,7 @@ class ApiProcess:
 
     def client(self, tenant: str | None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {TOKENS[tenant]}"} if tenant else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, verify=self.verify)
 
 
 @contextlib.contextmanager

@@ -72,6 +72,7 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "connect down": ([], ANY, "embedded"),          # pid files under the fresh SUANLI_HOME
     "connect status": ([], ANY, "embedded"),
     "api serve": (["--port", "0", "--grpc-port", "0"], STACK, "embedded"),
+    "api hash-token": ([], ANY, "embedded"),           # no token on standard input: refused with how
     "bench": (["--quick"], STACK, "embedded"),
     # node_exporter's port is held by someone else: refused before anything starts
     "prometheus up": (["--timeout", "5"], ANY, "embedded+taken"),

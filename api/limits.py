@@ -1,0 +1,171 @@
+"""Request limits for the REST API: a cap on body size and a rate limit per caller.
+
+Both act in a plain ASGI middleware, before routing, parsing or authentication, so that a
+flood of garbage costs the server as little as possible and never reaches a handler:
+
+- **Body size.** A request whose ``Content-Length`` is over ``max_body`` bytes is answered
+  413 at once; a body sent without a length (chunked) is counted as it arrives and answered
+  413 as soon as it passes the cap. The handler never sees it.
+- **Rate.** Each caller has a token bucket of ``burst`` requests refilled at ``rate`` per
+  second; a request that finds it empty is answered 429 with ``Retry-After`` (whole
+  seconds). The caller is the tenant of a known token (so one tenant's flood does not
+  throttle another), else the client address: requests without a token or with an unknown
+  one share their address's bucket, so inventing tokens buys no extra rate. Buckets idle
+  long enough to be full again are dropped, so memory is bounded by the callers of the
+  last ``burst / rate`` seconds, and at most ``max_callers`` of them (the oldest go first).
+
+Answers are the API's JSON error bodies (``{"detail": ...}``). ``/healthz`` and
+``/metrics`` are not rate limited (probes and scrapes must always get through).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+UNLIMITED_PATHS = ("/healthz", "/metrics")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """``max_body``: bytes (0: no cap). ``rate``: requests per second per caller (0: no rate
+    limit); ``burst``: the bucket's size. ``max_callers``: buckets kept at most."""
+
+    max_body: int = 1 << 20
+    rate: float = 200.0
+    burst: int = 400
+    max_callers: int = 100_000
+
+
+class RateLimiter:
+    """Token buckets by caller key. ``clock`` is injectable for tests (seconds, monotonic)."""
+
+    def __init__(self, rate: float, burst: int, max_callers: int = 100_000,
+                 clock: Callable[[], float] = time.monotonic):
+        if rate <= 0 or burst < 1:
+            raise ValueError("a rate limit needs rate > 0 and burst >= 1")
+        self.rate, self.burst, self.max_callers, self.clock = rate, float(burst), max_callers, clock
+        self._buckets: OrderedDict[bytes, tuple[float, float]] = OrderedDict()   # key -> (tokens, at)
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def take(self, key: bytes) -> float:
+        """Take one request from ``key``'s bucket: 0.0 if allowed, else the seconds until it
+        would be."""
+        now = self.clock()
+        tokens, at = self._buckets.pop(key, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - at) * self.rate)
+        wait = 0.0
+        if tokens >= 1.0:
+            tokens -= 1.0
+        else:
+            wait = (1.0 - tokens) / self.rate
+        self._buckets[key] = (tokens, now)            # most recent last
+        self._forget(now)
+        return wait
+
+    def _forget(self, now: float) -> None:
+        full_after = self.burst / self.rate
+        while self._buckets:
+            key, (tokens, at) = next(iter(self._buckets.items()))
+            if len(self._buckets) > self.max_callers or now - at >= full_after:
+                del self._buckets[key]
+            else:
+                break
+
+
+def caller_key(scope: Scope, tenant_of: Callable[[str], str | None] | None = None) -> bytes:
+    """The rate limit's key of a request: the tenant of its ``Authorization`` header when
+    ``tenant_of`` knows it, else the client address."""
+    if tenant_of is not None:
+        for name, value in scope.get("headers") or ():
+            if name == b"authorization":
+                tenant = tenant_of(value.decode("latin-1"))
+                if tenant is not None:
+                    return b"t:" + tenant.encode()
+                break
+    client = scope.get("client") or ("?", 0)
+    return b"c:" + str(client[0]).encode()
+
+
+class LimitsMiddleware:
+    """The ASGI middleware (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, limits: Limits, tenant_of: Callable[[str], str | None] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        """``tenant_of``: the tenant of an ``Authorization`` header value, or None when the
+        token is missing or unknown (the rate limit's key; see :func:`caller_key`)."""
+        self.app, self.limits, self.tenant_of = app, limits, tenant_of
+        self.limiter = (RateLimiter(limits.rate, limits.burst, limits.max_callers, clock)
+                        if limits.rate > 0 else None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.limiter is not None and not scope.get("path", "").startswith(UNLIMITED_PATHS):
+            wait = self.limiter.take(caller_key(scope, self.tenant_of))
+            if wait > 0:
+                await _answer(send, 429, f"too many requests: at most {self.limits.rate:g} a second "
+                                         f"(bursts of {self.limits.burst}) per tenant; retry in {wait:.2f} s",
+                              [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
+                return
+        cap = self.limits.max_body
+        if cap:
+            length = _content_length(scope)
+            if length is not None and length > cap:
+                await _answer(send, 413, f"request body of {length} bytes is over the limit of {cap} bytes")
+                return
+            receive = _capped(receive, send, cap)
+        try:
+            await self.app(scope, receive, send)
+        except BodyTooLarge:
+            pass                                   # answered 413 already
+
+
+class BodyTooLarge(Exception):
+    """Raised into the app when a body without a length passes the cap (after the 413 went out)."""
+
+
+def _capped(receive: Receive, send: Send, cap: int) -> Receive:
+    seen = 0
+
+    async def wrapped() -> dict[str, Any]:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > cap:
+                await _answer(send, 413, f"request body is over the limit of {cap} bytes")
+                raise BodyTooLarge()
+        return message
+
+    return wrapped
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers") or ():
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _answer(send: Send, status: int, detail: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *(headers or [])]
+    if status == 413:
+        head.append((b"connection", b"close"))     # the rest of the body is not read
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})

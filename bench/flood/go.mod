@@ -1,0 +1,3 @@
+module github.com/suanli/suanli/bench/flood
+
+go 1.26.0
