@@ -31,8 +31,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from aiokafka.partitioner import murmur2
-
 from suanli.config import Settings, load_settings, to_env
 from suanli.deploy.plane import worker_processes
 from suanli.deploy.processes import ServiceProcess
@@ -41,21 +39,15 @@ from suanli.processors.model import from_avro, to_avro
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer, EventProducer, ensure_topics
-from suanli.streams.topics import TopicNames, core_topics
+from suanli.streams.topics import TopicNames, cells_on_partitions, core_topics
 
 ASSIGNED = re.compile(r"scheduler: cell-log partitions assigned: \[([\d, ]*)\]")
 
 
 def cell_names(run: str, partitions: int) -> list[str]:
-    """One cell name per partition of the cell log (Kafka's default partitioner on the cell
-    name, as intake's producer keys it), in partition order: ``cells[p]`` lives on ``p``."""
-    names: dict[int, str] = {}
-    i = 0
-    while len(names) < partitions:
-        name = f"c{i}-{run}"
-        names.setdefault((murmur2(name.encode()) & 0x7FFFFFFF) % partitions, name)
-        i += 1
-    return [names[p] for p in range(partitions)]
+    """One cell name per partition of the cell log, in partition order: ``cells[p]`` lives on
+    ``p`` (see :func:`~suanli.streams.topics.cells_on_partitions`)."""
+    return cells_on_partitions(run, partitions, partitions)
 
 
 def node_event(cell: str, i: int) -> tuple[str, dict]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import csv
 import json
 import secrets
 import socket
@@ -59,6 +60,10 @@ class PlaneOptions:
     # Scheduler workers in the plane's consumer group (``worker_processes``): one cell lives on
     # one partition, so with one cell the others stand by and take over when its worker dies.
     schedulers: int = 1
+    # Cells of the run: the node list and the tasks are dealt round-robin among them, one
+    # simulated cluster (connector) per cell, and the cells spread over the cell log's
+    # partitions (``cells_on_partitions``), so that several scheduler workers share them.
+    cells: int = 1
 
 
 WORKER_ROLES = ("intake", "scheduler", "telemetry")
@@ -135,14 +140,31 @@ def _marker(namespace: str) -> str:
 
 
 def connector_process(settings: Settings, cell: str, nodes_csv: Path, time_scale: float,
-                      metrics_interval_s: float = 15.0) -> tuple[ServiceProcess, list[str]]:
+                      metrics_interval_s: float = 15.0, instance: int = 1) -> tuple[ServiceProcess, list[str]]:
+    """The simulated cluster of ``cell``: ``sim``, or ``sim-N`` for the Nth cell of a run."""
     ns = settings.namespace
     marker = _marker(ns)
+    name = "sim" if instance == 1 else f"sim-{instance}"
     argv = [sys.executable, "-X", marker, "-m", "suanli.connectors", "sim", "--nodes", str(nodes_csv),
             "--cell", cell, "--time-scale", str(time_scale), "--interval", f"{metrics_interval_s:g}", "--heartbeat", "5",
             "--log-level", "WARNING"]
-    return ServiceProcess("sim", settings.home / "run" / f"{ns}-sim.pid",
-                          settings.home / "logs" / f"{ns}-sim.log", marker), argv
+    return ServiceProcess(name, settings.home / "run" / f"{ns}-{name}.pid",
+                          settings.home / "logs" / f"{ns}-{name}.log", marker), argv
+
+
+def deal_nodes(nodes_csv: Path, cells: int, out_dir: Path, stem: str) -> list[Path]:
+    """The node list dealt round-robin into ``cells`` CSV files (header kept) in ``out_dir``."""
+    with open(nodes_csv, newline="") as f:
+        rows = list(csv.reader(f))
+    header, body = rows[0], rows[1:]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(cells):
+        path = out_dir / f"{stem}-cell{i + 1}-nodes.csv"
+        with open(path, "w", newline="") as f:
+            csv.writer(f).writerows([header, *body[i::cells]])
+        paths.append(path)
+    return paths
 
 
 class Plane:
@@ -153,7 +175,10 @@ class Plane:
         self.o = options
         self.out = out
         self.run_id = time.strftime("r%m%d%H%M%S") + secrets.token_hex(2)
+        if options.cells < 1:
+            raise StackError("a run needs at least one cell")
         self.cell = options.cell or f"openb-{self.run_id}"
+        self.cells = [self.cell]          # more than one: named in start(), once the partitions are known
         self.nodes_csv = options.nodes_csv or settings.openb_dir / "openb_node_list_all_node.csv"
         self.pods_csv = options.pods_csv or settings.openb_dir / "openb_pod_list_default.csv"
         self.created = time.monotonic()      # first_placement_s counts from here: the command's start
@@ -165,8 +190,8 @@ class Plane:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        from suanli.streams.kafka_io import ensure_topics
-        from suanli.streams.topics import core_topics
+        from suanli.streams.kafka_io import end_offsets, ensure_topics
+        from suanli.streams.topics import TopicNames, cells_on_partitions, core_topics
 
         for path in (self.nodes_csv, self.pods_csv):
             if not Path(path).exists():
@@ -177,9 +202,21 @@ class Plane:
         asyncio.run(ensure_topics(self.s.bootstrap_servers, core_topics(self.s.partitions, self.s.namespace)))
         self._env = to_env(self.s)
         self.metrics_ports = metrics_ports(self.o.metrics_port)
+        connectors = [connector_process(self.s, self.cell, self.nodes_csv, self.o.time_scale,
+                                        self.o.metrics_interval_s)]
+        if self.o.cells > 1:
+            partitions = len(asyncio.run(end_offsets(self.s.bootstrap_servers, TopicNames(self.s.namespace).cell_log)))
+            if partitions < self.o.cells:
+                self.out(f"suanli: the cell log of namespace {self.s.namespace} has {partitions} partitions, fewer "
+                         f"than the {self.o.cells} cells: some cells share a partition (a fresh namespace with "
+                         f"SUANLI_PARTITIONS={self.o.cells} gives each its own)")
+            self.cells = cells_on_partitions(self.cell, self.o.cells, partitions)
+            self.cell = self.cells[0]
+            dealt = deal_nodes(self.nodes_csv, self.o.cells, self.s.home / "run", f"{self.s.namespace}-{self.run_id}")
+            connectors = [connector_process(self.s, cell, path, self.o.time_scale, self.o.metrics_interval_s, i + 1)
+                          for i, (cell, path) in enumerate(zip(self.cells, dealt))]
         for service, argv in [*worker_processes(self.s, self.metrics_ports, self.o.schedulers).values(),
-                              connector_process(self.s, self.cell, self.nodes_csv, self.o.time_scale,
-                                                self.o.metrics_interval_s)]:
+                              *connectors]:
             if service.pid() is None:
                 service.start(argv, env=self._env)
             self.services.append((service, argv))
@@ -191,7 +228,8 @@ class Plane:
                           {role: f"{METRICS_HOST}:{port}" for role, port in self.metrics_ports.items()})
             metrics = "; metrics on " + ", ".join(f"{role} {METRICS_HOST}:{port}"
                                                    for role, port in self.metrics_ports.items())
-        self.out(f"suanli: run {self.run_id}: workers and simulated cluster starting in cell {self.cell}; "
+        where = f"cell {self.cell}" if len(self.cells) == 1 else f"{len(self.cells)} cells {', '.join(self.cells)}"
+        self.out(f"suanli: run {self.run_id}: workers and simulated cluster starting in {where}; "
                  f"logs in {self.s.home / 'logs'}{metrics}")
 
     def stop(self) -> None:
@@ -233,7 +271,10 @@ class Plane:
         start_ms = int(time.time() * 1000)
         expected_nodes = sum(1 for _ in open(self.nodes_csv)) - 1
         tasks = openb_tasks(Path(self.pods_csv), self.o.tasks, run_id=self.run_id, cell=self.cell)
+        for i, task in enumerate(tasks):                  # dealt round-robin, as the nodes are
+            task["cell"] = self.cells[i % len(self.cells)]
         task_ids = {t["task_id"] for t in tasks}
+        ours = set(self.cells)
         view = LifecycleView()
         first_placement: float | None = None
         with RegistryClient(self.s.registry_url) as registry:
@@ -251,13 +292,13 @@ class Plane:
                         if r.kind == "DeadLetter":
                             if r.timestamp >= start_ms:
                                 view.apply(r.kind, r.payload)
-                        elif r.payload.get("cell") == self.cell:
+                        elif r.payload.get("cell") in ours:
                             view.apply(r.kind, r.payload)
                             if r.kind == "TaskPlaced" and first_placement is None:
                                 first_placement = time.monotonic() - self.created
 
                 deadline = time.monotonic() + 180
-                while sum(1 for (c, _n) in view.nodes if c == self.cell) < expected_nodes:
+                while sum(1 for (c, _n) in view.nodes if c in ours) < expected_nodes:
                     self.check_alive()
                     if time.monotonic() > deadline:
                         raise StackError(f"only {len(view.nodes)} of {expected_nodes} nodes registered after 180 s")
@@ -295,6 +336,8 @@ class Plane:
                         await driver
                     await producer.flush()
             result = await self._final_figures(codec, names, task_ids, start_ms)
+        if len(self.cells) > 1:
+            result["cells"] = self.cells
         result.update(run_id=self.run_id, cell=self.cell, seconds=round(time.monotonic() - began, 2),
                       worker_restarts=dict(self.restarts),
                       first_placement_s=None if first_placement is None else round(first_placement, 2))
@@ -306,18 +349,26 @@ class Plane:
 
     def _summary_line(self, view: Any, elapsed: float, total: int) -> str:
         c = view.counts()
-        health = view.health_counts(self.cell)
+        health = self._health(view)
         trouble = (f"  nodes suspect {health['SUSPECT']} down {health['DOWN']}  lost {c['lost']}"
                    if c["lost"] or health["SUSPECT"] or health["DOWN"] else "")
         return (f"[{elapsed:6.1f}s] submitted {c['submitted']}/{total}  placed {c['placed']}  "
                 f"pending {c['pending']}  running {c['running']}  completed {c['completed']}  "
                 f"GPU alloc {view.gpu_allocation_pct():5.1f}%  dead letters {c['dead_lettered']}{trouble}")
 
+    def _health(self, view: Any) -> dict[str, int]:
+        """Nodes per health over the run's cells."""
+        out = {"READY": 0, "SUSPECT": 0, "DOWN": 0}
+        for cell in self.cells:
+            for health, n in view.health_counts(cell).items():
+                out[health] = out.get(health, 0) + n
+        return out
+
     async def _final_figures(self, codec: Any, names: Any, task_ids: set[str], start_ms: int) -> dict[str, Any]:
         """Recount from the log (cell log first, then decisions: see projections/reader.py)."""
         from suanli.projections.reader import load_lifecycle
 
-        view = await load_lifecycle(self.s, cell=self.cell, since_ms=start_ms, codec=codec)
+        view = await load_lifecycle(self.s, cell=self.cells, since_ms=start_ms, codec=codec)
         statuses = [view.tasks[t].status if t in view.tasks else "SUBMITTED" for t in task_ids]
         return {
             "submitted": len(task_ids),
@@ -334,7 +385,10 @@ class Plane:
             "lost": view.lost,
             "lost_tasks": sum(1 for t in task_ids if t in view.tasks and view.tasks[t].lost),
             "stale_statuses": view.stale_statuses,
-            "nodes_health": view.health_counts(self.cell),
+            "nodes_health": self._health(view),
+            **({"placed_per_cell": {cell: sum(1 for t in task_ids if t in view.tasks and view.tasks[t].placed_once
+                                              and view.tasks[t].cell == cell) for cell in self.cells}}
+               if len(self.cells) > 1 else {}),
         }
 
 

@@ -1,6 +1,8 @@
 """Build read models from Kafka: the I/O edge of the projections."""
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from suanli.config import Settings
 from suanli.projections.lifecycle import LifecycleView
 from suanli.projections.reservations import KINDS as RESERVATION_KINDS
@@ -14,15 +16,17 @@ from suanli.streams.topics import TopicNames
 SOURCES = ("cell_log", "decisions", "dead_letters")
 
 
-async def load_lifecycle(settings: Settings, *, cell: str | None = None, since_ms: int | None = None,
+async def load_lifecycle(settings: Settings, *, cell: str | Collection[str] | None = None, since_ms: int | None = None,
                          codec: Codec | None = None, sources: tuple[str, ...] = SOURCES) -> LifecycleView:
     """Fold the cell log, then the decisions, then the dead letters of the namespace.
 
     Reading the cell log first means every node is known before a placement on it is
-    audited. ``cell`` keeps one cell; ``since_ms`` counts only dead letters from then on.
+    audited. ``cell`` keeps one cell (or the cells of a collection); ``since_ms`` counts only
+    dead letters from then on.
     ``sources`` (TopicNames attributes, folded in the order of :data:`SOURCES`) reads fewer
     topics: ``("cell_log",)`` is enough to know the nodes, their cells and their statuses.
     """
+    cells = None if cell is None else {cell} if isinstance(cell, str) else set(cell)
     unknown = set(sources) - set(SOURCES)
     if unknown:
         raise ValueError(f"unknown lifecycle sources {sorted(unknown)}; known: {', '.join(SOURCES)}")
@@ -41,7 +45,7 @@ async def load_lifecycle(settings: Settings, *, cell: str | None = None, since_m
                     if r.kind == "DeadLetter":
                         if since_ms is None or r.timestamp >= since_ms:
                             view.apply(r.kind, r.payload)
-                    elif cell is None or r.payload.get("cell") == cell:
+                    elif cells is None or r.payload.get("cell") in cells:
                         view.apply(r.kind, r.payload)
     finally:
         if registry is not None:

@@ -108,3 +108,31 @@ def core_topics(partitions: int, namespace: str, connectors: tuple[str, ...] = (
     n = TopicNames(namespace)
     names = (*n.raw, n.cell_log, n.decisions, *(n.dispatch(c) for c in connectors))
     return [TopicSpec(t, partitions) for t in names] + [TopicSpec(n.dead_letters, 1)]
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives ``key`` (murmur2, as the producers of
+    intake and the clients key the cell log by cell name)."""
+    from aiokafka.partitioner import murmur2
+
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
+def cells_on_partitions(prefix: str, count: int, partitions: int) -> list[str]:
+    """``count`` cell names ``{prefix}-c{i}``, spread over the cell log's ``partitions``: the
+    first ``min(count, partitions)`` land on distinct partitions (so that scheduler workers
+    can share them out), in partition order; any further ones reuse partitions in turn."""
+    names: dict[int, str] = {}
+    i = 0
+    while len(names) < min(count, partitions):
+        name = f"{prefix}-c{i}"
+        names.setdefault(partition_of(name, partitions), name)
+        i += 1
+    spread = [names[p] for p in sorted(names)]
+    extra = []
+    while len(spread) + len(extra) < count:
+        name = f"{prefix}-c{i}"
+        if partition_of(name, partitions) == sorted(names)[len(extra) % len(names)]:
+            extra.append(name)
+        i += 1
+    return spread + extra

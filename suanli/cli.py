@@ -76,9 +76,9 @@ def _up(args: argparse.Namespace) -> int:
                            nodes_csv=Path(args.nodes) if args.nodes else None,
                            pods_csv=Path(args.pods) if args.pods else None, cell=args.cell,
                            metrics_port=None if args.no_metrics else args.metrics_port,
-                           schedulers=args.workers)
-    if args.workers < 1:
-        print("suanli up: --workers must be 1 or more", file=sys.stderr)
+                           schedulers=args.workers, cells=args.cells)
+    if args.workers < 1 or args.cells < 1:
+        print("suanli up: --workers and --cells must be 1 or more", file=sys.stderr)
         return 2
     try:
         result = run_plane(settings(), options)
@@ -168,8 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "(a taken port is replaced by a free one; 0: free ports; default 19200)")
     up.add_argument("--no-metrics", action="store_true", help="no /metrics servers")
     up.add_argument("--workers", type=int, default=1, metavar="M",
-                    help="scheduler workers sharing the cell log's partitions (default 1; the run's one cell is "
-                         "on one partition, so the others stand by and take it over when its worker dies)")
+                    help="scheduler workers sharing the cell log's partitions (default 1; with one cell the "
+                         "others stand by and take it over when its worker dies)")
+    up.add_argument("--cells", type=int, default=1, metavar="N",
+                    help="cells of the run (default 1): the nodes and tasks are dealt among them, one simulated "
+                         "cluster each, and the cells spread over the cell log's partitions (each its own when "
+                         "there are N or more: SUANLI_PARTITIONS for a fresh namespace)")
     up.set_defaults(func=_up, needs=NOTHING)                  # starts the stack itself
 
     from suanli import (cli_api, cli_cost, cli_policy, cli_profile, cli_prometheus, cli_reserve, cli_sim,
