@@ -108,6 +108,7 @@ def test_six_cells_on_three_workers_survive_a_worker_kill_and_share_with_a_fourt
                             f"replayed around it: {[describe(codec, v) for v in regenerated[max(0, i - 2):i + 3]]}; "
                             f"killed {victim} holding {orphaned}; recoveries: {_recoveries(started)}")
     figures = {"killed": victim, "its_cells": orphaned,
+               "duplicate_placements": sum(len(copies) - 1 for copies in decided.values()),
                "resumed_s": {c: round(sec, 2) for c, sec in resumed.items()},
                "shares": {"three": _names(shares), "after_kill": _names(after_kill), "four": _names(with_fourth)}}
     print("cells across workers:", json.dumps(figures))
