@@ -29,12 +29,12 @@ import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from suanli.config import Settings, load_settings, to_env
 from suanli.deploy.plane import worker_processes
 from suanli.deploy.processes import ServiceProcess
-from suanli.errors import StackError
+from suanli.deploy.waiting import wait_for
 from suanli.processors.model import from_avro, to_avro
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
@@ -108,18 +108,6 @@ def settled(services: Iterable[ServiceProcess], count: int) -> dict[str, set[int
     shares = {s.name: held(s) for s in services}
     parts = sorted(p for ps in shares.values() for p in ps)
     return shares if parts == list(range(count)) and all(shares.values()) else None
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float) -> Any:
-    """Poll ``probe`` every 0.5 s until it returns something truthy; StackError after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise StackError(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
 
 
 def run_once(cells: int, workers: int, nodes_per_cell: int, tasks_per_cell: int) -> dict[str, Any]:

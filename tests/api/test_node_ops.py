@@ -21,6 +21,7 @@ from suanli.api import suanli_pb2_grpc as pb_grpc
 from suanli.api.auth import TokenStore
 from suanli.api.grpc_server import build_server
 from suanli.errors import ConfigError
+from suanli.deploy.waiting import wait_for
 
 OPS_TOKEN = "tok-ops-5555555555"
 
@@ -174,15 +175,6 @@ def test_a_drain_through_the_api_lands_on_the_cell_log(stack, tmp_path):
                 return []
             async with EventConsumer(settings.bootstrap_servers, Codec(registry), [names.cell_log]) as consumer:
                 return [r.payload for r in await consumer.read_until_end() if r.kind == kind]
-
-    def wait_for(what, probe, timeout=120.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = probe()
-            if value:
-                return value
-            time.sleep(0.5)
-        pytest.fail(f"timed out waiting for {what}")
 
     try:
         server.wait_ready()

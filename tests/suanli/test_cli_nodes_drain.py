@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -26,19 +26,9 @@ from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer, EventProducer, ensure_topics
 from suanli.streams.topics import TopicNames, core_topics
+from suanli.deploy.waiting import wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(400)]
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
 
 
 def _node(node_id: str, cell: str) -> dict[str, Any]:

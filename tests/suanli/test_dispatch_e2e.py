@@ -15,10 +15,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
@@ -27,6 +26,7 @@ from suanli.config import Settings, load_settings, to_env
 from suanli.deploy.plane import worker_processes
 from suanli.streams.kafka_io import EventConsumer, ensure_topics
 from suanli.streams.topics import TopicNames, core_topics
+from suanli.deploy.waiting import wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.timeout(420)]
 
@@ -68,18 +68,6 @@ class LocalPlane:
                 async with EventConsumer(self.s.bootstrap_servers, Codec(registry), [topic]) as consumer:
                     return await consumer.read_until_end()
         return asyncio.run(read())
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float, every: float = 0.5) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail with ``what`` and the last value."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(every)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last seen: {last!r}")
 
 
 def start_local_connector(lp: LocalPlane, name: str, *options: str) -> subprocess.Popen:
