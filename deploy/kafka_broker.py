@@ -60,8 +60,9 @@ log.segment.bytes=67108864
 """
 
 
-def _cluster_id() -> str:
-    # Kafka's Uuid.randomUuid(): URL-safe base64 of 16 random bytes, never starting with '-'.
+def new_cluster_id() -> str:
+    """A fresh KRaft cluster id, as Kafka's ``Uuid.randomUuid()`` makes them: URL-safe base64
+    of 16 random bytes, never starting with '-' (every broker of a quorum formats with one)."""
     while True:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
@@ -91,7 +92,7 @@ def prepare(*, work_dir: Path, data_dir: Path, port: int, controller_port: int,
         log(f"formatting Kafka storage in {data_dir / 'logs'}")
         mode = [] if voters else ["--standalone"]
         argv = ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", *mode,
-                "-t", cluster_id or _cluster_id(), "-c", str(props)]
+                "-t", cluster_id or new_cluster_id(), "-c", str(props)]
         result = subprocess.run(argv, capture_output=True, text=True)
         if result.returncode != 0:
             raise StackError(f"Kafka storage format failed (exit {result.returncode}):\n"

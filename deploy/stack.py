@@ -83,7 +83,7 @@ def start_brokers(settings: Settings, log: Callable[[str], None] = print) -> lis
         id_file = paths.home / "kafka-quorum" / "cluster.id"
         id_file.parent.mkdir(parents=True, exist_ok=True)
         if not id_file.exists():
-            id_file.write_text(kafka_broker._cluster_id())       # noqa: SLF001 - same module family
+            id_file.write_text(kafka_broker.new_cluster_id())
         cluster_id = id_file.read_text().strip()
     for node, (service, (port, controller)) in enumerate(zip(services, settings.broker_ports), start=1):
         if service.pid() is not None:
