@@ -171,8 +171,7 @@ class EventConsumer:
 
     async def _end_offsets_now(self) -> dict[TopicPartition, int]:
         """The end offset of every partition of the subscribed topics (none for a topic that
-        does not exist yet)."""
-        await self._consumer.topics()          # a metadata fetch: the topics' partitions
+        does not exist yet). The consumer's ``start`` waited on the topics' metadata."""
         tps = [TopicPartition(topic, p) for topic in sorted(self._consumer.subscription())
                for p in sorted(self._consumer.partitions_for_topic(topic) or ())]
         return dict(await self._consumer.end_offsets(tps)) if tps else {}
