@@ -37,6 +37,7 @@ import httpx
 
 from suanli.api.auth import hash_token
 from suanli.config import Settings, load_settings, to_env
+from suanli.deploy.processes import rss_mib
 from suanli.errors import StackError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,16 +66,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rss_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
-
-
 def run_once(rate: float, duration: float, workers: int = 64, valid_rate: float = 20.0,
              log_dir: Path | None = None) -> dict[str, Any]:
     """One flood against a fresh API (see the module); the figures as a dict."""
@@ -94,13 +85,13 @@ def run_once(rate: float, duration: float, workers: int = 64, valid_rate: float 
                                env={**os.environ, **to_env(settings)}, stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait_ready(api, url, log_path)
-        before = _rss_mib(api.pid)
+        before = rss_mib(api.pid)
         samples: list[float] = []
         done = threading.Event()
 
         def sample() -> None:
             while not done.wait(0.5):
-                rss = _rss_mib(api.pid)
+                rss = rss_mib(api.pid)
                 if rss is not None:
                     samples.append(rss)
 
@@ -120,7 +111,7 @@ def run_once(rate: float, duration: float, workers: int = 64, valid_rate: float 
         alive = api.poll() is None and httpx.get(f"{url}/healthz", timeout=5).status_code == 200
         figures["api"] = {"alive_after": alive, "rss_mib_before": round(before or 0, 1),
                           "rss_mib_max": round(max(samples, default=0), 1),
-                          "rss_mib_after": round(_rss_mib(api.pid) or 0, 1), "log": str(log_path)}
+                          "rss_mib_after": round(rss_mib(api.pid) or 0, 1), "log": str(log_path)}
         return figures
     finally:
         if api.poll() is None:

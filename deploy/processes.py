@@ -70,21 +70,24 @@ class ServiceProcess:
     def rss_mib(self) -> float | None:
         """Resident memory of the running service in MiB, from /proc."""
         pid = self.pid()
-        if pid is None:
-            return None
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        except OSError:
-            return None
-        return None
+        return None if pid is None else rss_mib(pid)
 
     def log_tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of process ``pid`` in MiB, from /proc (None once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
 
 
 def _signal(pid: int, sig: int) -> None:
