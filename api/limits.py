@@ -8,8 +8,9 @@ flood of garbage costs the server as little as possible and never reaches a hand
   413 as soon as it passes the cap. The handler never sees it.
 - **Rate.** Each caller has a token bucket of ``burst`` requests refilled at ``rate`` per
   second; a request that finds it empty is answered 429 with ``Retry-After`` (whole
-  seconds). The caller is the tenant of a known token (so one tenant's flood does not
-  throttle another), else the client address: requests without a token or with an unknown
+  seconds). The caller is the tenant of a known token, from the ``Authorization`` header
+  or the dashboard's cookie (so one tenant's flood does not throttle another), else the
+  client address: requests without a token or with an unknown
   one share their address's bucket, so inventing tokens buys no extra rate. Buckets idle
   long enough to be full again are dropped, so memory is bounded by the callers of the
   last ``burst / rate`` seconds, and at most ``max_callers`` of them (the oldest go first).
@@ -83,27 +84,31 @@ class RateLimiter:
                 break
 
 
-def caller_key(scope: Scope, tenant_of: Callable[[str], str | None] | None = None) -> bytes:
-    """The rate limit's key of a request: the tenant of its ``Authorization`` header when
-    ``tenant_of`` knows it, else the client address."""
-    if tenant_of is not None:
-        for name, value in scope.get("headers") or ():
-            if name == b"authorization":
-                tenant = tenant_of(value.decode("latin-1"))
-                if tenant is not None:
-                    return b"t:" + tenant.encode()
-                break
+def caller_key(scope: Scope, tenant_of: Callable[[Scope], str | None] | None = None) -> bytes:
+    """The rate limit's key of a request: the tenant ``tenant_of`` finds for it (a known
+    token), else the client address."""
+    tenant = tenant_of(scope) if tenant_of is not None else None
+    if tenant is not None:
+        return b"t:" + tenant.encode()
     client = scope.get("client") or ("?", 0)
     return b"c:" + str(client[0]).encode()
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """A request header's value (the first of that name), or None."""
+    for key, value in scope.get("headers") or ():
+        if key == name:
+            return value.decode("latin-1")
+    return None
 
 
 class LimitsMiddleware:
     """The ASGI middleware (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, limits: Limits, tenant_of: Callable[[str], str | None] | None = None,
+    def __init__(self, app: ASGIApp, limits: Limits, tenant_of: Callable[[Scope], str | None] | None = None,
                  clock: Callable[[], float] = time.monotonic):
-        """``tenant_of``: the tenant of an ``Authorization`` header value, or None when the
-        token is missing or unknown (the rate limit's key; see :func:`caller_key`)."""
+        """``tenant_of``: the tenant a request's token (header or cookie) belongs to, or None
+        when it has none or an unknown one (the rate limit's key; see :func:`caller_key`)."""
         self.app, self.limits, self.tenant_of = app, limits, tenant_of
         self.limiter = (RateLimiter(limits.rate, limits.burst, limits.max_callers, clock)
                         if limits.rate > 0 else None)

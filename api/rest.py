@@ -11,7 +11,7 @@ should be less than or equal to 64``), never a traceback.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Callable
 
 from fastapi import Body, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,7 +20,7 @@ from fastapi.security import HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from suanli.api.auth import TokenStore
-from suanli.api.limits import Limits, LimitsMiddleware
+from suanli.api.limits import Limits, LimitsMiddleware, header
 from suanli.api.models import (AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse, ErrorResponse,
                                Health, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
                                ListTasksResponse, NodeStatusRequest, NodeStatusResponse, SubmitBidResponse,
@@ -84,6 +84,27 @@ TokenStatus = Annotated[str | None, Query(min_length=1, max_length=32,
 Mine = Annotated[bool, Query(description="Only your own tokens (default: every tenant's, others' ids hidden).")]
 
 
+def caller_tenant(tokens: TokenStore) -> Callable[[dict[str, Any]], str | None]:
+    """For the rate limiter: the tenant of a request's bearer token, else of the dashboard's
+    sign-in cookie; None when neither names a known token."""
+    from http.cookies import CookieError, SimpleCookie
+
+    from suanli.api.ui.routes import COOKIE
+
+    def tenant_of(scope: dict[str, Any]) -> str | None:
+        tenant = tokens.tenant_or_none(header(scope, b"authorization"))
+        cookies = header(scope, b"cookie")
+        if tenant is None and cookies and COOKIE in cookies:
+            try:
+                morsel = SimpleCookie(cookies).get(COOKIE)
+            except CookieError:
+                return None
+            tenant = tokens.tenant_or_none(f"Bearer {morsel.value}") if morsel is not None else None
+        return tenant
+
+    return tenant_of
+
+
 def create_app(service: ApiService, tokens: TokenStore, limits: Limits | None = None) -> FastAPI:
     """The REST app. ``service`` must be usable from the app's event loop. ``limits``: the
     body cap and rate limit (:mod:`suanli.api.limits`; default :class:`Limits`)."""
@@ -94,7 +115,7 @@ def create_app(service: ApiService, tokens: TokenStore, limits: Limits | None = 
     app.state.tokens = tokens
     app.state.service = service
     app.add_middleware(LimitsMiddleware, limits=limits if limits is not None else Limits(),
-                       tenant_of=tokens.tenant_or_none)
+                       tenant_of=caller_tenant(tokens))
 
     @app.exception_handler(SuanliError)
     async def _suanli_error(_request: Request, exc: SuanliError) -> JSONResponse:

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from suanli.api.auth import TokenStore
 from suanli.api.limits import Limits, LimitsMiddleware, RateLimiter
 from suanli.api.readmodel import ReadModel
-from suanli.api.rest import create_app
+from suanli.api.rest import caller_tenant, create_app
 
 
 class Clock:
@@ -24,7 +24,7 @@ def _client(tmp_path, limits: Limits, clock: Clock | None = None) -> TestClient:
     app = create_app(make_service(ListSink(), ReadModel()), tokens, limits)
     if clock is not None:                     # the middleware instance is built on the first request
         app.user_middleware.clear()
-        app.add_middleware(LimitsMiddleware, limits=limits, tenant_of=tokens.tenant_or_none, clock=clock)
+        app.add_middleware(LimitsMiddleware, limits=limits, tenant_of=caller_tenant(tokens), clock=clock)
     return TestClient(app, raise_server_exceptions=False)
 
 
@@ -80,3 +80,15 @@ def test_the_rate_limiter_forgets_full_buckets_and_keeps_at_most_max_callers():
     assert len(limiter) == 1
     waits = [limiter.take(b"new") for _ in range(10)]
     assert waits[:9] == [0.0] * 9 and abs(waits[9] - 0.01) < 1e-9   # one request comes back every 10 ms
+
+
+def test_the_dashboards_cookie_counts_for_its_tenant_not_for_the_address(tmp_path):
+    from suanli.api.ui.routes import COOKIE
+
+    clock = Clock()
+    client = _client(tmp_path, Limits(rate=10, burst=3), clock)
+    assert [client.get("/v1/tasks").status_code for _ in range(4)] == [401, 401, 401, 429]   # the address's bucket
+    signed_in = {"Cookie": f"{COOKIE}={TOKENS['alpha']}"}
+    assert client.get("/ui", headers=signed_in).status_code != 429                         # alpha's bucket
+    unknown = {"Cookie": f"{COOKIE}=not-a-token-at-all"}
+    assert client.get("/ui", headers=unknown).status_code == 429                            # back to the address
