@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import sys
 import time
 import uuid
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from suanli.config import Settings, load_settings, to_env
-from suanli.deploy.plane import worker_processes
+from suanli.deploy.plane import settled, worker_processes
 from suanli.deploy.processes import ServiceProcess
 from suanli.deploy.waiting import wait_for
 from suanli.processors.model import from_avro, to_avro
@@ -40,9 +39,6 @@ from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer, EventProducer, ensure_topics
 from suanli.streams.topics import TopicNames, cells_on_partitions, core_topics
-
-ASSIGNED = re.compile(r"scheduler: cell-log partitions assigned: \[([\d, ]*)\]")
-
 
 def cell_names(run: str, partitions: int) -> list[str]:
     """One cell name per partition of the cell log, in partition order: ``cells[p]`` lives on
@@ -91,23 +87,6 @@ def placed(settings: Settings) -> dict[str, list]:
         if r.kind == "TaskPlaced":
             out[r.payload["task_id"]].append(r)
     return out
-
-
-def held(service: ServiceProcess) -> set[int]:
-    """The cell-log partitions a scheduler worker holds now: its log's last assignment line
-    (Faust rebalances eagerly, so every assignment is the whole set); none once it died."""
-    if service.pid() is None or not service.log_file.exists():
-        return set()
-    found = ASSIGNED.findall(service.log_file.read_text(errors="replace"))
-    return {int(x) for x in re.findall(r"\d+", found[-1])} if found else set()
-
-
-def settled(services: Iterable[ServiceProcess], count: int) -> dict[str, set[int]] | None:
-    """The live workers' assignments once they split all ``count`` partitions among them
-    (each holding at least one), else None."""
-    shares = {s.name: held(s) for s in services}
-    parts = sorted(p for ps in shares.values() for p in ps)
-    return shares if parts == list(range(count)) and all(shares.values()) else None
 
 
 def run_once(cells: int, workers: int, nodes_per_cell: int, tasks_per_cell: int) -> dict[str, Any]:

@@ -18,13 +18,14 @@ import asyncio
 import contextlib
 import csv
 import json
+import re
 import secrets
 import socket
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from suanli.config import Settings, to_env
 from suanli.deploy import stack
@@ -152,6 +153,28 @@ def connector_process(settings: Settings, cell: str, nodes_csv: Path, time_scale
                           settings.home / "logs" / f"{ns}-{name}.log", marker), argv
 
 
+ASSIGNED = re.compile(r"scheduler: cell-log partitions assigned: \[([\d, ]*)\]")
+
+
+def held(service: ServiceProcess) -> set[int]:
+    """The cell-log partitions a scheduler worker holds now: its log's last assignment line
+    (Faust rebalances eagerly, so every assignment is the whole set); none once it died."""
+    if service.pid() is None or not service.log_file.exists():
+        return set()
+    found = ASSIGNED.findall(service.log_file.read_text(errors="replace"))
+    return {int(x) for x in re.findall(r"\d+", found[-1])} if found else set()
+
+
+def settled(services: Iterable[ServiceProcess], count: int) -> dict[str, set[int]] | None:
+    """The live workers' assignments once they split all ``count`` partitions among them
+    (each holding at least one, or, with more workers than partitions, ``count`` of them
+    holding one each), else None."""
+    shares = {s.name: held(s) for s in services}
+    parts = sorted(p for ps in shares.values() for p in ps)
+    holders = sum(1 for ps in shares.values() if ps)
+    return shares if parts == list(range(count)) and holders == min(count, len(shares)) else None
+
+
 def deal_nodes(nodes_csv: Path, cells: int, out_dir: Path, stem: str) -> list[Path]:
     """The node list dealt round-robin into ``cells`` CSV files (header kept) in ``out_dir``."""
     with open(nodes_csv, newline="") as f:
@@ -179,6 +202,7 @@ class Plane:
             raise StackError("a run needs at least one cell")
         self.cell = options.cell or f"openb-{self.run_id}"
         self.cells = [self.cell]          # more than one: named in start(), once the partitions are known
+        self.partitions = 0               # the cell log's, read in start() when there are several cells
         self.nodes_csv = options.nodes_csv or settings.openb_dir / "openb_node_list_all_node.csv"
         self.pods_csv = options.pods_csv or settings.openb_dir / "openb_pod_list_default.csv"
         self.created = time.monotonic()      # first_placement_s counts from here: the command's start
@@ -205,7 +229,8 @@ class Plane:
         connectors = [connector_process(self.s, self.cell, self.nodes_csv, self.o.time_scale,
                                         self.o.metrics_interval_s)]
         if self.o.cells > 1:
-            partitions = len(asyncio.run(end_offsets(self.s.bootstrap_servers, TopicNames(self.s.namespace).cell_log)))
+            partitions = self.partitions = len(asyncio.run(end_offsets(self.s.bootstrap_servers,
+                                                                        TopicNames(self.s.namespace).cell_log)))
             if partitions < self.o.cells:
                 self.out(f"suanli: the cell log of namespace {self.s.namespace} has {partitions} partitions, fewer "
                          f"than the {self.o.cells} cells: some cells share a partition (a fresh namespace with "
@@ -231,6 +256,8 @@ class Plane:
         where = f"cell {self.cell}" if len(self.cells) == 1 else f"{len(self.cells)} cells {', '.join(self.cells)}"
         self.out(f"suanli: run {self.run_id}: workers and simulated cluster starting in {where}; "
                  f"logs in {self.s.home / 'logs'}{metrics}")
+        if len(self.cells) > 1 and self.o.schedulers > 1:
+            self._wait_for_shares()
 
     def stop(self) -> None:
         for service, _argv in reversed(self.services):
@@ -342,6 +369,19 @@ class Plane:
                       worker_restarts=dict(self.restarts),
                       first_placement_s=None if first_placement is None else round(first_placement, 2))
         return result
+
+    def _wait_for_shares(self, timeout: float = 180.0) -> None:
+        """At start, with several cells and workers: every scheduler worker has joined the group and they share the
+        cell log's partitions (a worker still starting would otherwise get its cells only
+        after a short run is over)."""
+        from suanli.deploy.waiting import wait_for
+
+        schedulers = [s for s, _ in self.services if s.name.startswith("scheduler")]
+        partitions = self.partitions
+        shares = wait_for(f"{len(schedulers)} scheduler workers to share the {partitions} cell-log partitions",
+                          lambda: (self.check_alive(), settled(schedulers, partitions))[1], timeout=timeout, every=0.5)
+        self.out("suanli: scheduler workers share the cells' partitions: "
+                 + ", ".join(f"{name} {sorted(parts)}" for name, parts in sorted(shares.items())))
 
     @staticmethod
     def _drained(view: Any, task_ids: set[str]) -> bool:

@@ -15,10 +15,9 @@ import uuid
 
 import pytest
 
-from suanli.bench.cells_across_workers import (cell_names, node_event, placed, publish, read_topic, settled,
-                                               task_event)
+from suanli.bench.cells_across_workers import cell_names, node_event, placed, publish, read_topic, task_event
 from suanli.config import load_settings, to_env
-from suanli.deploy.plane import worker_processes
+from suanli.deploy.plane import settled, worker_processes
 from suanli.deploy.waiting import wait_for
 from suanli.replay.log_replay import describe, first_divergence, regenerate
 from suanli.schemas.codec import Codec

@@ -70,6 +70,7 @@ def test_up_with_three_cells_on_two_workers_deals_nodes_and_tasks_and_shares_the
     figures = json.loads(out.read_text())
     cells = figures["cells"]
     assert len(cells) == 3 and "3 cells" in run.stdout
+    assert "scheduler workers share the cells' partitions" in run.stdout     # both joined before the work
     from suanli.streams.topics import partition_of
     assert sorted(partition_of(c, 3) for c in cells) == [0, 1, 2]
     assert figures["submitted"] == 300 and figures["capacity_violations"] == 0
