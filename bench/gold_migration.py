@@ -199,6 +199,7 @@ class CellView:
     beats: dict[str, int] = field(default_factory=dict)                # node -> its last heartbeat's at (log)
     decided_offset: int = -1                                           # last cell-log offset decided
     decisions: list[tuple[str, int, dict]] = field(default_factory=list)     # (kind, record ts, payload)
+    ticks: list[tuple[int, int]] = field(default_factory=list)         # CellTicks: (log offset, at)
 
     def apply(self, r: Any, decisions_topic: str) -> None:
         p = r.payload
@@ -218,6 +219,8 @@ class CellView:
         elif k == "TaskSubmitted":
             self.submitted.setdefault(p["task_id"], r.timestamp)
             self.received.setdefault(p["task_id"], time.time() * 1000)
+        elif k == "CellTick":
+            self.ticks.append((r.offset, p["at"]))
         elif k == "NodeHeartbeat":
             for node_id in (p["node_id"], *(p.get("nodes") or ())):         # a batch names several
                 self.beats[node_id] = p["at"]

@@ -290,7 +290,7 @@ class Plane:
         from suanli.replay.driver import drive, openb_tasks
         from suanli.schemas.codec import Codec
         from suanli.schemas.registry import RegistryClient
-        from suanli.streams.kafka_io import EventConsumer, EventProducer
+        from suanli.streams.kafka_io import EventConsumer, EventProducer, wait_until_consumed
         from suanli.streams.topics import TopicNames
 
         names = TopicNames(self.s.namespace)
@@ -362,6 +362,10 @@ class Plane:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await driver
                     await producer.flush()
+            # Decided is not done: intake may still be writing dead letters for the last raw
+            # inputs. Count only once its group (the app id, streams/app.py make_app) has handled
+            # every raw record written so far.
+            await wait_until_consumed(self.s.bootstrap_servers, f"{self.s.namespace}-intake", names.raw)
             result = await self._final_figures(codec, names, task_ids, start_ms)
         if len(self.cells) > 1:
             result["cells"] = self.cells

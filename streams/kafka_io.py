@@ -193,6 +193,34 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         await consumer.stop()
 
 
+async def wait_until_consumed(bootstrap: str, group: str, topics: Iterable[str], timeout: float = 60.0) -> None:
+    """Wait until consumer group ``group`` has committed, on every partition of ``topics``, an
+    offset at or past the partition's end offset as of this call: everything written to them
+    before the call has been handled (a Faust worker commits only after its batch's outputs
+    are stored, so those are on their topics too). Raises :class:`StackError` with the records
+    still unhandled if that takes longer than ``timeout`` seconds."""
+    topics = sorted(topics)
+    ends = {(t, p): end for t in topics for p, end in (await end_offsets(bootstrap, t)).items() if end > 0}
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            committed = {(tp.topic, tp.partition): meta.offset
+                         for tp, meta in (await admin.list_consumer_group_offsets(group)).items()}
+            behind = {tp: end - max(0, committed.get(tp, 0)) for tp, end in ends.items()
+                      if committed.get(tp, 0) < end}
+            if not behind:
+                return
+            if loop.time() > deadline:
+                raise StackError(f"group {group} has not handled {sum(behind.values())} records of {topics} "
+                                 f"after {timeout:g} s (by partition: {dict(sorted(behind.items()))})")
+            await asyncio.sleep(0.2)       # the group commits once a second: poll its offsets
+    finally:
+        await admin.close()
+
+
 async def read_range(bootstrap: str, topic: str, partition: int, start: int, end: int,
                      on_read: Callable[[int], None] | None = None) -> list[Any]:
     """The raw records of ``topic[partition]`` with ``start <= offset < end``, in order.

@@ -47,6 +47,9 @@ def unless(option: str, needs: tuple[str, ...] = STACK) -> Callable[[argparse.Na
     return pick
 
 
+PATIENT_PROBE_S = 15.0
+
+
 def kafka_ready(settings: Any, timeout: float = 3.0) -> bool:
     from suanli.deploy import kafka_broker
 
@@ -89,7 +92,11 @@ def advice(settings: Any, down: Iterable[str]) -> str:
 def require(settings: Any, needs: Iterable[str]) -> None:
     """Raise :class:`StackNotRunningError` when a service in ``needs`` does not answer."""
     checks = {KAFKA: kafka_ready, REGISTRY: registry_ready}
-    down = [s for s in dict.fromkeys(needs) if not checks[s](settings)]
+    # A second, patient probe: a service on a busy machine can take over 3 s to answer (CI saw
+    # one such "not running" between two calls that worked), while a refused connection fails
+    # again in milliseconds, so a stopped stack is still reported at once.
+    down = [s for s in dict.fromkeys(needs)
+            if not (checks[s](settings) or checks[s](settings, timeout=PATIENT_PROBE_S))]
     if down:
         raise StackNotRunningError(advice(settings, down))
 

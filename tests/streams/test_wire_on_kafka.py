@@ -120,3 +120,47 @@ def test_read_until_end_reads_every_partition_to_its_end_offset(stack, codec):
     order = [(r.partition, r.offset) for r in got]
     assert order == sorted(order)
     assert none == []
+
+
+def test_wait_until_consumed_waits_for_the_group_to_commit_past_the_end_offsets(stack):
+    """A group that has committed only part of a two-partition topic is reported behind, with
+    the count; once it commits the rest, the wait returns. A topic with nothing written needs
+    no commit."""
+    from aiokafka.structs import OffsetAndMetadata, TopicPartition
+
+    from suanli.errors import StackError
+    from suanli.streams.kafka_io import ensure_topics, wait_until_consumed
+    from suanli.streams.topics import TopicSpec
+
+    topic = f"suanlitest.consumed.{uuid.uuid4().hex[:8]}"
+    empty = f"{topic}.empty"
+    group = f"{topic}.group"
+    asyncio.run(ensure_topics(stack.bootstrap_servers, [TopicSpec(topic, 2), TopicSpec(empty, 1)]))
+
+    async def scenario() -> str:
+        producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
+        await producer.start()
+        try:
+            for i in range(10):
+                await producer.send(topic, b"x", partition=i % 2)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=stack.bootstrap_servers, group_id=group,
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+            await consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(5, ""),
+                                   TopicPartition(topic, 1): OffsetAndMetadata(2, "")})
+            with pytest.raises(StackError) as behind:
+                await wait_until_consumed(stack.bootstrap_servers, group, [topic, empty], timeout=1)
+            await consumer.commit({TopicPartition(topic, 1): OffsetAndMetadata(5, "")})
+            await wait_until_consumed(stack.bootstrap_servers, group, [topic, empty], timeout=30)
+        finally:
+            await consumer.stop()
+        return str(behind.value)
+
+    message = asyncio.run(scenario())
+    assert f"group {group} has not handled 3 records" in message
+    assert f"('{topic}', 1): 3" in message
