@@ -88,6 +88,21 @@ def decisions_of(runner: CellRunner, record: RawRecord, core: Core = decide) -> 
 
 
 # --------------------------------------------------------------------------- comparing
+def decided_prefix(cell_log: Iterable[RawRecord], decisions: Iterable[dict]) -> list[RawRecord]:
+    """The records of ``cell_log`` up to the last input a decision answered, per partition, in
+    log order (as plain :class:`RawRecord`): what the scheduler had read when a run stopped.
+    ``decisions``: decoded decision payloads (their ``provenance.input`` names the input).
+    Inputs written after the last decision (a connector's last reports) are left out, so the
+    replay of the result can be compared with the recorded decisions byte for byte."""
+    last: dict[int, int] = {}
+    for payload in decisions:
+        pos = payload["provenance"]["input"]
+        last[pos["partition"]] = max(last.get(pos["partition"], -1), pos["offset"])
+    return [RawRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
+            for r in sorted(cell_log, key=lambda r: (r.partition, r.offset))
+            if r.offset <= last.get(r.partition, -1)]
+
+
 def first_divergence(recorded: list[bytes], regenerated: list[bytes]) -> Divergence | None:
     """None when the two sequences are identical, else where they first differ."""
     if recorded == regenerated:                     # the usual verdict, at C speed

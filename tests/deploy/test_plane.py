@@ -20,10 +20,9 @@ import pytest
 
 from suanli.config import load_settings
 from suanli.deploy.plane import Plane, PlaneOptions
-from suanli.replay.log_replay import describe, first_divergence, regenerate
+from suanli.replay.log_replay import decided_prefix, describe, first_divergence, regenerate
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
-from suanli.streams.records import RawRecord
 from suanli.streams.kafka_io import EventConsumer
 
 pytestmark = pytest.mark.stack
@@ -227,15 +226,9 @@ def test_scheduler_survives_sigkill_without_lost_or_duplicated_placements(stack)
     # The connector is stopped first and reports its running tasks FAILED; those inputs may
     # reach the cell log after the scheduler stopped. Compare what the scheduler had read:
     # every input up to the last one it decided on, per partition (the log is ordered).
-    last_decided: dict[int, int] = {}
-    for d in decisions:
-        pos = d.payload["provenance"]["input"]
-        last_decided[pos["partition"]] = max(last_decided.get(pos["partition"], -1), pos["offset"])
     with RegistryClient(settings.registry_url) as registry:
         codec = Codec(registry)
-        records = [RawRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
-                   for r in sorted(cell_log, key=lambda r: (r.partition, r.offset))
-                   if r.offset <= last_decided.get(r.partition, -1)]
+        records = decided_prefix(cell_log, (d.payload for d in decisions))
         regenerated = regenerate(codec, records)
         crash_free = {}
         for value in regenerated:

@@ -17,7 +17,7 @@ import synth
 from synth import make_logdir
 from suanli.errors import DecodeError
 from suanli.processors import model
-from suanli.replay.log_replay import _drop_decoded, drop_redeliveries, first_divergence, regenerate
+from suanli.replay.log_replay import _drop_decoded, decided_prefix, drop_redeliveries, first_divergence, regenerate
 from suanli.replay.logdir import DECISIONS_FILE, LogDir, read_records, write_records
 from suanli.replay.rerun import replay_logdir
 from suanli.replay.verify import verify
@@ -206,3 +206,14 @@ def test_a_tampered_recorded_decision_is_reported_different(tmp_path, where):
     report = verify(log, replay_logdir(log))
     assert not report.identical
     assert report.divergence.index == k
+
+
+def test_decided_prefix_keeps_each_partition_up_to_its_last_decided_input_in_log_order():
+    log = [RawRecord("cells", p, o, 1000 + o, b"c", bytes([p, o])) for o in (2, 0, 1, 3) for p in (1, 0)]
+    decisions = [{"provenance": {"input": {"partition": 0, "offset": 1}}},
+                 {"provenance": {"input": {"partition": 1, "offset": 2}}},
+                 {"provenance": {"input": {"partition": 0, "offset": 0}}}]
+    kept = decided_prefix(log, decisions)
+    assert [(r.partition, r.offset) for r in kept] == [(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)]
+    assert all(type(r) is RawRecord for r in kept)
+    assert decided_prefix(log, []) == []
