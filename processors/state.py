@@ -27,6 +27,7 @@ exactly one node.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
@@ -107,6 +108,32 @@ class TaskRecord:
                    (mv[0], tuple(mv[1])) if mv else None,
                    tuple((k, mdl, int(c)) for k, mdl, c in d.get("accels") or ()),
                    tuple((k, mdl, int(c)) for k, mdl, c in d.get("moving_accels") or ()))
+
+
+def _serves(held: dict[tuple[str, str], int], asks: Iterable[AccelAsk], memory: dict[tuple[str, str], int]) -> bool:
+    """For :meth:`CellState.check`: the devices ``held`` ((kind, model) -> count) can be shared
+    out among ``asks``: a named ask gets its model, an any-model ask all its devices from one
+    model of its kind, and every ask only devices with at least its memory (``memory``: MiB per
+    device of each (kind, model) on the node). Every choice of models is tried: two asks of
+    one kind may split the held devices between them (a random test found a task holding an 8 GiB FPGA
+    for its any-model ask and a 0 MiB one for its named ask, which a per-ask check refused)."""
+    named: dict[tuple[str, str], int] = {}
+    anys = []
+    for kind, model, count, mem in asks:
+        if model:
+            if memory.get((kind, model), 0) < mem:
+                return False
+            named[(kind, model)] = named.get((kind, model), 0) + count
+        else:
+            anys.append((kind, count, mem))
+    options = [[key for key in held if key[0] == kind and memory.get(key, 0) >= mem] for kind, _, mem in anys]
+    for choice in itertools.product(*options):
+        need = dict(named)
+        for (_, count, _), key in zip(anys, choice):
+            need[key] = need.get(key, 0) + count
+        if all(held.get(key, 0) >= n for key, n in need.items()):
+            return True
+    return False
 
 
 class CellState:
@@ -568,13 +595,10 @@ class CellState:
                 for k, _, c in t.accels:
                     got[k] = got.get(k, 0) + c
                 assert got == per_kind, (t.task.task_id, t.accels, t.task.request.accels)
-                held_by = {(k, mdl): c for k, mdl, c in t.accels}
-                for k, mdl, c, mem in t.task.request.accels:
-                    assert not mdl or held_by.get((k, mdl), 0) >= c, (t.task.task_id, t.accels)
-                    # every device it holds of that kind (and model) has the memory it asked
-                    row = self.node_index[t.node]
-                    assert all(self.accel_mem[row, self.accel_keys.index((hk, hm))] >= mem
-                               for (hk, hm) in held_by if hk == k and (not mdl or hm == mdl)), (t.task.task_id, mem)
+                row = self.node_index[t.node]
+                memory = {key: int(self.accel_mem[row, j]) for j, key in enumerate(self.accel_keys)}
+                assert _serves({(k, mdl): c for k, mdl, c in t.accels}, t.task.request.accels, memory), \
+                    (t.task.task_id, t.accels, t.task.request.accels)
         assert (self.cpu_cap - self.cpu_free == used_cpu).all()
         assert (self.accel_cap - self.accel_free == used_acc).all(), (self.accel_cap, self.accel_free, used_acc)
         from .reservations import held_pairs      # GPUs held by reservation tokens count as used

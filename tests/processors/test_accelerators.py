@@ -496,3 +496,15 @@ def test_random_clusters_and_streams_keep_free_counts_exact(nodes, ops, split, s
     _run(tail, nodes, twin, 0, list(clock), list(counter), log_b)
     assert log_a == log_b
     assert twin.state.to_snapshot() == f.state.to_snapshot()
+
+
+def test_the_state_check_lets_two_asks_of_one_kind_split_the_held_devices():
+    """An any-model ask for an FPGA of 8 GiB and a named ask for a u250 of no memory, served by
+    a u200 of 8 GiB and a u250 of 0 MiB: valid (the case a random stream found)."""
+    from suanli.processors.state import _serves
+
+    memory = {("FPGA", "u250"): 0, ("FPGA", "u200"): 8192}
+    asks = (("FPGA", "", 1, 8192), ("FPGA", "u250", 1, 0))
+    assert _serves({("FPGA", "u200"): 1, ("FPGA", "u250"): 1}, asks, memory)
+    assert not _serves({("FPGA", "u250"): 2}, asks, memory)                  # no 8 GiB device held
+    assert not _serves({("FPGA", "u200"): 2}, asks, memory)                  # no u250 held
