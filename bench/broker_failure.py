@@ -138,27 +138,18 @@ def _pct(values: list[float], q: float) -> float | None:
     return round(values[min(len(values) - 1, int(q * len(values)))], 1)
 
 
-async def _read(settings: Settings, topics: list[str]) -> list:
-    from suanli.schemas.codec import Codec
-    from suanli.schemas.registry import RegistryClient
-    from suanli.streams.kafka_io import EventConsumer
-
-    with RegistryClient(settings.registry_url) as registry:
-        async with EventConsumer(settings.bootstrap_servers, Codec(registry), topics) as consumer:
-            return await consumer.read_until_end()
-
-
 def analyse(settings: Settings, cell: str, submitted: int, killer: BrokerKiller) -> dict[str, Any]:
     """The figures of the module docstring, from the namespace's topics."""
+    from suanli.bench.cells_across_workers import read_topic
     from suanli.replay.log_replay import decided_prefix, describe, first_divergence, regenerate
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
     from suanli.streams.topics import TopicNames
 
     names = TopicNames(settings.namespace)
-    raw = asyncio.run(_read(settings, [names.raw_tasks]))
-    cell_log = asyncio.run(_read(settings, [names.cell_log]))
-    decisions = asyncio.run(_read(settings, [names.decisions]))
+    raw = asyncio.run(read_topic(settings, names.raw_tasks))
+    cell_log = asyncio.run(read_topic(settings, names.cell_log))
+    decisions = asyncio.run(read_topic(settings, names.decisions))
     seen: set[str] = set()
     distinct = []
     for d in decisions:

@@ -363,9 +363,8 @@ class Plane:
                         await driver
                     await producer.flush()
             # Decided is not done: intake may still be writing dead letters for the last raw
-            # inputs. Count only once its group (the app id, streams/app.py make_app) has handled
-            # every raw record written so far.
-            await wait_until_consumed(self.s.bootstrap_servers, f"{self.s.namespace}-intake", names.raw)
+            # inputs. Count only once its group has handled every raw record written so far.
+            await wait_until_consumed(self.s.bootstrap_servers, names.worker_group("intake"), names.raw)
             result = await self._final_figures(codec, names, task_ids, start_ms)
         if len(self.cells) > 1:
             result["cells"] = self.cells
@@ -382,8 +381,12 @@ class Plane:
 
         schedulers = [s for s, _ in self.services if s.name.startswith("scheduler")]
         partitions = self.partitions
+        def shared() -> dict[str, set[int]] | None:
+            self.check_alive()                  # a worker that died while joining is restarted
+            return settled(schedulers, partitions)
+
         shares = wait_for(f"{len(schedulers)} scheduler workers to share the {partitions} cell-log partitions",
-                          lambda: (self.check_alive(), settled(schedulers, partitions))[1], timeout=timeout, every=0.5)
+                          shared, timeout=timeout, every=0.5)
         self.out("suanli: scheduler workers share the cells' partitions: "
                  + ", ".join(f"{name} {sorted(parts)}" for name, parts in sorted(shares.items())))
 

@@ -78,7 +78,7 @@ def make_app(role: str, settings: Settings, instance: int = 1) -> faust.App:
     datadir = worker_dir(settings, role, instance)
     datadir.mkdir(parents=True, exist_ok=True)
     return faust.App(
-        f"{settings.namespace}-{role}",
+        TopicNames(settings.namespace).worker_group(role),
         broker=_broker_url(settings.bootstrap_servers),
         store="rocksdb://",
         datadir=str(datadir),

@@ -66,6 +66,8 @@ from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, H
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from suanli.streams.topics import TopicNames
+
 log = logging.getLogger("suanli.streams.metrics")
 
 REFRESH_SECONDS = 2.0         # consumer lag and state gauges
@@ -140,8 +142,9 @@ class WorkerMetrics:
                  group: str | None = None):
         self.role, self.namespace, self.codec = role, namespace, codec
         self.topics = frozenset(topics)
-        self.group = group or f"{namespace}-{role}"           # Faust's app id is the consumer group
-        self.dead_letter_topic = f"{namespace}.deadletter"
+        names = TopicNames(namespace)
+        self.group = group or names.worker_group(role)
+        self.dead_letter_topic = names.dead_letters
         self.registry = CollectorRegistry()
         info = Gauge("suanli_worker_info", "One per worker process: its role and namespace.",
                      ["role", "namespace"], registry=self.registry)

@@ -23,6 +23,11 @@ class TopicNames:
 
     namespace: str
 
+    def worker_group(self, role: str) -> str:
+        """The Faust app id of a worker role ('intake', 'scheduler', 'telemetry'), which is also
+        its consumer group: every instance of the role shares it."""
+        return f"{self.namespace}-{role}"
+
     @property
     def raw_tasks(self) -> str:
         """TaskSubmitted, TaskCancelled, ReservationBid; key: task_id / bid_id."""

@@ -40,6 +40,7 @@ def test_topic_names_of_a_namespace():
     assert (t.cell_log, t.decisions, t.dead_letters) == ("ns1.cells", "ns1.decisions", "ns1.deadletter")
     assert t.dispatch("edge7") == "ns1.dispatch.edge7"
     assert TopicNames("ns1") == t and TopicNames("ns2").decisions == "ns2.decisions"
+    assert t.worker_group("intake") == "ns1-intake"          # the Faust app id of a worker role
 
 
 def test_raw_route_and_core_topics_take_the_namespace():
