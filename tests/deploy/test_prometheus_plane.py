@@ -156,25 +156,38 @@ def test_prometheus_scrapes_every_worker_of_a_running_plane_and_the_decisions_co
         placed = f'sum(suanli_decisions_total{{plane="{ns}",kind="TaskPlaced"}})'
         asyncio.run(_until(f"TaskPlaced >= {result['placed']}",
                            lambda: (v := _value(settings, placed)) is not None and v >= result["placed"]))
-        capacity = {s["metric"]["model"]: float(s["value"][1]) for s in prom.query(
-            settings, f'sum by (model) (suanli_gpu_capacity{{plane="{ns}",cell="{plane.cell}"}})')}
         with open(plane.nodes_csv) as f:
             trace = Counter()
             for row in csv.DictReader(f):
                 if int(row["gpu"]) > 0:
                     trace[row["model"]] += int(row["gpu"])
-        assert capacity == {model: float(n) for model, n in trace.items()}
+        expected = {model: float(n) for model, n in trace.items()}
+        capacity_expr = f'sum by (model) (suanli_gpu_capacity{{plane="{ns}",cell="{plane.cell}"}})'
+
+        def capacity() -> dict[str, float]:
+            return {s["metric"]["model"]: float(s["value"][1]) for s in prom.query(settings, capacity_expr)}
+
+        # The state gauges are folded from the cell's state by a timer (every REFRESH_SECONDS), not
+        # at each decision as the counters are, so a scrape that already shows every placement may
+        # still carry the fold from before the last nodes registered: wait for the fold to catch up.
+        asyncio.run(_until("GPU capacity by model equals the node CSV", lambda: capacity() == expected,
+                           deadline_s=60, explain=lambda: f"Prometheus has {capacity()}, the CSV {expected}"))
         tiers = {s["metric"]["tier"] for s in prom.query(settings, f'suanli_queue_depth{{plane="{ns}"}}')}
         assert tiers == {"GOLD", "SILVER", "BRONZE"}
-        nodes = _value(settings, f'sum(suanli_nodes{{plane="{ns}",cell="{plane.cell}"}})')
-        assert nodes == sum(1 for _ in open(plane.nodes_csv)) - 1
+        n_nodes = sum(1 for _ in open(plane.nodes_csv)) - 1
+        nodes_expr = f'sum(suanli_nodes{{plane="{ns}",cell="{plane.cell}"}})'
+        asyncio.run(_until(f"{n_nodes} nodes registered in suanli_nodes",
+                           lambda: _value(settings, nodes_expr) == n_nodes, deadline_s=60,
+                           explain=lambda: f"suanli_nodes sums to {_value(settings, nodes_expr)}"))
         for expr in (f'suanli_decision_latency_seconds_count{{plane="{ns}",kind="TaskPlaced"}}',
                      f'suanli_consumer_lag_records{{plane="{ns}",job="suanli-scheduler"}}',
                      f'suanli_consumer_lag_records{{plane="{ns}",job="suanli-intake"}}',
                      f'suanli_snapshot_age_seconds{{plane="{ns}"}}',
                      f'suanli_telemetry_samples_total{{plane="{ns}"}}',
                      f'suanli_records_processed_total{{plane="{ns}",job="suanli-intake"}}'):
-            assert prom.query(settings, expr), f"no series for {expr}"
+            # like the state gauges, these appear on the worker's own schedule (the snapshot's
+            # age only after its first snapshot is written): wait for each
+            asyncio.run(_until(f"a series for {expr}", lambda: prom.query(settings, expr), deadline_s=120))
         p99 = _value(settings, f'histogram_quantile(0.99, sum by (le) (suanli_decision_latency_seconds_bucket'
                                f'{{plane="{ns}"}}))')
         # ---- the API counts its requests
@@ -199,7 +212,7 @@ def test_prometheus_scrapes_every_worker_of_a_running_plane_and_the_decisions_co
         print(f"[{ns}] sum(suanli_decisions_total): {seen['first']:.0f} after the first 200 tasks, "
               f"{seen['second']:.0f} after the next 200; run: placed {result['placed']}, pending "
               f"{result['pending']}, unschedulable {result['unschedulable']}; p99 decision latency "
-              f"{p99 if p99 is None else round(p99, 3)} s; GPUs by model {capacity}")
+              f"{p99 if p99 is None else round(p99, 3)} s; GPUs by model {capacity()}")
     finally:
         if api is not None:
             api.stop()
