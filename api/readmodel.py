@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from suanli.streams.kafka_security import client_options
 from suanli.config import Settings
 from suanli.errors import DecodeError, UnavailableError
 from suanli.projections.lifecycle import LifecycleView
@@ -157,7 +158,7 @@ class LogFollower:
 
     async def start(self) -> None:
         """Connect and start folding (returns at once; see :attr:`ready`)."""
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap_servers, group_id=None,
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap_servers, **client_options(self.settings.bootstrap_servers), group_id=None,
                                           enable_auto_commit=False, auto_offset_reset="earliest")
         await self._consumer.start()
         self._task = asyncio.create_task(self._run(), name="suanli-api-follower")

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from suanli.streams.kafka_security import client_options
 from suanli.config import Settings, load_settings
 
 
@@ -63,7 +64,7 @@ def leader_of(settings: Settings, topic: str, partition: int) -> int:
     from aiokafka.admin import AIOKafkaAdminClient
 
     async def ask() -> int:
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers)
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap_servers, **client_options(settings.bootstrap_servers))
         await admin.start()
         try:
             (described,) = await admin.describe_topics([topic])

@@ -64,6 +64,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable
 
+from suanli.streams.kafka_security import client_options
 from suanli.config import Settings
 
 __all__ = ["ASIDE", "BOUNDARIES", "STAGES", "StageProbe", "Stamped", "TaskTimes", "figures", "join",
@@ -235,7 +236,7 @@ async def read_spans(bootstrap: str, spans: dict[tuple[str, int], tuple[int, int
     wanted = {TopicPartition(t, p): (s, e) for (t, p), (s, e) in spans.items() if e > s}
     if not wanted:
         return []
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **client_options(bootstrap), group_id=None, enable_auto_commit=False,
                                 auto_offset_reset="earliest")
     await consumer.start()
     out: list[Any] = []

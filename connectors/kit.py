@@ -101,6 +101,7 @@ from typing import Any, Awaitable, Callable
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 
+from suanli.streams.kafka_security import client_options
 from suanli.config import settings as load_settings
 from suanli.errors import ConnectorError
 from suanli.schemas.codec import Codec
@@ -579,7 +580,7 @@ class ConnectorRunner:
         from aiokafka import AIOKafkaConsumer
 
         ends = await end_offsets(self.bootstrap, self.control_topic)
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, **client_options(self.bootstrap), group_id=None, enable_auto_commit=False)
         await consumer.start()
         try:
             tps = [TopicPartition(self.control_topic, p) for p in sorted(ends or {0: 0})]

@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 import httpx
 
+from suanli.streams.kafka_security import client_options
 from suanli.config import Settings, to_env
 from suanli.deploy import postgres
 from suanli.deploy.processes import ServiceProcess
@@ -560,7 +561,7 @@ async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
     from suanli.streams.kafka_io import EventProducer
 
     topic = cdc_topic(settings)
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.bootstrap_servers,
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.bootstrap_servers, **client_options(settings.bootstrap_servers),
                                 group_id=f"{settings.namespace}.nodes-bridge", enable_auto_commit=False,
                                 auto_offset_reset="earliest")
     with RegistryClient(settings.registry_url) as registry:

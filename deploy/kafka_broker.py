@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from suanli.streams.kafka_security import client_options
 from suanli.deploy.maven import resolve_classpath
 from suanli.errors import StackError
 
@@ -20,12 +21,14 @@ MAIN_CLASS = "kafka.Kafka"
 
 
 def server_properties(*, data_dir: Path, port: int, controller_port: int, node_id: int = 1,
-                      voters: str | None = None) -> str:
+                      voters: str | None = None, secure_home: Path | None = None) -> str:
     """The broker configuration, loopback only. Alone (``voters`` None): one node, replication
     factor 1. In a quorum (``voters``: ``"1@127.0.0.1:PORT,2@..."``): this node of it, every
     topic replicated 3 times (Faust's changelogs and the registry's journal included, by the
     broker defaults) with ``min.insync.replicas=2``, so one broker may die without losing a
-    write that was acknowledged with acks=all."""
+    write that was acknowledged with acks=all. With ``secure_home``, the listeners are those
+    of :func:`suanli.deploy.kafka_secure.broker_properties` (SASL_SSL for clients, mutual TLS
+    between brokers and controllers, ACLs enforced)."""
     quorum = (f"controller.quorum.voters={voters}" if voters
               else f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}")
     rf, isr = (3, 2) if voters else (1, 1)
@@ -33,16 +36,22 @@ def server_properties(*, data_dir: Path, port: int, controller_port: int, node_i
     # 6 s instead of 9, so that a broker failure delays the cell log less than a node's
     # heartbeat timeouts (SUSPECT after 10 s, DOWN after 15 s).
     session = "broker.heartbeat.interval.ms=1000\nbroker.session.timeout.ms=6000\n" if voters else ""
-    return f"""\
-process.roles=broker,controller
-node.id={node_id}
-{quorum}
-{session}listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+    if secure_home is None:
+        listeners = f"""\
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
 advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
-log.dirs={data_dir / 'logs'}
+"""
+    else:
+        from suanli.deploy.kafka_secure import broker_properties
+        listeners = broker_properties(secure_home, port, controller_port)
+    return f"""\
+process.roles=broker,controller
+node.id={node_id}
+{quorum}
+{session}{listeners}log.dirs={data_dir / 'logs'}
 num.partitions=1
 default.replication.factor={rf}
 min.insync.replicas={isr}
@@ -76,28 +85,38 @@ def voters_of(ports: list[tuple[int, int]]) -> str:
 
 def prepare(*, work_dir: Path, data_dir: Path, port: int, controller_port: int,
             log: Callable[[str], None] = print, node_id: int = 1, voters: str | None = None,
-            cluster_id: str | None = None) -> tuple[str, Path]:
+            cluster_id: str | None = None, secure_home: Path | None = None) -> tuple[str, Path]:
     """Resolve the jars, write the config and format storage if needed: alone (``--standalone``)
     or, with ``voters``, as node ``node_id`` of that static quorum, every node formatted with
     the same ``cluster_id``.
 
     Returns ``(classpath, properties_file)``. Idempotent.
     """
-    classpath = resolve_classpath(HERE / "pom.xml", work_dir / "kafka", log)
+    classpath = classpath_of(work_dir, log)
     data_dir.mkdir(parents=True, exist_ok=True)
     props = data_dir / "server.properties"
+    props.touch(mode=0o600)         # a secure broker's file holds its SCRAM password
     props.write_text(server_properties(data_dir=data_dir, port=port, controller_port=controller_port,
-                                       node_id=node_id, voters=voters))
+                                       node_id=node_id, voters=voters, secure_home=secure_home))
     if not (data_dir / "logs" / "meta.properties").exists():
         log(f"formatting Kafka storage in {data_dir / 'logs'}")
         mode = [] if voters else ["--standalone"]
+        scram: list[str] = []
+        if secure_home is not None:
+            from suanli.deploy.kafka_secure import scram_format_args
+            scram = scram_format_args(secure_home)
         argv = ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", *mode,
-                "-t", cluster_id or new_cluster_id(), "-c", str(props)]
+                "-t", cluster_id or new_cluster_id(), "-c", str(props), *scram]
         result = subprocess.run(argv, capture_output=True, text=True)
         if result.returncode != 0:
             raise StackError(f"Kafka storage format failed (exit {result.returncode}):\n"
                              f"{(result.stdout + result.stderr)[-2000:]}")
     return classpath, props
+
+
+def classpath_of(work_dir: Path, log: Callable[[str], None] = print) -> str:
+    """The broker's (and Kafka's admin tools') classpath, resolved once under ``work_dir``."""
+    return resolve_classpath(HERE / "pom.xml", work_dir / "kafka", log)
 
 
 def launch_command(*, classpath: str, properties: Path, heap: str) -> list[str]:
@@ -120,7 +139,7 @@ def is_ready(bootstrap: str, timeout: float = 3.0) -> bool:
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
     async def probe() -> bool:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_options(bootstrap), request_timeout_ms=int(timeout * 1000))
         try:
             await asyncio.wait_for(admin.start(), timeout)
             await asyncio.wait_for(admin.list_topics(), timeout)
@@ -139,7 +158,7 @@ def live_brokers(bootstrap: str, timeout: float = 3.0) -> int:
     from aiokafka.admin import AIOKafkaAdminClient
 
     async def probe() -> int:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_options(bootstrap), request_timeout_ms=int(timeout * 1000))
         try:
             await asyncio.wait_for(admin.start(), timeout)
             cluster = await asyncio.wait_for(admin.describe_cluster(), timeout)

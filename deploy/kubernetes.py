@@ -39,6 +39,7 @@ import httpx
 
 from suanli.config import Settings
 from suanli.deploy.processes import ServiceProcess
+from suanli.deploy.pki import ensure_ca, ensure_leaf, openssl
 from suanli.errors import StackError
 
 HOST = "127.0.0.1"
@@ -151,38 +152,16 @@ def _admin_token(paths: K8sPaths) -> str:
     return paths.token_file.read_text().split(",", 1)[0]
 
 
-def _openssl(*args: str) -> None:
-    proc = subprocess.run(["openssl", *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise StackError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
-
-
 def _ensure_pki(paths: K8sPaths) -> None:
     """A CA, a serving certificate for 127.0.0.1 and localhost, a service-account key pair and
-    the admin token: made once (EC P-256: quick to make and to handshake), kept across restarts
-    so kubeconfigs and issued tokens stay valid."""
+    the admin token: made once, kept across restarts so kubeconfigs and issued tokens stay valid."""
     pki = paths.pki
-    pki.mkdir(parents=True, exist_ok=True)
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    if not (pki / "ca.crt").exists():
-        _openssl("req", "-x509", *ec, "-keyout", str(pki / "ca.key"), "-out", str(pki / "ca.tmp"), "-days", "3650",
-                 "-subj", "/CN=suanli-kubernetes-ca", "-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-        (pki / "ca.tmp").rename(pki / "ca.crt")
-    if not (pki / "apiserver.crt").exists():
-        ext = pki / "apiserver.ext"
-        ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default\n"
-                       "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n"
-                       "extendedKeyUsage=serverAuth\n")
-        _openssl("req", *ec, "-keyout", str(pki / "apiserver.key"), "-out", str(pki / "apiserver.csr"),
-                 "-subj", "/CN=kube-apiserver")
-        _openssl("x509", "-req", "-in", str(pki / "apiserver.csr"), "-CA", str(pki / "ca.crt"), "-CAkey",
-                 str(pki / "ca.key"), "-CAcreateserial", "-days", "3650", "-extfile", str(ext),
-                 "-out", str(pki / "apiserver.tmp"))
-        (pki / "apiserver.tmp").rename(pki / "apiserver.crt")
+    ca = ensure_ca(pki, "suanli-kubernetes-ca")
+    ensure_leaf(pki, "apiserver", "kube-apiserver", ca,
+                alt_names="IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default")
     if not (pki / "sa.pub").exists():
-        _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", str(pki / "sa.key"))
-        _openssl("pkey", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.tmp"))
+        openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", str(pki / "sa.key"))
+        openssl("pkey", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.tmp"))
         (pki / "sa.tmp").rename(pki / "sa.pub")
     if not paths.token_file.exists():
         tmp = paths.token_file.with_suffix(".tmp")

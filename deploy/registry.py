@@ -153,7 +153,7 @@ def _static_properties() -> list[tuple[str, str]]:
 
 
 def launch_command(*, work_dir: Path, port: int, kafka_bootstrap: str, data_dir: Path,
-                   management_port: int | None = None) -> tuple[list[str], dict[str, str]]:
+                   management_port: int | None = None, kafka_security=None) -> tuple[list[str], dict[str, str]]:
     """argv and extra environment to run the registry on 127.0.0.1:``port``.
 
     Storage is the Kafka cluster at ``kafka_bootstrap`` (topics ``kafkasql-journal``,
@@ -161,7 +161,10 @@ def launch_command(*, work_dir: Path, port: int, kafka_bootstrap: str, data_dir:
     must be up before the registry starts). ``data_dir`` only holds scratch files
     (temp dir, snapshot/import work dirs); it is created here. The management/health
     interface listens on 127.0.0.1:``management_port`` (default ``port + 1``).
-    Call ``prepare()`` first.
+    Call ``prepare()`` first. With ``kafka_security`` (a KafkaSecurity), its Kafka clients use
+    SASL_SSL: the settings go to ``data_dir/config/application.properties`` (mode 0600; Quarkus
+    reads that file from the working directory, which must be ``data_dir``) as
+    ``apicurio.kafka.common.*``, never onto the command line, which ``ps`` shows.
     """
     home = registry_home(Path(work_dir))
     jar = home / "quarkus-run.jar"
@@ -170,6 +173,14 @@ def launch_command(*, work_dir: Path, port: int, kafka_bootstrap: str, data_dir:
     data_dir = Path(data_dir).resolve()
     tmp = data_dir / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
+    config = data_dir / "config" / "application.properties"
+    if kafka_security is not None:
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.touch(mode=0o600)
+        config.write_text("".join(f"apicurio.kafka.common.{k}={_escape(v)}\n"
+                                  for k, v in kafka_security.java().items()))
+    elif config.exists():
+        config.unlink()
     mport = port + 1 if management_port is None else management_port
     dynamic = [
         ("quarkus.http.host", "127.0.0.1"),
@@ -194,6 +205,11 @@ def launch_command(*, work_dir: Path, port: int, kafka_bootstrap: str, data_dir:
     cds = ["-XX:+AutoCreateSharedArchive", f"-XX:SharedArchiveFile={jsa}"]
     argv = [find_java(), *JVM_OPTS, *cds, f"-Djava.io.tmpdir={tmp}", *props, "-jar", str(jar)]
     return argv, {}
+
+
+def _escape(value: str) -> str:
+    """A value as a .properties line keeps it (backslashes and the separators escaped)."""
+    return value.replace("\\", "\\\\").replace("=", "\\=").replace(":", "\\:")
 
 
 # Loopback requests must never go through an http_proxy from the environment.

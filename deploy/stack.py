@@ -41,6 +41,11 @@ class StackPaths:
         return self.home / "kafka-data"
 
     @property
+    def kafka_secure_data(self) -> Path:
+        """The secure broker's data: apart from the plaintext one's, whose storage has no SCRAM users."""
+        return self.home / "kafka-secure-data"
+
+    @property
     def registry_data(self) -> Path:
         return self.home / "registry-data"
 
@@ -49,9 +54,11 @@ class StackPaths:
         return self.home / "cache"
 
 
-def kafka_service(paths: StackPaths) -> ServiceProcess:
-    return ServiceProcess("kafka", paths.run / "kafka.pid", paths.logs / "kafka.log",
-                          marker=str(paths.kafka_data / "server.properties"))
+def kafka_service(paths: StackPaths, secure: bool = False) -> ServiceProcess:
+    """The single broker: ``kafka``, or ``kafka-secure`` (SASL_SSL; data of its own)."""
+    name, data = ("kafka-secure", paths.kafka_secure_data) if secure else ("kafka", paths.kafka_data)
+    return ServiceProcess(name, paths.run / f"{name}.pid", paths.logs / f"{name}.log",
+                          marker=str(data / "server.properties"))
 
 
 def quorum_dir(paths: StackPaths, node: int) -> Path:
@@ -68,7 +75,7 @@ def broker_services(settings: Settings) -> list[ServiceProcess]:
     """The embedded brokers ``settings`` asks for: ``kafka``, or ``kafka-1`` .. ``kafka-3``."""
     paths = StackPaths(settings.home)
     if settings.brokers == 1:
-        return [kafka_service(paths)]
+        return [kafka_service(paths, settings.secure)]
     return [quorum_service(paths, n) for n in range(1, settings.brokers + 1)]
 
 
@@ -77,6 +84,13 @@ def start_brokers(settings: Settings, log: Callable[[str], None] = print) -> lis
     returns them all. The quorum's nodes share one cluster id, kept beside their data."""
     paths = StackPaths(settings.home)
     services = broker_services(settings)
+    secure_home = None
+    if settings.secure:
+        if settings.brokers != 1:
+            raise StackError("--secure runs one broker today; the three-broker quorum is plaintext only")
+        from suanli.deploy import kafka_secure
+        kafka_secure.ensure_material(settings.home, log)
+        secure_home = settings.home
     voters = kafka_broker.voters_of(settings.broker_ports) if settings.brokers > 1 else None
     cluster_id = None
     if voters:
@@ -88,13 +102,19 @@ def start_brokers(settings: Settings, log: Callable[[str], None] = print) -> lis
     for node, (service, (port, controller)) in enumerate(zip(services, settings.broker_ports), start=1):
         if service.pid() is not None:
             continue
-        data = paths.kafka_data if voters is None else quorum_dir(paths, node)
+        data = (quorum_dir(paths, node) if voters else
+                paths.kafka_secure_data if secure_home else paths.kafka_data)
         classpath, props = kafka_broker.prepare(work_dir=paths.cache, data_dir=data, port=port,
                                                 controller_port=controller, log=log, node_id=node,
-                                                voters=voters, cluster_id=cluster_id)
+                                                voters=voters, cluster_id=cluster_id, secure_home=secure_home)
         service.start(kafka_broker.launch_command(classpath=classpath, properties=props, heap=settings.kafka_heap))
         log(f"{service.name}: starting on 127.0.0.1:{port} (log: {service.log_file})")
     return services
+
+
+def _all_brokers(paths: StackPaths) -> list[ServiceProcess]:
+    """Every embedded broker a home can run: plaintext, secure, and the quorum's three."""
+    return [kafka_service(paths), kafka_service(paths, secure=True), *(quorum_service(paths, n) for n in (1, 2, 3))]
 
 
 def registry_service(paths: StackPaths) -> ServiceProcess:
@@ -125,11 +145,16 @@ def up(settings: Settings, log: Callable[[str], None] = print) -> dict:
     paths = StackPaths(settings.home)
     bootstrap = settings.bootstrap_servers
     if settings.embedded_kafka:
-        other = 3 if settings.brokers == 1 else 1
-        if any(s.pid() is not None for s in broker_services(settings.model_copy(update={"brokers": other}))):
-            raise StackError(f"a stack of {other} broker(s) runs in {settings.home}: `suanli stack down` first "
-                             f"(or set SUANLI_BROKERS={other})")
+        wanted = {s.name for s in broker_services(settings)}
+        clash = [s.name for s in _all_brokers(paths) if s.name not in wanted and s.pid() is not None]
+        if clash:
+            raise StackError(f"another embedded stack runs in {settings.home} ({', '.join(clash)}): "
+                             f"`suanli stack down` first")
         brokers = start_brokers(settings, log)
+        if settings.secure:
+            # this process's own clients (readiness probes, schema registration) use the new credentials
+            from suanli.streams.kafka_security import register
+            register(bootstrap, settings.kafka_security)
         for service, (port, _controller) in zip(brokers, settings.broker_ports):
             _wait(f"Kafka broker {service.name}", lambda a=f"127.0.0.1:{port}": kafka_broker.is_ready(a), service, 120)
         if len(brokers) > 1:
@@ -145,7 +170,8 @@ def up(settings: Settings, log: Callable[[str], None] = print) -> dict:
             try:
                 _registry().prepare(paths.cache / "registry", log=log)
                 argv, env = _registry().launch_command(work_dir=paths.cache / "registry", port=settings.registry_port,
-                                                       kafka_bootstrap=bootstrap, data_dir=paths.registry_data)
+                                                       kafka_bootstrap=bootstrap, data_dir=paths.registry_data,
+                                                       kafka_security=settings.kafka_security)
             except RuntimeError as exc:
                 raise StackError(f"schema registry: {exc}") from exc
             paths.registry_data.mkdir(parents=True, exist_ok=True)
@@ -182,8 +208,7 @@ def register_schemas(settings: Settings) -> dict[str, int]:
 def down(settings: Settings, log: Callable[[str], None] = print) -> None:
     """Stop every embedded service this stack started (by pid), registry first."""
     paths = StackPaths(settings.home)
-    brokers = [kafka_service(paths), *(quorum_service(paths, n) for n in (1, 2, 3))]
-    for service in (registry_service(paths), *brokers):
+    for service in (registry_service(paths), *_all_brokers(paths)):
         if service.name != "kafka" and service.pid() is None:
             continue                                # the quorum's nodes: said only when they ran
         if service.stop():

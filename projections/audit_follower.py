@@ -21,6 +21,7 @@ from typing import Any, AsyncIterator, Callable
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from suanli.streams.kafka_security import client_options
 from suanli.config import Settings
 from suanli.errors import AuditError, DecodeError, RegistryError
 from suanli.projections.audit import ApplyResult, AuditIndex, SourceRecord, WriterSchema
@@ -170,7 +171,7 @@ class AuditFollower:
 
     @asynccontextmanager
     async def _consumer(self) -> AsyncIterator[tuple[AIOKafkaConsumer, list[TopicPartition]]]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, **client_options(self.bootstrap), group_id=None, enable_auto_commit=False,
                                     auto_offset_reset="earliest",
                                     max_partition_fetch_bytes=self.max_partition_fetch_bytes,
                                     fetch_max_bytes=max(64 << 20, self.max_partition_fetch_bytes))

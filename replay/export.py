@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from suanli.streams.kafka_security import client_options
 from suanli.config import Settings
 from suanli.errors import ReplayError
 from suanli.processors.state import CellState
@@ -62,7 +63,7 @@ class _Offsets:
     def __init__(self, bootstrap: str):
         from aiokafka import AIOKafkaConsumer, TopicPartition  # Kafka only when exporting
 
-        self.c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+        self.c = AIOKafkaConsumer(bootstrap_servers=bootstrap, **client_options(bootstrap), enable_auto_commit=False, group_id=None)
         self.tp = TopicPartition
 
     async def __aenter__(self) -> "_Offsets":

@@ -18,10 +18,11 @@ import asyncio
 import json
 import logging
 import os
+import re
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import faust
 from faust.streams import _current_event
@@ -77,9 +78,11 @@ def make_app(role: str, settings: Settings, instance: int = 1) -> faust.App:
     shares the role's partitions among them."""
     datadir = worker_dir(settings, role, instance)
     datadir.mkdir(parents=True, exist_ok=True)
+    security = settings.kafka_security
     return faust.App(
         TopicNames(settings.namespace).worker_group(role),
         broker=_broker_url(settings.bootstrap_servers),
+        broker_credentials=security.faust() if security else None,     # SASL_SSL on the secure stack
         store="rocksdb://",
         datadir=str(datadir),
         web_enabled=False,
@@ -126,6 +129,14 @@ async def _produce_all(app: faust.App, records: list[OutRecord]) -> None:
     await asyncio.gather(*futures)
 
 
+def tenant_topics(bootstrap: str, topics: TopicNames) -> list[str]:
+    """The tenants' own raw topics that exist in the cluster now."""
+    from suanli.streams.kafka_io import list_topics
+
+    pattern = re.compile(topics.tenant_raw_pattern)
+    return sorted(t for t in asyncio.run(list_topics(bootstrap)) if pattern.fullmatch(t))
+
+
 def build_intake(settings: Settings, instance: int = 1) -> faust.App:
     app = make_app("intake", settings, instance)
     codec = Codec(RegistryClient(settings.registry_url))
@@ -137,24 +148,36 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
     # A tick stamps the wall clock, so it must not overtake inputs still queued in the raw
     # topics (heartbeats behind a burst would look late and healthy nodes SUSPECT): tick
     # only while intake keeps up, i.e. its last micro-batch was not full.
-    caught_up = {"now": True}
+    caught_up = {"raw": True, "tenants": True}
 
-    @app.agent(raw, name="intake")
-    async def intake(stream: faust.StreamT) -> None:
-        async for events in stream.take_events(BATCH, within=BATCH_WITHIN):
-            outputs: list[OutRecord] = []
-            for event in events:
-                outputs.extend(triage(codec, _raw(event.message), topics))
-            cells.update(r.key.decode() for r in outputs if r.topic == topics.cell_log and r.key)
-            await _produce_all(app, outputs)
-            metrics.batch_done(events, outputs)
-            caught_up["now"] = len(events) < BATCH
+    def triage_batches(source: str) -> Callable[[faust.StreamT], Awaitable[None]]:
+        async def triage_source(stream: faust.StreamT) -> None:
+            async for events in stream.take_events(BATCH, within=BATCH_WITHIN):
+                await triage_batch(source, events)
+        return triage_source
+
+    async def triage_batch(source: str, events: list) -> None:
+        outputs: list[OutRecord] = []
+        for event in events:
+            outputs.extend(triage(codec, _raw(event.message), topics))
+        cells.update(r.key.decode() for r in outputs if r.topic == topics.cell_log and r.key)
+        await _produce_all(app, outputs)
+        metrics.batch_done(events, outputs)
+        caught_up[source] = len(events) < BATCH
+
+    app.agent(raw, name="intake")(triage_batches("raw"))
+    # Tenants' own raw topics (the secure stack's): those that exist when intake starts.
+    # (Faust cannot subscribe by pattern, so a tenant added later is read after intake restarts.)
+    own = tenant_topics(settings.bootstrap_servers, topics)
+    if own:
+        tenant_raw = app.topic(*own, key_type=bytes, value_type=bytes)
+        app.agent(tenant_raw, name="intake-tenants")(triage_batches("tenants"))
 
     @app.timer(interval=settings.tick_ms / 1000.0)
     async def ticker() -> None:
         """The cell clock's heartbeat: a CellTick into every cell log seen (the one wall
         clock of the plane lives here, at the edge; the scheduler only reads ticks)."""
-        if cells and caught_up["now"]:
+        if cells and all(caught_up.values()):
             records = ticks(codec, cells, int(time.time() * 1000), settings.tick_ms, topics)
             await _produce_all(app, records)
             metrics.batch_done((), records)

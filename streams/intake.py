@@ -35,11 +35,29 @@ def dead_letter(codec: Codec, record: RawRecord, topics: TopicNames, error_kind:
     return OutRecord(topics.dead_letters, record.key, codec.encode("DeadLetter", payload))
 
 
+TENANT_KINDS = ("TaskSubmitted", "TaskCancelled", "ReservationBid")
+
+
+def tenant_problem(kind: str, payload: dict, owner: str, topic: str) -> str | None:
+    """Why a record on ``owner``'s own raw topic must not pass, or None. On the secure stack
+    only ``owner``'s principal may write that topic, so the topic, not the payload, says who
+    sent it: a payload naming anyone else is refused, never believed."""
+    if kind not in TENANT_KINDS:
+        return (f"a tenant's raw topic carries only {', '.join(TENANT_KINDS)}, not {kind} "
+                f"(tenant {owner!r}, topic {topic})")
+    if payload.get("tenant") != owner:
+        return (f"tenant mismatch: the record names tenant {payload.get('tenant')!r} but came on the raw topic of "
+                f"tenant {owner!r} ({topic}); a tenant writes only as itself")
+    return None
+
+
 def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecord]:
     """What intake produces for one raw record (possibly nothing), to the topics of ``topics``.
 
     - undecodable bytes / unknown schema id -> DeadLetter (UNDECODABLE / UNKNOWN_SCHEMA)
     - a value that fails validation -> DeadLetter (INVALID) with pydantic's message
+    - on a tenant's own raw topic (``TopicNames.tenant_raw``), a record that names another
+      tenant, or is not a task or bid -> DeadLetter (INVALID), see :func:`tenant_problem`
     - a scheduler input (``model.CELL_INPUT_KINDS``: tasks, node registrations, statuses and
       heartbeats, telemetry condition changes, policies, ticks, links of a cell) -> forwarded
       verbatim to the cell log, keyed by its cell (a link with no cell: nothing)
@@ -60,6 +78,9 @@ def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecor
     problem = validate_event(kind, payload)
     if problem is not None:
         return [dead_letter(codec, record, topics, "INVALID", f"{problem} (at {record.topic}[{record.partition}]@{record.offset})")]
+    owner = topics.tenant_of(record.topic)
+    if owner is not None and (problem := tenant_problem(kind, payload, owner, record.topic)) is not None:
+        return [dead_letter(codec, record, topics, "INVALID", problem)]
     if kind in CELL_INPUT_KINDS:
         if not payload.get("cell"):          # a link measured outside any cell: nothing to schedule
             return []

@@ -15,6 +15,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from suanli.errors import DecodeError, StackError
 from suanli.schemas.codec import Codec
+from suanli.streams.kafka_security import KafkaSecurity, client_options
 from suanli.streams.records import RawRecord
 from suanli.streams.topics import TopicSpec, raw_route
 
@@ -23,7 +24,7 @@ async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec]) -> None:
     """Create the topics that do not exist yet (idempotent), each replicated on as many
     brokers as the cluster has, up to 3 (1 on the single broker, 3 on the three-broker
     stack). Raises :class:`StackError` naming a topic the cluster refused."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_options(bootstrap))
     await admin.start()
     try:
         existing = set(await admin.list_topics())
@@ -52,11 +53,14 @@ class EventProducer:
     :meth:`send` takes an explicit topic.
     """
 
-    def __init__(self, bootstrap: str, codec: Codec, *, linger_ms: int = 5, namespace: str | None = None):
+    def __init__(self, bootstrap: str, codec: Codec, *, linger_ms: int = 5, namespace: str | None = None,
+                 security: KafkaSecurity | None = None):
         self.codec = codec
         self.namespace = namespace
+        # ``security``: this producer's own principal (a tenant's, say) instead of the process's
+        options = security.aiokafka() if security else client_options(bootstrap)
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
-                                          linger_ms=linger_ms, max_batch_size=1 << 20)
+                                          linger_ms=linger_ms, max_batch_size=1 << 20, **options)
 
     async def __aenter__(self) -> EventProducer:
         await self._producer.start()
@@ -102,10 +106,11 @@ class EventConsumer:
     """
 
     def __init__(self, bootstrap: str, codec: Codec, topics: Iterable[str], *, group_id: str | None = None,
-                 from_beginning: bool = True, **kwargs: Any):
+                 from_beginning: bool = True, security: KafkaSecurity | None = None, **kwargs: Any):
         self.codec = codec
+        options = security.aiokafka() if security else client_options(bootstrap)
         self._consumer = AIOKafkaConsumer(
-            *topics, bootstrap_servers=bootstrap, group_id=group_id,
+            *topics, bootstrap_servers=bootstrap, **options, group_id=group_id,
             auto_offset_reset="earliest" if from_beginning else "latest",
             enable_auto_commit=group_id is not None, **kwargs)
 
@@ -177,9 +182,19 @@ class EventConsumer:
         return dict(await self._consumer.end_offsets(tps)) if tps else {}
 
 
+async def list_topics(bootstrap: str) -> list[str]:
+    """Every topic of the cluster at ``bootstrap``."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_options(bootstrap))
+    await admin.start()
+    try:
+        return list(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
 async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     """``{partition: next offset}`` of a topic."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **client_options(bootstrap))
     await consumer.start()
     try:
         partitions = consumer.partitions_for_topic(topic) or set()
@@ -201,7 +216,7 @@ async def wait_until_consumed(bootstrap: str, group: str, topics: Iterable[str],
     still unhandled if that takes longer than ``timeout`` seconds."""
     topics = sorted(topics)
     ends = {(t, p): end for t in topics for p, end in (await end_offsets(bootstrap, t)).items() if end > 0}
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_options(bootstrap))
     await admin.start()
     try:
         loop = asyncio.get_running_loop()
@@ -227,7 +242,7 @@ async def read_range(bootstrap: str, topic: str, partition: int, start: int, end
     ``on_read(k)``: called as each batch of ``k`` offsets is read (a progress bar)."""
     if end <= start:
         return []
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **client_options(bootstrap), enable_auto_commit=False, group_id=None,
                                 auto_offset_reset="earliest")
     await consumer.start()
     out: list[Any] = []

@@ -12,6 +12,7 @@ settings they already hold. :class:`TopicNames` is the one definition of the nam
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = ["RAW_ROUTES", "TopicNames", "TopicSpec", "core_topics", "raw_route"]
@@ -47,6 +48,21 @@ class TopicNames:
     def raw_policy(self) -> str:
         """PolicyChanged; key: cell."""
         return f"{self.namespace}.raw.policy"
+
+    def tenant_raw(self, tenant: str) -> str:
+        """TaskSubmitted, TaskCancelled, ReservationBid of one tenant, on the secure stack: only
+        that tenant's principal may write it, and intake takes the tenant from the topic."""
+        return f"{self.raw_tasks}.tenant.{tenant}"
+
+    @property
+    def tenant_raw_pattern(self) -> str:
+        """A regular expression matching every tenant's raw topic (intake subscribes by it)."""
+        return re.escape(f"{self.raw_tasks}.tenant.") + r"[A-Za-z0-9][A-Za-z0-9_-]*"
+
+    def tenant_of(self, topic: str) -> str | None:
+        """The tenant whose raw topic ``topic`` is, or None for any other topic."""
+        prefix = f"{self.raw_tasks}.tenant."
+        return topic[len(prefix):] if topic.startswith(prefix) else None
 
     @property
     def raw(self) -> tuple[str, str, str, str]:

@@ -24,13 +24,20 @@ def _stack_up(args: argparse.Namespace) -> int:
     from suanli.deploy import stack
 
     chosen = settings()
+    overrides: dict[str, object] = {}
     if args.brokers is not None:
+        overrides["brokers"] = args.brokers                # validated: 1 or 3
+    if args.secure:
+        overrides["secure"] = True
+    if overrides:
         from suanli.config import load_settings
 
-        chosen = load_settings(brokers=args.brokers)       # validated: 1 or 3
-        if args.brokers != settings().brokers:
-            print(f"suanli: a {args.brokers}-broker stack: give SUANLI_BROKERS={args.brokers} to every command "
-                  f"that uses it (workers inherit it from `suanli up`)", file=sys.stderr)
+        chosen = load_settings(**overrides)
+        said = {"brokers": f"SUANLI_BROKERS={args.brokers}", "secure": "SUANLI_SECURE=1"}
+        differ = [said[k] for k, v in overrides.items() if getattr(settings(), k) != v]
+        if differ:
+            print(f"suanli: give {' and '.join(differ)} to every command that uses this stack "
+                  f"(workers inherit it from `suanli up`)", file=sys.stderr)
     report = stack.up(chosen)
     rss = ", ".join(f"{k.removesuffix('_rss_mib')} {v:.0f} MiB" for k, v in report.items()
                     if k.endswith("_rss_mib") and v is not None)
@@ -145,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     up_p.add_argument("--brokers", type=int, choices=(1, 3), default=None,
                       help="embedded Kafka brokers: 1 (default) or 3, a KRaft quorum with every topic replicated "
                            "3 times and min.insync.replicas=2 (the same as SUANLI_BROKERS)")
+    up_p.add_argument("--secure", action="store_true",
+                      help="clients reach the broker only over SASL_SSL (SCRAM-SHA-512 over TLS), with ACLs; makes the "
+                           "CA and credentials in <home>/secure (the same as SUANLI_SECURE=1)")
     up_p.set_defaults(func=_stack_up, needs=NOTHING)          # starts (or, external, checks) the services
     stack_sub.add_parser("down", help="stop everything the stack started").set_defaults(func=_stack_down,
                                                                                          needs=NOTHING)
@@ -177,13 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.set_defaults(func=_up, needs=NOTHING)                  # starts the stack itself
 
     from suanli import (cli_api, cli_cost, cli_policy, cli_profile, cli_prometheus, cli_reserve, cli_sim,
-                        cli_strategy, cli_tasks, cli_topology)
+                        cli_strategy, cli_tasks, cli_tenant, cli_topology)
     from suanli.bench import cli as bench_cli
     from suanli.projections import cli as projections_cli
     from suanli.replay import cli as replay_cli
 
     for module in (cli_tasks, cli_reserve, replay_cli, cli_strategy, cli_policy, cli_profile, projections_cli, cli_api,
-                   bench_cli, cli_prometheus, cli_topology, cli_sim, cli_cost):
+                   bench_cli, cli_prometheus, cli_topology, cli_sim, cli_cost, cli_tenant):
         module.add_commands(sub)
     __import__("suanli.cli_job", fromlist=["add_commands"]).add_commands(sub)     # suanli job (issue 19)
 

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Iterable, Optional
 
+from suanli.streams.kafka_security import client_options
 from suanli.config import Settings, settings
 from suanli.errors import DecodeError, RegistryError, SuanliError, UnavailableError
 
@@ -52,7 +53,7 @@ async def scan_to_end(bootstrap: str, topic: str, codec: Any, kinds: Iterable[st
     wanted = frozenset(kinds)
     kind_of = codec.kind_of
     stats = stats if stats is not None else ReadStats()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **client_options(bootstrap), group_id=None, enable_auto_commit=False,
                                 auto_offset_reset="earliest", max_partition_fetch_bytes=4 << 20)
     await consumer.start()
     try:

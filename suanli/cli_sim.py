@@ -27,6 +27,7 @@ import time
 import uuid
 from typing import Any, Iterable, Optional
 
+from suanli.streams.kafka_security import client_options
 from suanli.errors import ConnectorError
 
 HOLDING_RELEASES = ("TaskReleased", "TaskLost", "TaskPreempted")    # decisions that end a task's hold
@@ -49,14 +50,14 @@ async def control_request(settings: Any, request: dict[str, Any], *, connector: 
     await ensure_topics(bootstrap, [TopicSpec(topic, 1)])
     ends = await end_offsets(bootstrap, topic) or {0: 0}     # a topic just created: empty
     request = {"request_id": uuid.uuid4().hex, "at": int(time.time() * 1000), **request}
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **client_options(bootstrap), group_id=None, enable_auto_commit=False)
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in sorted(ends)]
         consumer.assign(tps)
         for tp in tps:
             consumer.seek(tp, ends[tp.partition])
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **client_options(bootstrap), acks="all")
         await producer.start()
         try:
             await producer.send_and_wait(topic, json.dumps(request, sort_keys=True).encode(), key=connector.encode())

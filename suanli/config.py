@@ -14,11 +14,15 @@ import os
 import tomllib
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from suanli.errors import ConfigError
+
+if TYPE_CHECKING:
+    from suanli.streams.kafka_security import KafkaSecurity
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,6 +55,19 @@ class Settings(BaseSettings):
     node_exporter_port: int = Field(19100, ge=1, le=65535,
                                     description="Port of the node_exporter that `suanli prometheus up` runs (loopback).")
     prometheus_scrape_s: int = Field(5, ge=1, le=60, description="Scrape interval of that Prometheus, seconds.")
+    secure: bool = Field(False, description="The embedded brokers take only SASL_SSL: SCRAM-SHA-512 over TLS, "
+                                            "with the StandardAuthorizer's ACLs. `suanli stack up --secure` makes the "
+                                            "CA, the broker's certificate and the credentials in <home>/secure.")
+    kafka_security_protocol: Literal["PLAINTEXT", "SASL_SSL"] | None = Field(
+        None, description="How clients reach Kafka; unset: SASL_SSL when `secure`, else PLAINTEXT.")
+    kafka_sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256"] = Field("SCRAM-SHA-512",
+                                                                            description="SASL mechanism of SASL_SSL.")
+    kafka_username: str | None = Field(None, description="SCRAM user of this process; unset on the secure embedded "
+                                                         "stack: the control plane's own principal, 'suanli'.")
+    kafka_password: SecretStr | None = Field(None, description="Its password; unset on the secure embedded stack: "
+                                                               "read from <home>/secure/users.toml.")
+    kafka_ca: Path | None = Field(None, description="PEM file of the CA that signed the brokers' certificates; unset "
+                                                    "on the secure embedded stack: <home>/secure/ca.crt.")
     local_prometheus: str | None = Field(None, description="Prometheus URL the local-process connector reads its node's "
                                                            "NodeMetrics from (node_exporter/DCGM series of 127.0.0.1); "
                                                            "unset: /proc.")
@@ -90,6 +107,29 @@ class Settings(BaseSettings):
         return self.kafka or ",".join(f"127.0.0.1:{port}" for port, _ in self.broker_ports)
 
     @property
+    def kafka_security(self) -> "KafkaSecurity | None":
+        """How this process's Kafka clients authenticate: None for PLAINTEXT. On the secure
+        embedded stack the user defaults to the control plane's principal and its password and
+        CA come from ``<home>/secure`` (ConfigError if ``suanli stack up --secure`` never made them)."""
+        from suanli.streams.kafka_security import KafkaSecurity
+        protocol = self.kafka_security_protocol or ("SASL_SSL" if self.secure else "PLAINTEXT")
+        if protocol == "PLAINTEXT":
+            return None
+        embedded = self.secure and self.embedded_kafka
+        username = self.kafka_username or ("suanli" if embedded else None)
+        password = self.kafka_password.get_secret_value() if self.kafka_password else None
+        if password is None and embedded and username:
+            from suanli.deploy.kafka_secure import stored_password
+            password = stored_password(self.home, username)
+        ca = self.kafka_ca or (self.home / "secure" / "ca.crt" if embedded else None)
+        missing = [name for name, value in (("kafka_username", username), ("kafka_password", password),
+                                            ("kafka_ca", ca)) if not value]
+        if missing:
+            raise ConfigError(f"SASL_SSL needs {', '.join(f'SUANLI_{m.upper()}' for m in missing)}; on the embedded "
+                              f"stack, `suanli stack up --secure` makes the credentials")
+        return KafkaSecurity(username=username, password=password, ca=Path(ca), mechanism=self.kafka_sasl_mechanism)
+
+    @property
     def registry_url(self) -> str:
         if self.registry:
             return self.registry.rstrip("/")
@@ -113,10 +153,19 @@ def load_settings(**overrides: object) -> Settings:
     values = {k: v for k, v in file_values.items() if k not in env_names}
     values.update(overrides)
     try:
-        return Settings(**values)
+        loaded = Settings(**values)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise ConfigError(f"invalid configuration: {problems}") from exc
+    # Every Kafka client of this process finds its credentials by the cluster's address; the
+    # settings loaded last for a cluster win. Credentials that `stack up --secure` has not made
+    # yet leave the cluster PLAINTEXT here: clients then fail to authenticate, and say so.
+    from suanli.streams.kafka_security import register
+    try:
+        register(loaded.bootstrap_servers, loaded.kafka_security)
+    except ConfigError:
+        register(loaded.bootstrap_servers, None)
+    return loaded
 
 
 @cache
@@ -129,6 +178,8 @@ def to_env(s: Settings) -> dict[str, str]:
     """``SUANLI_*`` variables that reproduce ``s`` in a child process."""
     env: dict[str, str] = {}
     for name, value in s.model_dump().items():
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
         if value is not None:
             env[f"SUANLI_{name.upper()}"] = str(value)
     return env

@@ -44,6 +44,29 @@ def stack(settings: Settings) -> Settings:
     return settings
 
 
+SECURE_PORTS = {"kafka_port": 29192, "controller_port": 29193}
+
+
+@pytest.fixture(scope="session")
+def secure_stack(stack: Settings, tmp_path_factory):
+    """A secure broker (``suanli stack up --secure``: SASL/SCRAM-SHA-512 over TLS, ACLs) on
+    loopback ports of its own, in a home of its own, beside the suite's plaintext stack, whose
+    registry it shares (the registry only hands out schema ids). Its settings authenticate as
+    the control plane's principal. Started once for the session, stopped after it."""
+    from suanli.deploy import stack as stack_mod
+
+    home = tmp_path_factory.mktemp("secure")
+    if (stack.home / "cache").is_dir():                 # the jars the suite's stack resolved already
+        (home / "cache").symlink_to(stack.home / "cache")
+    secure = load_settings(home=home, secure=True, registry=stack.registry_url, **SECURE_PORTS)
+    try:
+        report = stack_mod.up(secure, log=lambda _m: None)
+        print(f"secure stack ready in {report['ready_seconds']} s")
+        yield secure
+    finally:
+        stack_mod.down(secure, log=lambda _m: None)
+
+
 @pytest.fixture()
 def registry(stack: Settings):
     from suanli.schemas.registry import RegistryClient

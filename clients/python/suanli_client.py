@@ -110,8 +110,9 @@ class SuanliClient:
 
     async def __aenter__(self) -> SuanliClient:
         self._registry = RegistryClient(self.settings.registry_url)
+        # PLAINTEXT, or SASL/SCRAM over TLS as the settings say (SUANLI_KAFKA_* variables)
         self._producer = EventProducer(self.settings.bootstrap_servers, Codec(self._registry),
-                                       linger_ms=0, namespace=self.namespace)
+                                       linger_ms=0, namespace=self.namespace, security=self.settings.kafka_security)
         try:
             await self._producer.__aenter__()
         except BaseException:

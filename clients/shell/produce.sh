@@ -11,6 +11,10 @@
 #           --topic T (suanli.raw.tasks)  --key K (default: the event's task_id / bid_id)
 #           --schema FILE (default: schemas/vectors/schemas/<subject>.avsc of this repository)
 #           --hex  print the Avro body as hex and exit (no registry, no Kafka)
+# broker security, from the environment only (never on a command line, which `ps` shows):
+#           SUANLI_KAFKA_SECURITY_PROTOCOL=PLAINTEXT (default) or SASL_SSL, and for SASL_SSL
+#           SUANLI_KAFKA_USERNAME, SUANLI_KAFKA_PASSWORD, SUANLI_KAFKA_CA (PEM file of the CA
+#           that signed the broker's certificate), SUANLI_KAFKA_SASL_MECHANISM (SCRAM-SHA-512)
 # fields:   --event-id ID --tenant T --cell C --at MS --cpu-milli N --memory-mib N --gpu-count N
 #           --gpu-milli N --gpu-model M (repeatable) --gpu-memory-mib N
 #   task:   --qos GOLD|SILVER|BRONZE --priority N --label k=v (repeatable) --deadline MS
@@ -76,7 +80,7 @@ enum() {  # enum VALUE SYMBOL...
 }
 
 # ---------------------------------------------------------------- arguments
-(( $# >= 1 )) || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+(( $# >= 1 )) || { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 MODE=$1; shift
 BROKERS=127.0.0.1:19092 REGISTRY=http://127.0.0.1:18081/apis/ccompat/v7 TOPIC=suanli.raw.tasks
 KEY="" SCHEMA="" PRINT_HEX=0 VECTOR=""
@@ -178,6 +182,38 @@ esac
 if (( PRINT_HEX )); then echo "$HEX"; exit 0; fi
 [[ -n $KEY ]] || die "no record key: give --key"
 
+# ---------------------------------------------------------------- broker security (environment)
+# SASL_SSL: SASL/SCRAM over TLS. The settings reach kcat through a configuration file of mode
+# 0600 (kcat -F), removed on exit, so the password is never on a command line. kcat trims each
+# line of that file and reads at most 511 bytes of it: values that would not survive are refused.
+SECURITY=${SUANLI_KAFKA_SECURITY_PROTOCOL:-PLAINTEXT}
+case ${SECURITY^^} in
+  PLAINTEXT) SECURITY=PLAINTEXT ;;
+  SASL_SSL)
+    SECURITY=SASL_SSL MISSING=()
+    for var in SUANLI_KAFKA_USERNAME SUANLI_KAFKA_PASSWORD SUANLI_KAFKA_CA; do
+      [[ -n ${!var:-} ]] || MISSING+=("$var")
+    done
+    if (( ${#MISSING[@]} == 1 )); then
+      die "SUANLI_KAFKA_SECURITY_PROTOCOL is SASL_SSL but ${MISSING[0]} is not set"
+    elif (( ${#MISSING[@]} > 1 )); then
+      LIST=${MISSING[*]}
+      die "SUANLI_KAFKA_SECURITY_PROTOCOL is SASL_SSL but ${LIST// /, } are not set"
+    fi
+    MECHANISM=${SUANLI_KAFKA_SASL_MECHANISM:-SCRAM-SHA-512}
+    case ${MECHANISM^^} in
+      SCRAM-SHA-512|SCRAM-SHA-256) MECHANISM=${MECHANISM^^} ;;
+      *) die "SUANLI_KAFKA_SASL_MECHANISM \"$MECHANISM\" is not supported: use SCRAM-SHA-512 or SCRAM-SHA-256" ;;
+    esac
+    for var in SUANLI_KAFKA_USERNAME SUANLI_KAFKA_PASSWORD SUANLI_KAFKA_CA; do
+      value=${!var}
+      [[ $value != *[$'\n\r']* && $value != [[:space:]]* && $value != *[[:space:]] && ${#value} -le 400 ]] \
+        || die "$var cannot be passed to kcat: it has a line break, leading or trailing white space, or over 400 bytes"
+    done
+    [[ -f $SUANLI_KAFKA_CA && -r $SUANLI_KAFKA_CA ]] || die "SUANLI_KAFKA_CA: cannot read the CA file $SUANLI_KAFKA_CA" ;;
+  *) die "SUANLI_KAFKA_SECURITY_PROTOCOL \"$SECURITY\" is not supported: use PLAINTEXT or SASL_SSL" ;;
+esac
+
 # ---------------------------------------------------------------- registry: the schema id
 SCHEMA=${SCHEMA:-$VECTOR_SCHEMAS/$SUBJECT.avsc}
 [[ -r $SCHEMA ]] || die "cannot read the schema file $SCHEMA"
@@ -189,10 +225,20 @@ ID=$(sed -n 's/.*"id" *: *\([0-9][0-9]*\).*/\1/p' <<<"$REPLY")
 
 # ---------------------------------------------------------------- the record, through kcat
 WIRE=00$(printf '%08x' "$ID")$HEX
-MSG=$(mktemp); trap 'rm -f "$MSG"' EXIT
+MSG=$(mktemp) CONF=""; trap 'rm -f "$MSG" ${CONF:+"$CONF"}' EXIT
 printf '%b' "$(sed 's/../\\x&/g' <<<"$WIRE")" > "$MSG"
+SECURITY_ARGS=()
+if [[ $SECURITY == SASL_SSL ]]; then
+  trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM   # so the EXIT trap removes it
+  CONF=$(mktemp); chmod 600 "$CONF"     # mktemp makes it 0600 already; be explicit
+  # printf is a bash builtin: the password goes to the file without being on any argv.
+  printf '%s\n' "security.protocol=SASL_SSL" "sasl.mechanisms=$MECHANISM" \
+    "sasl.username=$SUANLI_KAFKA_USERNAME" "sasl.password=$SUANLI_KAFKA_PASSWORD" \
+    "ssl.ca.location=$SUANLI_KAFKA_CA" > "$CONF"
+  SECURITY_ARGS=(-F "$CONF")
+fi
 # A file argument is sent as one message, whatever bytes it holds (0x0a included).
 # murmur2_random: the Java client's partitioner (librdkafka's default is CRC32-based).
-kcat -P -b "$BROKERS" -t "$TOPIC" -k "$KEY" -X topic.partitioner=murmur2_random \
-     -X enable.idempotence=true -X acks=all "$MSG"
+kcat ${SECURITY_ARGS[@]+"${SECURITY_ARGS[@]}"} -P -b "$BROKERS" -t "$TOPIC" -k "$KEY" \
+     -X topic.partitioner=murmur2_random -X enable.idempotence=true -X acks=all "$MSG"
 echo "produced 1 ${SUBJECT##*.} (schema id $ID) to $TOPIC"

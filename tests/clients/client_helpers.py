@@ -7,6 +7,7 @@ its sources are newer than its build output (Go's own cache does the rest).
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -39,10 +40,42 @@ def require(tool: str, what: str) -> str:
     return path
 
 
+def newer_librdkafka() -> Path:
+    """A directory whose ``librdkafka.so.1`` is the one bundled in the confluent-kafka wheel.
+
+    Debian bookworm's librdkafka (2.0.2, under its kcat) fails SCRAM authentication against
+    Kafka 4 brokers; 2.6.1 and later succeed (edenhill/kcat#462). kcat links librdkafka
+    dynamically, so over SASL_SSL the shell producer runs with this one on LD_LIBRARY_PATH."""
+    import confluent_kafka
+
+    bundled = sorted((Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs").glob("librdkafka-*.so.1"))
+    if not bundled:
+        pytest.fail("confluent-kafka's wheel has no bundled librdkafka: reinstall the test extras")
+    target = REPO / ".suanli" / "cache" / "librdkafka"
+    target.mkdir(parents=True, exist_ok=True)
+    link = target / "librdkafka.so.1"
+    if not link.exists() or link.resolve() != bundled[0].resolve():
+        link.unlink(missing_ok=True)
+        link.symlink_to(bundled[0])
+    return target
+
+
+def kafka_env(settings) -> dict[str, str]:
+    """The environment of a producer process that talks to ``settings``' Kafka: the
+    ``SUANLI_KAFKA_*`` variables of its security (none for PLAINTEXT) over this process's,
+    and for SASL_SSL a librdkafka that can authenticate (:func:`newer_librdkafka`)."""
+    security = settings.kafka_security
+    if security is None:
+        return dict(os.environ)
+    library = str(newer_librdkafka())
+    path = os.environ.get("LD_LIBRARY_PATH")
+    return {**os.environ, **security.env(), "LD_LIBRARY_PATH": f"{library}:{path}" if path else library}
+
+
 def run(argv: list[str], *, cwd: Path | None = None, timeout: float = 300, check: bool = True,
-        stdin: str | None = None) -> subprocess.CompletedProcess:
+        stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     proc = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          input=stdin)
+                          input=stdin, env=env)
     if check and proc.returncode != 0:
         pytest.fail(f"`{' '.join(map(str, argv))}` exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
                     f"\n--- stderr\n{proc.stderr[-4000:]}")

@@ -4,6 +4,10 @@ Each client (Go/franz-go, Java/kafka-clients, TypeScript/kafkajs, the kcat shell
 and the Python SDK) produces TaskSubmitted and ReservationBid events; the Python codec
 must decode every record to exactly the event that was meant. Then a small control plane
 runs with its whole workload submitted by those clients, and must place every task.
+
+Every test runs twice: on the suite's plaintext broker, and over SASL_SSL (SCRAM-SHA-512 over
+TLS) on the session's secure broker (``secure_stack``), every client authenticating as the
+control plane's principal through the ``SUANLI_KAFKA_*`` environment, the plane's workers too.
 """
 from __future__ import annotations
 
@@ -15,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from client_helpers import LANGS, PRODUCERS, REPO, ensure_built, produce_argv, python_sdk, run, shell_argv
-from suanli.config import load_settings
+from client_helpers import (LANGS, PRODUCERS, REPO, ensure_built, kafka_env, produce_argv, python_sdk, run,
+                            shell_argv)
 from suanli.deploy.plane import Plane, PlaneOptions
 from suanli.schemas.codec import split_frame
 from suanli.streams.kafka_io import EventConsumer, ensure_topics
@@ -25,6 +29,12 @@ from suanli.streams.topics import TopicNames, TopicSpec
 pytestmark = pytest.mark.stack
 
 T0 = 1_767_225_600_000
+
+
+@pytest.fixture(params=["plaintext", "sasl_ssl"])
+def kafka(request, stack):
+    """The broker a test's producers write to: the suite's plaintext one, or the secure one."""
+    return stack if request.param == "plaintext" else request.getfixturevalue("secure_stack")
 
 
 def _resources(cpu: int, mem: int, gpus: int = 0, milli: int = 0, models: tuple[str, ...] = (), gpu_mem: int = 0) -> dict:
@@ -120,17 +130,17 @@ async def _read(settings, codec, topic: str) -> list:
 
 
 @pytest.mark.parametrize("lang", PRODUCERS)
-def test_producer_writes_events_the_python_codec_decodes(lang, stack, codec, registry, tmp_path):
+def test_producer_writes_events_the_python_codec_decodes(lang, kafka, codec, registry, tmp_path):
     run_id = f"p{uuid.uuid4().hex[:8]}"
     topic = TopicNames(run_id).raw_tasks
-    asyncio.run(ensure_topics(stack.bootstrap_servers, [TopicSpec(topic, 2)]))
+    asyncio.run(ensure_topics(kafka.bootstrap_servers, [TopicSpec(topic, 2)]))
     events = _events(lang, run_id, cell=f"cell-{run_id}")
 
     if lang == "python":
         sdk = python_sdk()
 
         async def produce() -> None:
-            async with sdk.SuanliClient(stack, namespace=run_id) as client:
+            async with sdk.SuanliClient(kafka, namespace=run_id) as client:
                 await client.submit_event("TaskSubmitted", events["flags"])
                 await client.submit_event("TaskSubmitted", events["file"])
                 await client.submit_event("ReservationBid", events["bid"])
@@ -142,11 +152,11 @@ def test_producer_writes_events_the_python_codec_decodes(lang, stack, codec, reg
                                         duration_ms=flex["duration_ms"], price=flex["price"], now_ms=flex["at"])
         asyncio.run(produce())
     else:
-        for argv in _commands(lang, events, topic, stack, tmp_path):
-            proc = run(argv, cwd=REPO, timeout=120)
+        for argv in _commands(lang, events, topic, kafka, tmp_path):
+            proc = run(argv, cwd=REPO, timeout=120, env=kafka_env(kafka))
             assert "produced 1 " in proc.stdout, proc.stdout
 
-    records = asyncio.run(_read(stack, codec, topic))
+    records = asyncio.run(_read(kafka, codec, topic))
     assert [r.error for r in records if r.error] == []
     got = {r.key.decode(): (r.kind, r.payload, split_frame(r.value)[0]) for r in records}
     assert set(got) == {events[name][key] for name, _kind, key in SENT}
@@ -175,19 +185,20 @@ def _bid_batch(run_id: str, cell: str, n: int) -> list[dict]:
     return bids
 
 
-def test_go_produces_a_batch_of_bids_from_json_lines(stack, codec, tmp_path):
+def test_go_produces_a_batch_of_bids_from_json_lines(kafka, codec, tmp_path):
     """The acceptance test's way to send many bids from Go: one JSON object a line, one batch."""
     run_id = f"p{uuid.uuid4().hex[:8]}"
     topic = TopicNames(run_id).raw_tasks
-    asyncio.run(ensure_topics(stack.bootstrap_servers, [TopicSpec(topic, 2)]))
+    asyncio.run(ensure_topics(kafka.bootstrap_servers, [TopicSpec(topic, 2)]))
     bids = _bid_batch(run_id, f"cell-{run_id}", 100)
     path = tmp_path / "bids.jsonl"
     path.write_text("".join(json.dumps(b) + "\n" for b in bids))
-    conn = ["--brokers", stack.bootstrap_servers, "--registry", stack.registry_url, "--topic", topic]
-    proc = run(produce_argv("go") + conn + ["--kind", "ReservationBid", "--file", str(path)], cwd=REPO, timeout=120)
+    conn = ["--brokers", kafka.bootstrap_servers, "--registry", kafka.registry_url, "--topic", topic]
+    proc = run(produce_argv("go") + conn + ["--kind", "ReservationBid", "--file", str(path)], cwd=REPO, timeout=120,
+               env=kafka_env(kafka))
     assert f"produced 100 ReservationBid to {topic}" in proc.stdout, proc.stdout
 
-    records = asyncio.run(_read(stack, codec, topic))
+    records = asyncio.run(_read(kafka, codec, topic))
     assert [r.error for r in records if r.error] == []
     got = {r.key.decode(): r.payload for r in records}
     assert len(records) == len(got) == 100
@@ -196,14 +207,14 @@ def test_go_produces_a_batch_of_bids_from_json_lines(stack, codec, tmp_path):
         assert got[bid["bid_id"]] == want
 
 
-def test_python_sdk_submits_a_task_spec_and_cancels_it(stack, codec):
+def test_python_sdk_submits_a_task_spec_and_cancels_it(kafka, codec):
     run_id = f"p{uuid.uuid4().hex[:8]}"
     topic = TopicNames(run_id).raw_tasks
-    asyncio.run(ensure_topics(stack.bootstrap_servers, [TopicSpec(topic, 1)]))
+    asyncio.run(ensure_topics(kafka.bootstrap_servers, [TopicSpec(topic, 1)]))
     sdk = python_sdk()
 
     async def produce() -> tuple[str, str]:
-        async with sdk.SuanliClient(stack, namespace=run_id) as client:
+        async with sdk.SuanliClient(kafka, namespace=run_id) as client:
             task_id = await client.submit_task({"tenant": "vision", "cell": "openb", "qos": "gold",
                                                 "resources": {"cpu": 4, "memory": "8Gi", "gpu": 0.5}}, now_ms=T0)
             bid_id = await client.submit_bid(tenant="vision", cell="openb", start_at_ms=T0 + 1, duration_ms=60_000,
@@ -211,7 +222,7 @@ def test_python_sdk_submits_a_task_spec_and_cancels_it(stack, codec):
             await client.cancel(task_id, tenant="vision", cell="openb", reason="done", now_ms=T0 + 5)
             return task_id, bid_id
     task_id, bid_id = asyncio.run(produce())
-    records = asyncio.run(_read(stack, codec, topic))
+    records = asyncio.run(_read(kafka, codec, topic))
     by_kind = {r.kind: r.payload for r in records}
     assert by_kind["TaskSubmitted"]["task_id"] == task_id
     assert by_kind["TaskSubmitted"]["resources"]["gpu_milli"] == 500
@@ -222,10 +233,10 @@ def test_python_sdk_submits_a_task_spec_and_cancels_it(stack, codec):
                                         "tenant": "vision", "cell": "openb", "reason": "done", "at": T0 + 5}
 
 
-def test_control_plane_places_every_task_produced_by_the_other_languages(stack, codec, tmp_path):
+def test_control_plane_places_every_task_produced_by_the_other_languages(kafka, codec, tmp_path):
     for lang in (*LANGS, "shell"):
         ensure_built(lang)  # before the plane starts, so a missing toolchain fails fast
-    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
+    settings = kafka.model_copy(update={"namespace": f"t{uuid.uuid4().hex[:10]}", "partitions": 2})
     per_lang = 4
     sent: dict[str, list[str]] = {}
     sdk = python_sdk()
@@ -259,7 +270,7 @@ def test_control_plane_places_every_task_produced_by_the_other_languages(stack, 
         async def run_one(argv: list[str]) -> None:
             async with gate:
                 proc = await asyncio.create_subprocess_exec(*argv, cwd=REPO, stdout=asyncio.subprocess.PIPE,
-                                                            stderr=asyncio.subprocess.PIPE)
+                                                            stderr=asyncio.subprocess.PIPE, env=kafka_env(settings))
                 out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
             if proc.returncode != 0:
                 raise AssertionError(f"`{' '.join(argv)}` exited {proc.returncode}:\n{out.decode()}\n{err.decode()}")

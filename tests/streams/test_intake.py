@@ -149,3 +149,36 @@ def test_the_dispatch_names_the_accelerators_the_core_chose_with_their_attribute
     plain = runner.apply(RawRecord(log, 0, 2, 3, b"c1", codec.encode("TaskSubmitted", task(
         task_id="t1", resources={"cpu_milli": 1000, "memory_mib": 512}))))
     assert from_avro(*codec.decode(plain[1].value)).accelerators == ()
+
+
+# ---------------------------------------------------------------- a tenant's own raw topic (secure stack)
+def _on(codec: Codec, topic: str, value: bytes) -> list[tuple[str, str, str]]:
+    """(output topic, kind or dead letter's error kind, dead letter's reason) of triaging ``value`` on ``topic``."""
+    out = []
+    for record in triage(codec, RawRecord(topic, 0, 4, 1, b"t0", value), TOPICS):
+        kind, payload = codec.decode(record.value)
+        out.append((record.topic, *((payload["error_kind"], payload["reason"]) if kind == "DeadLetter"
+                                    else (kind, ""))))
+    return out
+
+
+def test_a_tenant_submitting_as_itself_on_its_topic_is_forwarded(codec):
+    assert _on(codec, TOPICS.tenant_raw("a"), codec.encode("TaskSubmitted", task(tenant="a"))) == \
+        [("ns.cells", "TaskSubmitted", "")]
+
+
+def test_a_record_naming_another_tenant_on_a_tenants_topic_is_dead_lettered_with_the_reason(codec):
+    [(topic, kind, reason)] = _on(codec, TOPICS.tenant_raw("a"), codec.encode("TaskSubmitted", task(tenant="b")))
+    assert (topic, kind) == ("ns.deadletter", "INVALID")
+    assert reason.startswith("tenant mismatch: the record names tenant 'b' but came on the raw topic of tenant 'a'")
+    # a cancellation in someone else's name too; a node registration is not a tenant's to send
+    cancel = {"event_id": "c", "task_id": "t0", "tenant": "b", "cell": "c1", "reason": "", "at": 2}
+    assert _on(codec, TOPICS.tenant_raw("a"), codec.encode("TaskCancelled", cancel))[0][1] == "INVALID"
+    [(_t, kind, reason)] = _on(codec, TOPICS.tenant_raw("a"), codec.encode("NodeRegistered", node()))
+    assert kind == "INVALID" and "carries only TaskSubmitted, TaskCancelled, ReservationBid, not NodeRegistered" in reason
+
+
+def test_the_shared_raw_topic_keeps_believing_the_payload(codec):
+    """Only the control plane's own principal may write it on the secure stack."""
+    assert _on(codec, TOPICS.raw_tasks, codec.encode("TaskSubmitted", task(tenant="b"))) == \
+        [("ns.cells", "TaskSubmitted", "")]

@@ -89,3 +89,17 @@ def test_intake_and_the_runner_produce_to_the_names_they_are_given():
               "exit_code": None, "message": "", "usage": None}
     [unknown] = runner.apply(RawRecord(log, 0, 2, 3, b"c1", codec.encode("TaskStatusChanged", status)))
     assert unknown.topic == "ns1.deadletter"
+
+
+def test_a_tenants_raw_topic_names_its_tenant_and_matches_the_pattern():
+    import re
+
+    from suanli.streams.topics import TopicNames
+
+    names = TopicNames("ns")
+    assert names.tenant_raw("alpha") == "ns.raw.tasks.tenant.alpha"
+    assert names.tenant_of("ns.raw.tasks.tenant.alpha") == "alpha"
+    assert names.tenant_of("ns.raw.tasks") is None and names.tenant_of("other.raw.tasks.tenant.alpha") is None
+    pattern = re.compile(names.tenant_raw_pattern)
+    assert pattern.fullmatch("ns.raw.tasks.tenant.alpha") and pattern.fullmatch("ns.raw.tasks.tenant.b-2")
+    assert not pattern.fullmatch("ns.raw.tasks") and not pattern.fullmatch("nsXraw.tasks.tenant.alpha")

@@ -49,6 +49,7 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "submit": (["{task}"], STACK, "embedded"),
     "reserve": (["-f", "{bid}"], STACK, "embedded"),
     "reservations": ([], STACK, "embedded"),
+    "tenant add": (["alpha"], STACK, "embedded"),
     "status": (["t-1"], STACK, "embedded"),
     "nodes": ([], STACK, "embedded"),
     "nodes drain": (["n-1"], STACK, "embedded"),

@@ -139,8 +139,14 @@ type Producer struct {
 	SchemaText map[string]string
 }
 
-// NewProducer connects to the brokers (comma-separated) and the registry.
+// NewProducer connects to the brokers (comma-separated) and the registry. The broker's
+// security comes from the SUANLI_KAFKA_* environment (KafkaSecurityFromEnv: PLAINTEXT when
+// unset, or SASL/SCRAM over TLS); opts are applied after it.
 func NewProducer(brokers, registryURL string, opts ...kgo.Opt) (*Producer, error) {
+	security, err := KafkaSecurityFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	reg, err := NewRegistry(registryURL)
 	if err != nil {
 		return nil, err
@@ -154,6 +160,7 @@ func NewProducer(brokers, registryURL string, opts ...kgo.Opt) (*Producer, error
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ClientID("suanli-go-producer"),
 	}
+	base = append(base, security...)
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		return nil, err

@@ -6,10 +6,16 @@
  *   node dist/produce.js --bid-id b-1 --gpu-count 8 --gpu-milli 1000 --price 2.5
  *   node dist/produce.js --bid-id b-2 --gpu-count 4 --start-at MS --latest-start MS --gang false --price 1.5
  *   node dist/produce.js --kind TaskSubmitted --file tasks.json --topic suanli.raw.tasks
+ *
+ * A broker that requires SASL/SCRAM over TLS is configured by the environment only (never
+ * flags, which show in `ps`): SUANLI_KAFKA_SECURITY_PROTOCOL=SASL_SSL, SUANLI_KAFKA_USERNAME,
+ * SUANLI_KAFKA_PASSWORD, SUANLI_KAFKA_CA (PEM), SUANLI_KAFKA_SASL_MECHANISM (default
+ * SCRAM-SHA-512); see security.ts.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { SuanliProducer } from './producer.js';
+import { kafkaSecurityFromEnv } from './security.js';
 
 const { values: o } = parseArgs({
   options: {
@@ -61,6 +67,8 @@ function readEvents(path: string): Record<string, unknown>[] {
 }
 
 async function main(): Promise<number> {
+  // SUANLI_KAFKA_* (SASL_SSL): refused here, before anything else, if incomplete.
+  const security = kafkaSecurityFromEnv();
   const now = Date.now();
   const at = o.at ? int('at', o.at) : now;
   const resources = {
@@ -112,7 +120,7 @@ async function main(): Promise<number> {
     return 2;
   }
 
-  const producer = new SuanliProducer({ brokers: o.brokers!.split(','), registry: o.registry! });
+  const producer = new SuanliProducer({ brokers: o.brokers!.split(','), registry: o.registry!, security });
   await producer.connect();
   try {
     if (o.schema) await producer.useSchema(kind, readFileSync(o.schema, 'utf8').trim());

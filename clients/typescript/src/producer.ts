@@ -5,6 +5,7 @@
 import { COMPATIBILITY, SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import { Kafka, logLevel, Partitioners, type Producer } from 'kafkajs';
 import { AVSC_OPTIONS, toAvsc } from './avrojson.js';
+import { kafkaSecurityFromEnv, type KafkaSecurity } from './security.js';
 
 export const NAMESPACE = 'io.suanli.events';
 
@@ -21,6 +22,8 @@ export interface ProducerOptions {
   brokers: string[];
   registry: string;
   clientId?: string;
+  /** kafkajs' `ssl` and `sasl`; default: the SUANLI_KAFKA_* environment (security.ts). */
+  security?: KafkaSecurity;
 }
 
 export class SuanliProducer {
@@ -31,7 +34,8 @@ export class SuanliProducer {
 
   constructor(opts: ProducerOptions) {
     this.registry = new SchemaRegistry({ host: opts.registry }, { [SchemaType.AVRO]: AVSC_OPTIONS });
-    this.kafka = new Kafka({ clientId: opts.clientId ?? 'suanli-ts-producer', brokers: opts.brokers, logLevel: logLevel.WARN });
+    const security = opts.security ?? kafkaSecurityFromEnv();
+    this.kafka = new Kafka({ clientId: opts.clientId ?? 'suanli-ts-producer', brokers: opts.brokers, logLevel: logLevel.WARN, ...security });
   }
 
   async connect(): Promise<void> {

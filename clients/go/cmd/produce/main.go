@@ -17,6 +17,11 @@
 //
 // The schema is the subject's latest version in the registry (--schema FILE registers
 // FILE instead and uses it). The record key is the event's task_id / bid_id.
+//
+// A broker that requires SASL/SCRAM over TLS is configured by the environment only (never
+// flags, which show in `ps`): SUANLI_KAFKA_SECURITY_PROTOCOL=SASL_SSL, SUANLI_KAFKA_USERNAME,
+// SUANLI_KAFKA_PASSWORD, SUANLI_KAFKA_CA (PEM) and SUANLI_KAFKA_SASL_MECHANISM (default
+// SCRAM-SHA-512); see suanli.KafkaSecurityFromEnv.
 package main
 
 import (
@@ -82,6 +87,10 @@ func run() error {
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (a boolean flag takes its value after '=': --gang=false)", flag.Arg(0))
+	}
+	// Refuse a bad SUANLI_KAFKA_* environment before anything else (NewProducer applies it).
+	if _, err := suanli.KafkaSecurityFromEnv(); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })

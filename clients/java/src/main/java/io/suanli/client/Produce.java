@@ -12,6 +12,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 
 /**
  * {@code produce}: sends a TaskSubmitted or ReservationBid built from flags, or the events of
@@ -30,6 +31,8 @@ final class Produce {
 
   static int run(String[] args) throws Exception {
     Map<String, List<String>> opt = parse(args);
+    // SUANLI_KAFKA_* (SASL_SSL): refused here, before anything else, if incomplete.
+    Properties security = KafkaSecurity.fromEnv();
     String brokers = one(opt, "brokers", "127.0.0.1:19092");
     String registry = one(opt, "registry", "http://127.0.0.1:18081/apis/ccompat/v7");
     String topic = one(opt, "topic", "suanli.raw.tasks");
@@ -111,7 +114,7 @@ final class Produce {
       return 2;
     }
 
-    try (SuanliProducer producer = new SuanliProducer(brokers, registry)) {
+    try (SuanliProducer producer = new SuanliProducer(brokers, registry, security)) {
       if (opt.containsKey("schema")) {
         producer.useSchema(kind, Files.readString(Path.of(one(opt, "schema", null))).strip());
       }

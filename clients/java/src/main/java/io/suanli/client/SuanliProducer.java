@@ -35,8 +35,15 @@ public final class SuanliProducer implements AutoCloseable {
   private final Registry registry;
   private final Map<String, String> schemaTexts = new HashMap<>();
 
+  /** Connects to the brokers with the security of the environment ({@link KafkaSecurity#fromEnv}). */
   public SuanliProducer(String brokers, String registryUrl) {
+    this(brokers, registryUrl, KafkaSecurity.fromEnv());
+  }
+
+  /** Connects to the brokers with these security properties (empty: PLAINTEXT). */
+  public SuanliProducer(String brokers, String registryUrl, Properties security) {
     Properties p = new Properties();
+    p.putAll(security);
     p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, brokers);
     p.put(ProducerConfig.ACKS_CONFIG, "all");
     p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
