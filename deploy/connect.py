@@ -242,7 +242,18 @@ offset.flush.interval.ms=1000
 task.shutdown.graceful.timeout.ms=5000
 connector.client.config.override.policy=All
 topic.creation.enable=true
-"""
+""" + _security_lines(settings)
+
+
+def _security_lines(settings: Settings) -> str:
+    """On a SASL_SSL cluster, the worker's own clients and those it makes for connectors
+    (``producer.``, ``consumer.``, ``admin.``) authenticate as the control plane's principal."""
+    security = settings.kafka_security
+    if security is None:
+        return ""
+    props = security.java()
+    return "".join(f"{prefix}{key}={value}\n" for prefix in ("", "producer.", "consumer.", "admin.")
+                   for key, value in props.items())
 
 
 def launch_command(classpath: str, properties: Path, heap: str = HEAP) -> list[str]:
@@ -379,6 +390,7 @@ def start_worker(settings: Settings, log: Callable[[str], None] = print, timeout
         classpath = prepare(settings, log)
         paths = ConnectPaths(Path(settings.home))
         paths.work.mkdir(parents=True, exist_ok=True)
+        paths.worker_properties.touch(mode=0o600)          # may hold the SCRAM password
         paths.worker_properties.write_text(worker_properties(settings))
         with ConnectClient() as probe:
             if probe.ready():
@@ -561,7 +573,8 @@ async def run_bridge(settings: Settings, stop: asyncio.Event) -> None:
     from suanli.streams.kafka_io import EventProducer
 
     topic = cdc_topic(settings)
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.bootstrap_servers, **client_options(settings.bootstrap_servers),
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.bootstrap_servers,
+                                **client_options(settings.bootstrap_servers),
                                 group_id=f"{settings.namespace}.nodes-bridge", enable_auto_commit=False,
                                 auto_offset_reset="earliest")
     with RegistryClient(settings.registry_url) as registry:

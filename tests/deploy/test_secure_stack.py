@@ -9,6 +9,7 @@ The session's secure broker (``secure_stack`` in tests/conftest.py: loopback por
 - a control plane whose every worker authenticates as the plane's principal places the tasks
   a tenant submitted on its own topic, and dead-letters, with the reason, a task that the
   tenant sent in another tenant's name;
+- Connect's worker and sink authenticate too: a secure plane's decisions land in PostgreSQL;
 - no password of the stack appears in any log it wrote.
 """
 from __future__ import annotations
@@ -16,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -153,10 +156,60 @@ def test_a_plane_on_the_secure_stack_places_a_tenants_tasks_and_refuses_a_spoofe
     assert "tenant mismatch" in reason and "'beta'" in reason and "'alpha'" in reason, reason
     print(f"spoofed record dead-lettered: {reason}")
 
-    # ---- no password in any log the stack or the plane wrote
-    passwords = [p for p in kafka_secure.stored_users(secure.home).values()]
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_connect_sinks_the_decisions_of_a_plane_on_the_secure_stack(secure, stack, monkeypatch):
+    """The Connect worker and its sink connector authenticate as the plane: every decision of a
+    secure plane lands in PostgreSQL, once. (PostgreSQL is the suite's; only Kafka is secure.)"""
+    from suanli.deploy import connect, postgres
+    from suanli.processors.model import TASK_DECISION_KINDS
+
+    monkeypatch.setenv("SUANLI_CONNECT_PORT", str(_free_port()))      # a worker of its own, beside the suite's
+    settings = secure.model_copy(update={"namespace": f"tcs{uuid.uuid4().hex[:8]}"})
+    quiet = lambda _m: None                                             # noqa: E731
+    started_pg = postgres.up(stack, log=quiet)
+    started_worker = False
+    try:
+        connect.apply_schema(settings)
+        started_worker = connect.start_worker(settings, log=quiet)
+        connect.register(settings, sink=True, source=False)
+        plane = Plane(settings, PlaneOptions(tasks=200, rate=0, exit_when_drained=True, quiet=True, drain_timeout=240,
+                                             metrics_port=0), out=quiet)
+        try:
+            plane.start()
+            result = asyncio.run(plane.run())
+        finally:
+            plane.stop()
+        assert result["placed"] + result["pending"] + result["unschedulable"] == 200, result
+        decided = {r.payload["event_id"] for r in asyncio.run(read_topic(settings, TopicNames(settings.namespace)
+                                                                          .decisions))
+                   if r.kind in TASK_DECISION_KINDS}
+        table = f"{connect.pg_schema(settings.namespace)}.decision"
+        deadline = time.monotonic() + 120
+        while int(postgres.psql(f"SELECT count(*) FROM {table}")[0][0]) < len(decided) \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+        rows = {r[0] for r in postgres.psql(f"SELECT event_id FROM {table}")}
+        assert rows == decided and len(decided) >= 200
+        print(f"secure Connect: {len(rows)} decisions in {table}")
+    finally:
+        connect.unregister(settings, drop_schema=True)
+        if started_worker:
+            connect.stop_worker(settings, log=quiet)
+        if started_pg:
+            postgres.down(stack, log=quiet)
+
+
+def test_no_password_appears_in_any_log(secure):
+    """Runs last: every log the secure broker, its plane's workers and its Connect worker wrote."""
+    passwords = list(kafka_secure.stored_users(secure.home).values())
     logs = [p for p in Path(secure.home).rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out", ".err")]
-    assert logs, "no log files found"
+    assert any(p.name == "kafka-secure.log" for p in logs) and any(p.name == "connect.log" for p in logs), logs
     for log_file in logs:
         text = log_file.read_text(errors="replace")
         assert not any(p in text for p in passwords), f"a password appears in {log_file}"
