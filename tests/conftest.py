@@ -6,6 +6,7 @@ If those are not reachable the tests FAIL with a clear message; they are never s
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 
@@ -48,23 +49,37 @@ SECURE_PORTS = {"kafka_port": 29192, "controller_port": 29193}
 
 
 @pytest.fixture(scope="session")
-def secure_stack(stack: Settings, tmp_path_factory):
+def side_stack(stack: Settings, tmp_path_factory):
+    """``side_stack(name, **settings)``: a context manager giving the settings of a second
+    embedded stack beside the suite's (its own home, sharing the jars the suite's stack
+    resolved already), started for the ``with`` block and stopped after."""
+    from suanli.deploy import stack as stack_mod
+
+    @contextlib.contextmanager
+    def started(name: str, **overrides):
+        home = tmp_path_factory.mktemp(name)
+        if (stack.home / "cache").is_dir():
+            (home / "cache").symlink_to(stack.home / "cache")
+        settings = load_settings(home=home, **overrides)
+        try:
+            report = stack_mod.up(settings, log=lambda _m: None)
+            print(f"{name} stack ready in {report['ready_seconds']} s")
+            yield settings
+        finally:
+            stack_mod.down(settings, log=lambda _m: None)
+
+    return started
+
+
+@pytest.fixture(scope="session")
+def secure_stack(stack: Settings, side_stack):
     """A secure broker (``suanli stack up --secure``: SASL/SCRAM-SHA-512 over TLS, ACLs) on
     loopback ports of its own, in a home of its own, beside the suite's plaintext stack, whose
     registry it shares (the registry only hands out schema ids). Its settings authenticate as
     the control plane's principal. Started once for the session, stopped after it."""
-    from suanli.deploy import stack as stack_mod
-
-    home = tmp_path_factory.mktemp("secure")
-    if (stack.home / "cache").is_dir():                 # the jars the suite's stack resolved already
-        (home / "cache").symlink_to(stack.home / "cache")
-    secure = load_settings(home=home, secure=True, registry=stack.registry_url, **SECURE_PORTS)
-    try:
-        report = stack_mod.up(secure, log=lambda _m: None)
-        print(f"secure stack ready in {report['ready_seconds']} s")
+    with side_stack("secure", secure=True, registry=stack.registry_url,
+                    **SECURE_PORTS) as secure:
         yield secure
-    finally:
-        stack_mod.down(secure, log=lambda _m: None)
 
 
 @pytest.fixture()

@@ -15,7 +15,7 @@ import uuid
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient
 
-from suanli.config import Settings, load_settings
+from suanli.config import Settings
 from suanli.deploy import stack as stack_mod
 from suanli.streams.kafka_io import ensure_topics
 from suanli.streams.topics import TopicNames, core_topics
@@ -24,19 +24,11 @@ pytestmark = pytest.mark.stack
 
 
 @pytest.fixture(scope="module")
-def quorum(stack, tmp_path_factory) -> Settings:
+def quorum(side_stack) -> Settings:
     """The three-broker stack with its registry, started for this module and stopped after."""
-    home = tmp_path_factory.mktemp("quorum")
-    if (stack.home / "cache").is_dir():                 # the jars the suite's stack resolved already
-        (home / "cache").symlink_to(stack.home / "cache")
-    settings = load_settings(home=home, brokers=3, kafka_port=29092, controller_port=29093, registry_port=28081,
-                             namespace=f"q{uuid.uuid4().hex[:8]}", partitions=2)
-    try:
-        report = stack_mod.up(settings, log=lambda _m: None)
-        print(f"three-broker stack ready in {report['ready_seconds']} s")
+    with side_stack("three-broker", brokers=3, kafka_port=29092, controller_port=29093,
+                    registry_port=28081, namespace=f"q{uuid.uuid4().hex[:8]}", partitions=2) as settings:
         yield settings
-    finally:
-        stack_mod.down(settings, log=lambda _m: None)
 
 
 async def _describe(settings: Settings, topics: list[str]) -> dict[str, list[dict]]:
