@@ -8,7 +8,7 @@ The session's secure broker (``secure_stack`` in tests/conftest.py: loopback por
   not the shared raw topic, and it cannot read the decisions either;
 - a control plane whose every worker authenticates as the plane's principal places the tasks
   a tenant submitted on its own topic, and dead-letters, with the reason, a task that the
-  tenant sent in another tenant's name;
+  tenant sent in another tenant's name; the API and the CLI work on it as well;
 - Connect's worker and sink authenticate too: a secure plane's decisions land in PostgreSQL;
 - no password of the stack appears in any log it wrote.
 """
@@ -38,7 +38,11 @@ from suanli.streams.kafka_io import EventProducer
 from suanli.streams.kafka_security import KafkaSecurity
 from suanli.streams.topics import TopicNames
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
+from api_helpers import ApiProcess, write_tokens  # noqa: E402
+
 pytestmark = pytest.mark.stack
+DECIDED_OK = ("PLACED", "DISPATCHED", "RUNNING", "COMPLETED")
 
 
 TENANTS: dict[str, KafkaSecurity] = {}
@@ -135,10 +139,31 @@ def test_a_plane_on_the_secure_stack_places_a_tenants_tasks_and_refuses_a_spoofe
 
     plane = Plane(secure, PlaneOptions(tasks=150, rate=0, exit_when_drained=True, quiet=True, drain_timeout=240,
                                        metrics_port=0, workload=workload), out=print)
+    api = None
     try:
         plane.start()
+        # the API and the CLI on the secure stack too: a task submitted over REST (the tenant
+        # from its token; the API writes as the plane's principal) is placed, and both say so
+        api = ApiProcess(secure, write_tokens(tmp_path / "tokens.toml"), tmp_path / "api.log")
+        api.wait_ready()
+        with api.client("alpha") as http:
+            answer = http.post("/v1/tasks", json={"id": f"rest-{spoof_id}", "cell": plane.cell,
+                                                  "resources": {"cpu": 1, "memory": "1Gi"}})
+            assert answer.status_code == 202, answer.text
+            rest_id = answer.json()["task_id"]
         result = asyncio.run(plane.run())
+        with api.client("alpha") as http:
+            deadline = time.monotonic() + 120
+            while (status := http.get(f"/v1/tasks/{rest_id}").json().get("status")) not in DECIDED_OK:
+                assert time.monotonic() < deadline, f"the REST task is still {status}"
+                time.sleep(0.5)
+        cli = subprocess.run([sys.executable, "-m", "suanli", "status", rest_id], capture_output=True, text=True,
+                             timeout=120, cwd=REPO_ROOT, env={**os.environ, **to_env(secure)})
+        assert cli.returncode == 0 and rest_id in cli.stdout, cli.stdout + cli.stderr
+        print(f"REST task {rest_id}: {status}; suanli status: {cli.stdout.splitlines()[0]}")
     finally:
+        if api is not None:
+            api.stop()
         plane.stop()
     print(f"secure plane: {result}")
     assert result["placed"] + result["pending"] + result["unschedulable"] == 150, result
