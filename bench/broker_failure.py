@@ -21,6 +21,9 @@ again. After the run drains, every figure is read from the log:
 * ``latency_ms``: submission (the raw record's timestamp) to first decision, p50 and p99, for
   tasks submitted before the kill, while the broker was down, and after it was started again
   (``rejoined_s``: when it was back in the cluster, counted from the kill);
+* ``tick_pause_ms``: the longest pause of the cell's clock (between two CellTicks), and when
+  it began: intake holds its ticks back while a raw partition has no leader that answers, so
+  the nodes' heartbeats held up meanwhile are not counted as silence;
 * ``replay``: the cell log up to the last input decided, replayed through the core, against
   the recorded decisions (first occurrences): ``IDENTICAL`` or the first difference.
 
@@ -182,6 +185,11 @@ def analyse(settings: Settings, cell: str, submitted: int, killer: BrokerKiller)
         if tid in first:
             phase = "before" if at < kill else "during" if at < back else "after"
             phases[phase].append(first[tid] - at)
+    # The cell clock: intake holds its ticks back while a raw partition cannot be read, so the
+    # longest pause between two ticks of the cell shows the hold (about the failover's length).
+    tick_ats = [r.payload["at"] for r in cell_log if r.kind == "CellTick" and r.payload.get("cell") == cell]
+    pauses = [(b - a, a) for a, b in zip(tick_ats, tick_ats[1:])]
+    pause, pause_at = max(pauses) if pauses else (0, 0)
     with RegistryClient(settings.registry_url) as registry:
         codec = Codec(registry)
         records = decided_prefix(cell_log, (d.payload for d in distinct))
@@ -200,6 +208,8 @@ def analyse(settings: Settings, cell: str, submitted: int, killer: BrokerKiller)
         "decision_gap_ms": gap, "decision_gap_starts_s_after_kill": round((gap_at - kill) / 1000, 1) + 0.0 if kill else None,
         "latency_ms": {phase: {"tasks": len(v), "p50": _pct(v, 0.5), "p99": _pct(v, 0.99)}
                        for phase, v in phases.items()},
+        "tick_pause_ms": pause,
+        "tick_pause_starts_s_after_kill": round((pause_at - kill) / 1000, 1) + 0.0 if kill and pauses else None,
         "killed_node": killer.node,
         "down_s": round((killer.restarted_at - killer.killed_at), 1) if killer.restarted_at else None,
         "rejoined_s": round((killer.rejoined_at - killer.killed_at), 1) if killer.rejoined_at else None,

@@ -61,14 +61,20 @@ def kafka_service(paths: StackPaths, secure: bool = False) -> ServiceProcess:
                           marker=str(data / "server.properties"))
 
 
-def quorum_dir(paths: StackPaths, node: int) -> Path:
+def quorum_root(paths: StackPaths, secure: bool = False) -> Path:
+    """The three-broker stack's data: ``kafka-quorum`` (or ``kafka-quorum-secure``)."""
+    return paths.home / ("kafka-quorum-secure" if secure else "kafka-quorum")
+
+
+def quorum_dir(paths: StackPaths, node: int, secure: bool = False) -> Path:
     """Data of node ``node`` (1-3) of the three-broker stack (apart from the single broker's)."""
-    return paths.home / "kafka-quorum" / f"node-{node}"
+    return quorum_root(paths, secure) / f"node-{node}"
 
 
-def quorum_service(paths: StackPaths, node: int) -> ServiceProcess:
-    return ServiceProcess(f"kafka-{node}", paths.run / f"kafka-{node}.pid", paths.logs / f"kafka-{node}.log",
-                          marker=str(quorum_dir(paths, node) / "server.properties"))
+def quorum_service(paths: StackPaths, node: int, secure: bool = False) -> ServiceProcess:
+    name = f"kafka-secure-{node}" if secure else f"kafka-{node}"
+    return ServiceProcess(name, paths.run / f"{name}.pid", paths.logs / f"{name}.log",
+                          marker=str(quorum_dir(paths, node, secure) / "server.properties"))
 
 
 def broker_services(settings: Settings) -> list[ServiceProcess]:
@@ -76,7 +82,7 @@ def broker_services(settings: Settings) -> list[ServiceProcess]:
     paths = StackPaths(settings.home)
     if settings.brokers == 1:
         return [kafka_service(paths, settings.secure)]
-    return [quorum_service(paths, n) for n in range(1, settings.brokers + 1)]
+    return [quorum_service(paths, n, settings.secure) for n in range(1, settings.brokers + 1)]
 
 
 def start_brokers(settings: Settings, log: Callable[[str], None] = print) -> list[ServiceProcess]:
@@ -86,15 +92,13 @@ def start_brokers(settings: Settings, log: Callable[[str], None] = print) -> lis
     services = broker_services(settings)
     secure_home = None
     if settings.secure:
-        if settings.brokers != 1:
-            raise StackError("--secure runs one broker today; the three-broker quorum is plaintext only")
         from suanli.deploy import kafka_secure
         kafka_secure.ensure_material(settings.home, log)
         secure_home = settings.home
     voters = kafka_broker.voters_of(settings.broker_ports) if settings.brokers > 1 else None
     cluster_id = None
     if voters:
-        id_file = paths.home / "kafka-quorum" / "cluster.id"
+        id_file = quorum_root(paths, settings.secure) / "cluster.id"
         id_file.parent.mkdir(parents=True, exist_ok=True)
         if not id_file.exists():
             id_file.write_text(kafka_broker.new_cluster_id())
@@ -102,7 +106,7 @@ def start_brokers(settings: Settings, log: Callable[[str], None] = print) -> lis
     for node, (service, (port, controller)) in enumerate(zip(services, settings.broker_ports), start=1):
         if service.pid() is not None:
             continue
-        data = (quorum_dir(paths, node) if voters else
+        data = (quorum_dir(paths, node, settings.secure) if voters else
                 paths.kafka_secure_data if secure_home else paths.kafka_data)
         classpath, props = kafka_broker.prepare(work_dir=paths.cache, data_dir=data, port=port,
                                                 controller_port=controller, log=log, node_id=node,
@@ -114,7 +118,8 @@ def start_brokers(settings: Settings, log: Callable[[str], None] = print) -> lis
 
 def _all_brokers(paths: StackPaths) -> list[ServiceProcess]:
     """Every embedded broker a home can run: plaintext, secure, and the quorum's three."""
-    return [kafka_service(paths), kafka_service(paths, secure=True), *(quorum_service(paths, n) for n in (1, 2, 3))]
+    return [kafka_service(paths), kafka_service(paths, secure=True),
+            *(quorum_service(paths, n, secure) for secure in (False, True) for n in (1, 2, 3))]
 
 
 def registry_service(paths: StackPaths) -> ServiceProcess:

@@ -33,7 +33,7 @@ from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner, chunk
 from suanli.streams.intake import ticks, triage
-from suanli.streams.kafka_io import read_range
+from suanli.streams.kafka_io import ReadabilityProbe, read_range
 from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
@@ -58,6 +58,7 @@ def snapshot_due(inputs_since: int, seconds_since: float, last_cost_s: float) ->
             and seconds_since >= SNAPSHOT_COST_RATIO * last_cost_s)
 LATENCY_SECONDS = 2.0        # how often the scheduler writes its latency figures (DecisionLatency)
 SESSION_TIMEOUT_S = 10.0     # consumer-group session of every worker (see make_app)
+TICK_PROBE_TIMEOUT_S = 2.0   # a raw partition that does not answer within this holds the ticks back
 CATCH_UP_SLICE = 2000        # records re-applied between yields to the loop (heartbeats go on)
 
 
@@ -173,14 +174,34 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
         tenant_raw = app.topic(*own, key_type=bytes, value_type=bytes)
         app.agent(tenant_raw, name="intake-tenants")(triage_batches("tenants"))
 
+    # Nor while a raw partition cannot be read (its leader died and no other has taken it over
+    # yet): the heartbeats written to it wait in their producers meanwhile, and a clock that
+    # went on would count that wait as the nodes' silence (SUSPECT after 10 s).
+    probe = ReadabilityProbe(settings.bootstrap_servers, topics.raw, timeout_s=TICK_PROBE_TIMEOUT_S)
+    held: list[str] = []
+
     @app.timer(interval=settings.tick_ms / 1000.0)
     async def ticker() -> None:
         """The cell clock's heartbeat: a CellTick into every cell log seen (the one wall
         clock of the plane lives here, at the edge; the scheduler only reads ticks)."""
-        if cells and all(caught_up.values()):
-            records = ticks(codec, cells, int(time.time() * 1000), settings.tick_ms, topics)
-            await _produce_all(app, records)
-            metrics.batch_done((), records)
+        if not cells or not all(caught_up.values()):
+            return
+        unreadable = await probe.unreadable()
+        if unreadable:
+            if not held:
+                log.warning("intake: ticks held back: cannot read %s", ", ".join(unreadable))
+            held[:] = unreadable
+            return
+        if held:
+            log.warning("intake: ticks go on: every raw partition can be read again")
+            held.clear()
+        records = ticks(codec, cells, int(time.time() * 1000), settings.tick_ms, topics)
+        await _produce_all(app, records)
+        metrics.batch_done((), records)
+
+    @app.on_before_shutdown.connect
+    async def close_probe(_app: Any, **_kwargs: Any) -> None:     # the probe's client goes with the worker
+        await probe.stop()
 
     return app
 

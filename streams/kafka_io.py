@@ -6,6 +6,7 @@ and consumer with the same :class:`~suanli.schemas.codec.Codec`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Iterable
 
@@ -180,6 +181,52 @@ class EventConsumer:
         tps = [TopicPartition(topic, p) for topic in sorted(self._consumer.subscription())
                for p in sorted(self._consumer.partitions_for_topic(topic) or ())]
         return dict(await self._consumer.end_offsets(tps)) if tps else {}
+
+
+class ReadabilityProbe:
+    """Whether every partition of some topics has a leader that answers now: one ListOffsets
+    request to each partition's leader, on a client of its own (no group), bounded by
+    ``timeout_s``. A partition whose leader died is unreadable until the controller has
+    moved its leadership (the broker session timeout, then the election)."""
+
+    def __init__(self, bootstrap: str, topics: Iterable[str], timeout_s: float = 2.0):
+        self.bootstrap = bootstrap
+        self.topics = sorted(topics)
+        self.timeout_s = timeout_s
+        self._consumer: AIOKafkaConsumer | None = None      # made on first use, in the loop that runs it
+
+    async def unreadable(self) -> list[str]:
+        """Empty when every partition answered; else one line saying which topics could not be
+        asked for their end offsets, and the error."""
+        try:
+            return await asyncio.wait_for(self._ask(), self.timeout_s)
+        except Exception as exc:  # noqa: BLE001 - whatever stops the answer (a dead leader, no cluster) counts
+            return [f"{', '.join(self.topics)} ({type(exc).__name__})"]
+
+    async def _ask(self) -> list[str]:
+        if self._consumer is None:
+            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                        request_timeout_ms=int(self.timeout_s * 1000),
+                                        **client_options(self.bootstrap))
+            try:
+                await consumer.start()
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await consumer.stop()
+                raise
+            self._consumer = consumer
+        tps = [TopicPartition(t, p) for t in self.topics for p in sorted(self._consumer.partitions_for_topic(t) or ())]
+        if not tps:
+            await self._consumer.topics()                   # metadata of topics not seen yet
+            return []
+        await self._consumer.end_offsets(tps)
+        return []
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            with contextlib.suppress(Exception):
+                await self._consumer.stop()
+            self._consumer = None
 
 
 async def list_topics(bootstrap: str) -> list[str]:

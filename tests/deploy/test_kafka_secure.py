@@ -13,6 +13,16 @@ from suanli.deploy.kafka_broker import server_properties
 from suanli.errors import ConfigError
 
 
+@pytest.fixture(autouse=True)
+def own_registry(monkeypatch):
+    """Settings loaded here register their clusters' security (by address) in a registry of
+    this test's own: the suite's secure broker, which other tests use from this same process,
+    keeps its registration."""
+    from suanli.streams import kafka_security
+
+    monkeypatch.setattr(kafka_security, "_BY_HOST", {})
+
+
 def _props(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
 
@@ -56,13 +66,13 @@ def test_a_secure_broker_takes_only_sasl_ssl_and_enforces_acls(tmp_path):
 
 def test_settings_of_the_secure_stack_authenticate_as_the_plane(tmp_path):
     kafka_secure.ensure_material(tmp_path, log=lambda _m: None)
-    settings = load_settings(home=tmp_path, secure=True, kafka_port=29192)
+    settings = load_settings(home=tmp_path, secure=True, kafka_port=39192)
     security = settings.kafka_security
     assert (security.username, security.password, security.ca) == \
         ("suanli", kafka_secure.stored_password(tmp_path, "suanli"), tmp_path / "secure" / "ca.crt")
     env = to_env(settings)                                # a worker started from these settings
     assert env["SUANLI_SECURE"] == "True" and "SUANLI_KAFKA_PASSWORD" not in env   # read from the home, not passed
-    assert load_settings(home=tmp_path, kafka_port=29192).kafka_security is None    # PLAINTEXT by default
+    assert load_settings(home=tmp_path, kafka_port=39192).kafka_security is None    # PLAINTEXT by default
 
 
 def test_an_incomplete_sasl_ssl_configuration_names_what_is_missing(tmp_path):

@@ -31,6 +31,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAuthorization
 from suanli.bench.cells_across_workers import read_topic
 from suanli.config import REPO_ROOT, Settings, to_env
 from suanli.deploy import kafka_secure
+from suanli.deploy import stack as stack_mod
 from suanli.deploy.plane import Plane, PlaneOptions
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
@@ -231,10 +232,52 @@ def test_connect_sinks_the_decisions_of_a_plane_on_the_secure_stack(secure, stac
 
 
 def test_no_password_appears_in_any_log(secure):
-    """Runs last: every log the secure broker, its plane's workers and its Connect worker wrote."""
+    """After the tests that use the secure broker: every log it, its planes' workers and its Connect worker wrote."""
     passwords = list(kafka_secure.stored_users(secure.home).values())
     logs = [p for p in Path(secure.home).rglob("*") if p.is_file() and p.suffix in (".log", ".txt", ".out", ".err")]
     assert any(p.name == "kafka-secure.log" for p in logs) and any(p.name == "connect.log" for p in logs), logs
     for log_file in logs:
         text = log_file.read_text(errors="replace")
         assert not any(p in text for p in passwords), f"a password appears in {log_file}"
+
+
+def test_the_three_broker_quorum_runs_secure_too(side_stack, stack):
+    """`suanli stack up --secure --brokers 3`: brokers replicate to each other and controllers
+    vote over their authenticated listeners; a tenant's ACL holds on every broker."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from suanli.streams.kafka_io import ensure_topics
+    from suanli.streams.topics import TopicSpec
+
+    with side_stack("secure-quorum", secure=True, brokers=3, kafka_port=29292, controller_port=29293,
+                    registry=stack.registry_url, namespace=f"sq{uuid.uuid4().hex[:8]}") as quorum:
+        rows = stack_mod.status(quorum)
+        assert [r["service"] for r in rows[:3]] == ["kafka-secure-1", "kafka-secure-2", "kafka-secure-3"]
+        assert all(r["ready"] for r in rows[:3]), rows
+        names = TopicNames(quorum.namespace)
+        topic = kafka_secure.add_tenant(quorum, "gamma", log=lambda _m: None)
+        asyncio.run(ensure_topics(quorum.bootstrap_servers, [TopicSpec(names.decisions, 2)]))
+
+        async def replicas() -> dict[str, list[int]]:
+            admin = AIOKafkaAdminClient(bootstrap_servers=quorum.bootstrap_servers,
+                                        **quorum.kafka_security.aiokafka())
+            await admin.start()
+            try:
+                return {d["topic"]: [len(p["replicas"]) for p in d["partitions"]]
+                        for d in await admin.describe_topics([topic, names.decisions])}
+            finally:
+                await admin.close()
+
+        deadline = time.monotonic() + 30
+        while (found := asyncio.run(replicas())) and not all(found.get(t) for t in (topic, names.decisions)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert all(n == 3 for counts in found.values() for n in counts), found
+        gamma = KafkaSecurity(username="gamma", password=kafka_secure.stored_password(quorum.home, "gamma"),
+                              ca=quorum.home / "secure" / "ca.crt")
+        for port in (29292, 29294, 29296):                         # any broker bootstraps it
+            asyncio.run(_write(f"127.0.0.1:{port}", topic, gamma))
+        with pytest.raises(TopicAuthorizationFailedError):
+            asyncio.run(_write(quorum.bootstrap_servers, names.decisions, gamma))
+        with pytest.raises(KafkaConnectionError):
+            asyncio.run(_write("127.0.0.1:29294", topic, None))

@@ -164,3 +164,30 @@ def test_wait_until_consumed_waits_for_the_group_to_commit_past_the_end_offsets(
     message = asyncio.run(scenario())
     assert f"group {group} has not handled 3 records" in message
     assert f"('{topic}', 1): 3" in message
+
+
+def test_the_readability_probe_tells_answering_partitions_from_a_cluster_that_does_not(stack):
+    """Intake's ticker asks it before each tick (a partition without a live leader holds the
+    cell clock back). The suite's broker answers for a two-partition topic; a loopback port
+    where no broker listens does not, within the probe's bound, and is named."""
+    import socket
+
+    from suanli.streams.kafka_io import ReadabilityProbe, ensure_topics
+    from suanli.streams.topics import TopicSpec
+
+    topic = f"suanlitest.probe.{uuid.uuid4().hex[:8]}"
+    asyncio.run(ensure_topics(stack.bootstrap_servers, [TopicSpec(topic, 2)]))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{sock.getsockname()[1]}"
+
+    async def ask(bootstrap: str) -> list[list[str]]:
+        probe = ReadabilityProbe(bootstrap, [topic], timeout_s=2.0)
+        try:
+            return [await probe.unreadable(), await probe.unreadable()]    # metadata first, then the offsets
+        finally:
+            await probe.stop()
+
+    assert asyncio.run(ask(stack.bootstrap_servers)) == [[], []]
+    first, _second = asyncio.run(ask(dead))
+    assert first and topic in first[0]
