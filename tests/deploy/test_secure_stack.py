@@ -20,7 +20,6 @@ import shlex
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from suanli.config import REPO_ROOT, Settings, to_env
 from suanli.deploy import kafka_secure
 from suanli.deploy import stack as stack_mod
 from suanli.deploy.plane import Plane, PlaneOptions
+from suanli.deploy.waiting import wait_for
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventProducer
@@ -154,10 +154,9 @@ def test_a_plane_on_the_secure_stack_places_a_tenants_tasks_and_refuses_a_spoofe
             rest_id = answer.json()["task_id"]
         result = asyncio.run(plane.run())
         with api.client("alpha") as http:
-            deadline = time.monotonic() + 120
-            while (status := http.get(f"/v1/tasks/{rest_id}").json().get("status")) not in DECIDED_OK:
-                assert time.monotonic() < deadline, f"the REST task is still {status}"
-                time.sleep(0.5)
+            status = wait_for(f"REST task {rest_id} decided",
+                              lambda: (st := http.get(f"/v1/tasks/{rest_id}").json().get("status")) in DECIDED_OK
+                              and st)
         cli = subprocess.run([sys.executable, "-m", "suanli", "status", rest_id], capture_output=True, text=True,
                              timeout=120, cwd=REPO_ROOT, env={**os.environ, **to_env(secure)})
         assert cli.returncode == 0 and rest_id in cli.stdout, cli.stdout + cli.stderr
@@ -216,10 +215,8 @@ def test_connect_sinks_the_decisions_of_a_plane_on_the_secure_stack(secure, stac
                                                                           .decisions))
                    if r.kind in TASK_DECISION_KINDS}
         table = f"{connect.pg_schema(settings.namespace)}.decision"
-        deadline = time.monotonic() + 120
-        while int(postgres.psql(f"SELECT count(*) FROM {table}")[0][0]) < len(decided) \
-                and time.monotonic() < deadline:
-            time.sleep(0.5)
+        wait_for(f"{len(decided)} rows in {table}",
+                 lambda: int(postgres.psql(f"SELECT count(*) FROM {table}")[0][0]) >= len(decided))
         rows = {r[0] for r in postgres.psql(f"SELECT event_id FROM {table}")}
         assert rows == decided and len(decided) >= 200
         print(f"secure Connect: {len(rows)} decisions in {table}")
@@ -268,10 +265,9 @@ def test_the_three_broker_quorum_runs_secure_too(side_stack, stack):
             finally:
                 await admin.close()
 
-        deadline = time.monotonic() + 30
-        while (found := asyncio.run(replicas())) and not all(found.get(t) for t in (topic, names.decisions)) \
-                and time.monotonic() < deadline:
-            time.sleep(0.2)
+        found = wait_for("both topics described on the quorum",
+                         lambda: (f := asyncio.run(replicas())) and all(f.get(t) for t in (topic, names.decisions)) and f,
+                         timeout=30, every=0.2)
         assert all(n == 3 for counts in found.values() for n in counts), found
         gamma = KafkaSecurity(username="gamma", password=kafka_secure.stored_password(quorum.home, "gamma"),
                               ca=quorum.home / "secure" / "ca.crt")
