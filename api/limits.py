@@ -17,6 +17,11 @@ flood of garbage costs the server as little as possible and never reaches a hand
 
 Answers are the API's JSON error bodies (``{"detail": ...}``). ``/healthz`` and
 ``/metrics`` are not rate limited (probes and scrapes must always get through).
+
+The middleware belongs outside everything else of the app (:class:`suanli.api.rest.LimitedApp`
+puts it there): a request it refuses then costs the HTTP parse and this check, and nothing
+of the framework's own middleware stack. Refusals are reported to ``on_reject`` (the API's
+request metrics count them), since no inner layer sees them.
 """
 from __future__ import annotations
 
@@ -106,10 +111,12 @@ class LimitsMiddleware:
     """The ASGI middleware (see the module docstring)."""
 
     def __init__(self, app: ASGIApp, limits: Limits, tenant_of: Callable[[Scope], str | None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 on_reject: Callable[[Scope, int], None] | None = None):
         """``tenant_of``: the tenant a request's token (header or cookie) belongs to, or None
-        when it has none or an unknown one (the rate limit's key; see :func:`caller_key`)."""
-        self.app, self.limits, self.tenant_of = app, limits, tenant_of
+        when it has none or an unknown one (the rate limit's key; see :func:`caller_key`).
+        ``on_reject(scope, status)``: called for each request answered here (429 or 413)."""
+        self.app, self.limits, self.tenant_of, self.on_reject = app, limits, tenant_of, on_reject
         self.limiter = (RateLimiter(limits.rate, limits.burst, limits.max_callers, clock)
                         if limits.rate > 0 else None)
 
@@ -120,6 +127,7 @@ class LimitsMiddleware:
         if self.limiter is not None and not scope.get("path", "").startswith(UNLIMITED_PATHS):
             wait = self.limiter.take(caller_key(scope, self.tenant_of))
             if wait > 0:
+                self._rejected(scope, 429)
                 await _answer(send, 429, f"too many requests: at most {self.limits.rate:g} a second "
                                          f"(bursts of {self.limits.burst}) per tenant; retry in {wait:.2f} s",
                               [(b"retry-after", str(max(1, math.ceil(wait))).encode())])
@@ -128,33 +136,48 @@ class LimitsMiddleware:
         if cap:
             length = _content_length(scope)
             if length is not None and length > cap:
+                self._rejected(scope, 413)
                 await _answer(send, 413, f"request body of {length} bytes is over the limit of {cap} bytes")
                 return
-            receive = _capped(receive, send, cap)
+            receive, send = _capped(receive, send, cap, lambda: self._rejected(scope, 413))
         try:
             await self.app(scope, receive, send)
         except BodyTooLarge:
             pass                                   # answered 413 already
+
+    def _rejected(self, scope: Scope, status: int) -> None:
+        if self.on_reject is not None:
+            self.on_reject(scope, status)
 
 
 class BodyTooLarge(Exception):
     """Raised into the app when a body without a length passes the cap (after the 413 went out)."""
 
 
-def _capped(receive: Receive, send: Send, cap: int) -> Receive:
+def _capped(receive: Receive, send: Send, cap: int, rejected: Callable[[], None]) -> tuple[Receive, Send]:
+    """``receive`` that answers 413 and raises :class:`BodyTooLarge` once the body passes
+    ``cap``, and ``send`` for the app that drops what the app sends after that 413 (an error
+    handler on the way out would otherwise try to answer a second time)."""
     seen = 0
+    answered = False
 
-    async def wrapped() -> dict[str, Any]:
-        nonlocal seen
+    async def capped_receive() -> dict[str, Any]:
+        nonlocal seen, answered
         message = await receive()
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
-            if seen > cap:
+            if seen > cap and not answered:
+                answered = True
+                rejected()
                 await _answer(send, 413, f"request body is over the limit of {cap} bytes")
                 raise BodyTooLarge()
         return message
 
-    return wrapped
+    async def guarded_send(message: dict[str, Any]) -> None:
+        if not answered:
+            await send(message)
+
+    return capped_receive, guarded_send
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -105,17 +105,33 @@ def caller_tenant(tokens: TokenStore) -> Callable[[dict[str, Any]], str | None]:
     return tenant_of
 
 
+class LimitedApp(FastAPI):
+    """A FastAPI app whose request limits (:class:`LimitsMiddleware`) come before anything
+    else, FastAPI's own middleware included: a flood of refused requests then costs only the
+    HTTP parse and the limits' check (``python -m suanli.bench.api_abuse``). A middleware
+    added with ``add_middleware`` would run inside FastAPI's error and telemetry layers."""
+
+    gate: LimitsMiddleware
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await self.gate(scope, receive, send)
+
+    async def _inner(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await super().__call__(scope, receive, send)
+
+
 def create_app(service: ApiService, tokens: TokenStore, limits: Limits | None = None) -> FastAPI:
     """The REST app. ``service`` must be usable from the app's event loop. ``limits``: the
-    body cap and rate limit (:mod:`suanli.api.limits`; default :class:`Limits`)."""
-    app = FastAPI(title="Suanli API", version="1",
+    body cap and rate limit (:mod:`suanli.api.limits`; default :class:`Limits`), checked
+    before anything else (:class:`LimitedApp`)."""
+    app = LimitedApp(title="Suanli API", version="1",
                   description="Submit and follow tasks, bids, nodes and the decision audit of a Suanli "
                               "control plane. The same operations are served over gRPC "
                               "(schemas/proto/suanli.proto).")
     app.state.tokens = tokens
     app.state.service = service
-    app.add_middleware(LimitsMiddleware, limits=limits if limits is not None else Limits(),
-                       tenant_of=caller_tenant(tokens))
+    app.gate = LimitsMiddleware(app._inner, limits if limits is not None else Limits(),
+                                tenant_of=caller_tenant(tokens))
 
     @app.exception_handler(SuanliError)
     async def _suanli_error(_request: Request, exc: SuanliError) -> JSONResponse:
@@ -247,5 +263,6 @@ def create_app(service: ApiService, tokens: TokenStore, limits: Limits | None = 
         """Operators: make a drained (or cordoned) node take new work again (NodeStatusChanged READY)."""
         return await service.uncordon_node(caller, node_id, request or NodeStatusRequest())
 
-    instrument_api(app, service.namespace)      # GET /metrics; every request counted and timed
+    metrics = instrument_api(app, service.namespace)      # GET /metrics; every request counted and timed
+    app.gate.on_reject = metrics.count_refused            # and those the limits answer before the app
     return app

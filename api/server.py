@@ -80,7 +80,10 @@ async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -
                     tls = ({"ssl_certfile": str(options.tls_cert), "ssl_keyfile": str(options.tls_key)}
                            if options.tls_cert else {})
                     config = uvicorn.Config(app, host=options.host, port=options.port,
-                                            log_level=options.log_level, access_log=False, lifespan="off", **tls)
+                                            log_level=options.log_level, access_log=False, lifespan="off",
+                                            # the rate limit keys unknown callers by their address:
+                                            # no header may name another one
+                                            proxy_headers=False, **tls)
                     server = _Server(config)
                     loop = asyncio.get_running_loop()
 

@@ -404,6 +404,11 @@ class ApiMetrics:
         self.duration = Histogram("suanli_api_request_duration_seconds", "Time to answer a REST request.",
                                   ["method", "route"], registry=self.registry)
 
+    def count_refused(self, scope: dict, status: int) -> None:
+        """Count a request that the API's limits answered (429, 413) before any route
+        matched: route ``(limits)``, not timed."""
+        self.requests.labels(scope.get("method", "?"), "(limits)", str(status)).inc()
+
 
 def instrument_api(app: Any, namespace: str) -> ApiMetrics:
     """Count and time every REST request of a FastAPI ``app`` and serve ``GET /metrics`` on it

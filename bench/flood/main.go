@@ -156,6 +156,7 @@ func main() {
 
 	// the well-behaved client: valid reads and submissions, each timed
 	var latencies []float64
+	byKind := map[string][]float64{"read": nil, "submit": nil}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -169,9 +170,11 @@ func main() {
 			case <-tick.C:
 			}
 			var req *http.Request
+			kind := "read"
 			if i%2 == 0 {
 				req, _ = http.NewRequest("GET", *url+"/v1/tasks?limit=10", nil)
 			} else {
+				kind = "submit"
 				body := fmt.Sprintf(`{"id": "flood-valid-%d-%d", "resources": {"cpu": 1, "memory": "1Gi"}}`, started.UnixNano(), i)
 				req, _ = http.NewRequest("POST", *url+"/v1/tasks", bytes.NewReader([]byte(body)))
 				req.Header.Set("Content-Type", "application/json")
@@ -183,7 +186,9 @@ func main() {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
-			latencies = append(latencies, float64(time.Since(t0).Microseconds())/1000)
+			ms := float64(time.Since(t0).Microseconds()) / 1000
+			latencies = append(latencies, ms)
+			byKind[kind] = append(byKind[kind], ms)
 			if err != nil {
 				valid.add(0, err)
 			} else {
@@ -197,12 +202,17 @@ func main() {
 	wg.Wait()
 	elapsed := time.Since(started).Seconds()
 
-	sort.Float64s(latencies)
-	pct := func(p float64) float64 {
-		if len(latencies) == 0 {
+	pctOf := func(xs []float64, p float64) float64 {
+		if len(xs) == 0 {
 			return 0
 		}
-		return latencies[min(len(latencies)-1, int(p*float64(len(latencies))))]
+		sort.Float64s(xs)
+		return xs[min(len(xs)-1, int(p*float64(len(xs))))]
+	}
+	pct := func(p float64) float64 { return pctOf(latencies, p) }
+	kinds := map[string]any{}
+	for kind, xs := range byKind {
+		kinds[kind] = map[string]any{"sent": len(xs), "p50_ms": pctOf(xs, 0.50), "p99_ms": pctOf(xs, 0.99)}
 	}
 	count5xx := func(t *tally) int64 {
 		var n int64
@@ -218,7 +228,8 @@ func main() {
 		"garbage": map[string]any{"sent": sent.Load(), "achieved_per_s": float64(sent.Load()) / elapsed,
 			"by_status": garbage.codes, "transport_errors": garbage.errors, "5xx": count5xx(garbage)},
 		"valid": map[string]any{"sent": len(latencies), "by_status": valid.codes, "transport_errors": valid.errors,
-			"5xx": count5xx(valid), "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": pct(1.0)},
+			"5xx": count5xx(valid), "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": pct(1.0),
+			"by_kind": kinds},
 	}
 	_ = json.NewEncoder(os.Stdout).Encode(out)
 }

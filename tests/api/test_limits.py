@@ -6,9 +6,9 @@ from api_helpers import TOKENS, ListSink, make_service, write_tokens
 from fastapi.testclient import TestClient
 
 from suanli.api.auth import TokenStore
-from suanli.api.limits import Limits, LimitsMiddleware, RateLimiter
+from suanli.api.limits import Limits, RateLimiter
 from suanli.api.readmodel import ReadModel
-from suanli.api.rest import caller_tenant, create_app
+from suanli.api.rest import create_app
 
 
 class Clock:
@@ -19,13 +19,12 @@ class Clock:
         return self.now
 
 
-def _client(tmp_path, limits: Limits, clock: Clock | None = None) -> TestClient:
+def _client(tmp_path, limits: Limits, clock: Clock | None = None, raise_server_exceptions: bool = False) -> TestClient:
     tokens = TokenStore.from_file(write_tokens(tmp_path / "t.toml"))
     app = create_app(make_service(ListSink(), ReadModel()), tokens, limits)
-    if clock is not None:                     # the middleware instance is built on the first request
-        app.user_middleware.clear()
-        app.add_middleware(LimitsMiddleware, limits=limits, tenant_of=caller_tenant(tokens), clock=clock)
-    return TestClient(app, raise_server_exceptions=False)
+    if clock is not None and app.gate.limiter is not None:
+        app.gate.limiter.clock = clock
+    return TestClient(app, raise_server_exceptions=raise_server_exceptions)
 
 
 def _auth(tenant: str) -> dict[str, str]:
@@ -44,6 +43,22 @@ def test_a_body_over_the_cap_is_a_413_that_names_the_limit_and_never_reaches_the
     # under the cap the request goes through to validation as before
     r = sink_client.post("/v1/tasks", json={"resources": {"cpu": "lots"}}, headers=_auth("alpha"))
     assert r.status_code == 422
+
+
+def test_refusals_are_answered_before_the_app_and_counted_under_the_limits_route(tmp_path):
+    # an exception escaping the app would be raised here: a chunked body over the cap must end
+    # with the 413 alone, not with a second answer from FastAPI's error handler
+    client = _client(tmp_path, Limits(max_body=2048, rate=10, burst=2), raise_server_exceptions=True)
+    r = client.post("/v1/tasks", content=iter([b"{" * 1000] * 5), headers={**_auth("alpha"),
+                                                                         "content-type": "application/json"})
+    assert r.status_code == 413
+    r = client.post("/v1/tasks", content=b"x" * 5000, headers=_auth("alpha"))
+    assert r.status_code == 413
+    assert client.get("/v1/tasks", headers=_auth("alpha")).status_code == 429   # the bucket of 2 is empty
+    metrics = client.get("/metrics").text
+    assert 'suanli_api_requests_total{method="POST",route="(limits)",status="413"} 2.0' in metrics
+    assert 'suanli_api_requests_total{method="GET",route="(limits)",status="429"} 1.0' in metrics
+    assert '/v1/tasks",status="413"' not in metrics          # no inner layer saw them
 
 
 def test_a_caller_over_its_rate_gets_429_with_retry_after_and_other_tokens_are_not_slowed(tmp_path):
