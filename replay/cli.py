@@ -62,15 +62,24 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                     help="fgd: name the nodes opaquely in a seeded order per seed (default; the simulator's "
                          "names are opaque and it breaks ties by the smallest name) or keep the CSV's sn")
     wi.add_argument("--shrink", type=float, help="timed: keep this fraction of the nodes (seeded sample)")
-    wi.add_argument("--shrink-seed", type=int, default=0, help="timed: seed of the node sample (default 0)")
-    wi.add_argument("--load", type=float, default=1.0,
-                    help="timed: divide arrival times by this factor (lifetimes kept) to add contention (default 1)")
+    wi.add_argument("--shrink-seed", type=int, default=None,
+                    help="timed: seed of the node sample (default 0; --burst: 1)")
+    wi.add_argument("--load", type=float, default=None,
+                    help="timed: divide arrival times by this factor (lifetimes kept) to add contention (default 1; "
+                         "--burst: 80)")
     wi.add_argument("--reservations", metavar="RULE",
                     help="timed: the advance-reservations experiment (replay/reservations_whatif.py): the arms "
                          "none, hard, flexible and auction, paired by seed (default 42-51), on each --policy "
                          "strategy (default default,fgd) at --load, the cluster shrunk per seed (default "
                          "--shrink 0.01); RULE e.g. share=0.25,lead=5m-6h,overrun=1-2,unclaimed=0.1,latest=15m,"
                          "price=1-4 (any key may be left out)")
+    wi.add_argument("--burst", action="store_true",
+                    help="the burst scenario (replay/burst_whatif.py): --policy (default default,fgd,bestfit,"
+                         "rule-engine) x --seeds (evaluation seeds 1-100) on openb (or --nodes/--pods) with 3 "
+                         "arrival spikes of 10 min at 5x; deadline success, allocation, cost, decision time "
+                         "as mean ± 95 %% interval; --shrink default 0.07, --load default 80")
+    wi.add_argument("--tasks", type=int, default=None,
+                    help="--burst: the first N tasks of the trace (default 3000; 0: all)")
     wi.add_argument("--quiet", action="store_true", help="no progress bar (there is none with --json or off a terminal)")
     wi.set_defaults(func=_whatif, needs=NOTHING)
 
@@ -138,6 +147,10 @@ def _whatif(args: argparse.Namespace) -> int:
     from .fgd_protocol import parse_seeds
     from .whatif import contract, run_fgd, run_log, run_timed, validate_sources
 
+    if getattr(args, "burst", False):
+        return _whatif_burst(args)
+    if getattr(args, "tasks", None) is not None:
+        raise ReplayError("--tasks is an option of --burst")
     mode = validate_sources(args.log, args.nodes, args.pods, args.protocol)
     if getattr(args, "reservations", None) is not None:
         if mode != "timed":
@@ -164,7 +177,7 @@ def _whatif(args: argparse.Namespace) -> int:
         if args.seeds != "42-51" and len(seeds) != 1:
             raise ReplayError("timed mode runs one seed: pass --seeds N")
         result = run_timed(args.nodes, args.pods, policies, seed=seed, shrink=args.shrink,
-                           shrink_seed=args.shrink_seed, load=args.load, progress=progress)
+                           shrink_seed=args.shrink_seed or 0, load=_load(args, 1.0), progress=progress)
         out = result
     else:
         result = run_log(args.log, policies, progress=progress)
@@ -203,10 +216,11 @@ def _whatif_reservations(args: argparse.Namespace) -> int:
     quiet = args.quiet or bool(args.json)
     say = (lambda _s: None) if quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     t0 = time.perf_counter()
-    doc = rw.experiment(args.nodes, args.pods, rules=[rule], strategies=strategies, loads=[args.load], seeds=seeds,
+    doc = rw.experiment(args.nodes, args.pods, rules=[rule], strategies=strategies, loads=[_load(args, 1.0)],
+                        seeds=seeds,
                         shrink=args.shrink if args.shrink is not None else rw.DEFAULT_SHRINK,
                         workers=args.workers, say=say, command="suanli " + " ".join(sys.argv[1:]),
-                        headline={"strategy": strategies[0], "load": float(args.load), "share": rule.share})
+                        headline={"strategy": strategies[0], "load": _load(args, 1.0), "share": rule.share})
     rw.print_summary(doc)
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
@@ -216,6 +230,31 @@ def _whatif_reservations(args: argparse.Namespace) -> int:
     print(f"report: {page}")
     print(f"whatif: {time.perf_counter() - t0:.1f}s", file=sys.stderr)
     return 0
+
+
+def _load(args: argparse.Namespace, default: float) -> float:
+    return default if args.load is None else float(args.load)
+
+
+def _whatif_burst(args: argparse.Namespace) -> int:
+    """``whatif --burst``: the burst scenario over policies x evaluation seeds (burst_whatif.py)."""
+    from . import burst_whatif as bw
+    from .fgd_protocol import parse_seeds
+
+    if args.log or args.protocol:
+        raise ReplayError("--burst runs on a trace (openb by default, or --nodes/--pods), without LOG or --protocol")
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError:
+        raise ReplayError(f"--seeds {args.seeds!r}: expected e.g. 1-10 or 1,3") from None
+    policies = [p.strip() for p in (args.policy or "default,fgd,bestfit,rule-engine").split(",") if p.strip()]
+    sc = bw.BurstScenario(tasks=bw.DEFAULT_TASKS if args.tasks is None else (args.tasks or None),
+                          shrink=bw.DEFAULT_SHRINK if args.shrink is None else args.shrink,
+                          shrink_seed=bw.DEFAULT_SHRINK_SEED if args.shrink_seed is None else args.shrink_seed,
+                          load=_load(args, bw.DEFAULT_LOAD))
+    nodes, pods = bw.default_paths()
+    return bw.run_cli(policies, seeds, sc, (args.nodes or nodes, args.pods or pods), workers=1,
+                      json_path=args.json, quiet=args.quiet, command="suanli " + " ".join(sys.argv[1:]))
 
 
 def _report_dir(args: argparse.Namespace, mode: str) -> Path | None:

@@ -106,7 +106,7 @@ def opaque_names(nodes: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]
 
 def policy_config(policy: str, seed: int, typical: list[dict[str, Any]]) -> dict[str, Any]:
     cfg: dict[str, Any] = {"seed": seed}
-    if policy in ("fgd", "default"):
+    if policy in ("fgd", "default", "ppo"):       # ppo's candidates are default's blend
         cfg["typical_tasks"] = typical
     return cfg
 
