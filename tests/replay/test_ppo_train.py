@@ -102,3 +102,18 @@ def test_a_smoke_training_runs_ppo_on_the_environment_and_writes_a_loadable_poli
     start = initial(t.SMOKE.hidden, t.SMOKE.prior, t.SMOKE.seed, "smoke")
     assert not np.allclose(policy.arrays["W1"], start.arrays["W1"])      # the updates moved the actor
     assert policy.digest in capsys.readouterr().out
+
+
+def test_the_committed_policy_is_evaluated_beside_default_on_a_small_burst_scenario():
+    from suanli.processors.ppo_policy import DEFAULT_WEIGHTS, Policy
+    from suanli.processors.strategies import ppo
+    from suanli.replay import burst_whatif as bw
+    committed = Policy.load(DEFAULT_WEIGHTS)
+    assert ppo.VERSION == f"1.0.0+{committed.version}.{committed.digest[:16]}"
+    small = bw.BurstScenario(tasks=300, shrink=0.05, bursts=1, burst_minutes=1.0)
+    result = bw.evaluate(["ppo", "default"], [1], small)
+    agg = result["aggregate"]
+    for label in ("ppo", "default"):
+        assert agg[label]["runs"] == 1 and agg[label]["success_under_burst_pct"]["mean"] is not None
+        assert 0 < agg[label]["gpu_alloc_pct"]["mean"] <= 100
+    assert "| ppo | 1 |" in bw.render(result)
