@@ -63,16 +63,16 @@ from typing import Any, Iterable, Mapping, Optional, Protocol, Sequence, Union
 import numpy as np
 
 from suanli.errors import ReplayError
-from suanli.processors import CellState, decide
+from suanli.processors import CellState
 from suanli.processors import model as m
 from suanli.processors.state import HOLDING, TERMINAL
-from suanli.projections.cost import MS_PER_HOUR, CostLedger, Interval
+from suanli.projections.cost import MS_PER_HOUR, Interval
 
 from .fgd_protocol import policy_config
 from .metrics import percentiles
 from .progress import Progress, run_jobs
-from .qos_whatif import (_ARRIVE, _DEPART, _TICK, IDLE_FACTOR, TIERS, _inputs, _merge, _seeds, assign_tiers, clip,
-                         price_nodes)
+from .qos_whatif import (_ARRIVE, _DEPART, _TICK, IDLE_FACTOR, TIERS, LedgerCell, _inputs, _merge, _seeds,
+                         assign_tiers, clip, price_nodes)
 from .timed import TimedWorkload, build
 
 # ============================================================================ defaults and seeds
@@ -431,41 +431,26 @@ def simulate_burst(source: Union[TimedWorkload, tuple[str, str], None], scenario
     tracker = SuccessTracker(ep)
 
     t0 = time.perf_counter()
-    state = CellState("openb")
-    ledger = CostLedger()
-    topic = f"trace.{w.name}.burst"
-    off = 0
-
-    def feed(event: Any) -> list[Any]:
-        nonlocal state, off
-        state, outs = decide(state, event, (topic, 0, off))
-        off += 1
-        for out in outs:
-            ledger.apply(out)
-        return outs
-
-    for node in nodes:
-        e = m.from_avro(m.NodeRegistered, node)
-        ledger.apply(e)
-        feed(e)
+    cell = LedgerCell(f"trace.{w.name}.burst", nodes)
+    feed = cell.feed
     policy = {**policy_config(strategy, scenario.seed, w.typical), **config,
               "qos": {**scenario.qos, **(config.get("qos") or {})}}
     feed(m.PolicyChanged.of("openb", strategy, policy))
     if observer is not None and hasattr(observer, "start"):
-        observer.start(state)
+        observer.start(cell.state)
 
     inputs = _inputs(w, (), scenario.tick_ms, ep.stop_at)
     bar = Progress(len(inputs), f"burst {strategy} seed {scenario.seed}", enabled=progress)
-    capacity = state.gpu_capacity_milli() or 1
+    capacity = cell.state.gpu_capacity_milli() or 1
     series: list[tuple[int, int]] = [(inputs[0][0] if inputs else 0, 0)]   # (t, allocated GPU milli from t)
     decide_ms: list[float] = []
     for at, rank, what in inputs:
         event: Any
         if rank == _ARRIVE:
             event = m.from_avro(m.TaskSubmitted, tasks[what])
-            ledger.apply(event)
+            cell.ledger.apply(event)
         elif rank == _DEPART:
-            event = _departure(tasks[what], state, at)
+            event = _departure(tasks[what], cell.state, at)
             if event is None:
                 bar.update()
                 continue
@@ -479,19 +464,19 @@ def simulate_burst(source: Union[TimedWorkload, tuple[str, str], None], scenario
         else:
             outs = feed(event)
         tracker.on_outputs(outs)
-        alloc = state.gpu_allocated_milli()
+        alloc = cell.state.gpu_allocated_milli()
         if series[-1][0] == at:
             series[-1] = (at, alloc)
         elif series[-1][1] != alloc:
             series.append((at, alloc))
         if observer is not None:
-            observer.after_input(at, event, outs, state)
+            observer.after_input(at, event, outs, cell.state)
         bar.update()
     bar.close()
     seconds = time.perf_counter() - t0
 
     w0, w1 = ep.window
-    intervals = clip(ledger.intervals(until=w1), ep.window)
+    intervals = clip(cell.ledger.intervals(until=w1), ep.window)
     node_cost, node_hours = node_hours_cost(intervals)
     gpu_hours = sum(iv.gpu_hours for iv in intervals)
     burst_ms = sum(b - a for a, b in ep.windows)
@@ -508,7 +493,7 @@ def simulate_burst(source: Union[TimedWorkload, tuple[str, str], None], scenario
         "task_cost": round(sum(iv.cost for iv in intervals), 6),
         "decision_ms_p50": round(float(np.percentile(dms, 50)), 4),
         "decision_ms_p99": round(float(np.percentile(dms, 99)), 4),
-        "decisions": state.decisions, "inputs": off,
+        "decisions": cell.state.decisions, "inputs": cell.off,
         "burst_windows_ms": [list(x) for x in ep.windows], "window_ms": list(ep.window), "stop_at_ms": ep.stop_at,
         "gpu_capacity": capacity / 1000, "nodes": len(nodes),
         "seconds": round(seconds, 3),

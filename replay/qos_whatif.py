@@ -311,6 +311,27 @@ def _inputs(w: TimedWorkload, failures: Sequence[NodeFailure], tick_ms: int, sto
     return out
 
 
+class LedgerCell:
+    """A what-if's cell: inputs fed one by one through ``processors.decide`` at position
+    ``(topic, 0, n)``, every output folded into a cost ledger (``projections/cost.py``).
+    Made with its (priced) nodes registered; ``state``, ``ledger`` and ``off`` (the next
+    position) are read by the run loop."""
+
+    def __init__(self, topic: str, nodes: Iterable[Mapping[str, Any]]):
+        self.topic, self.state, self.ledger, self.off = topic, CellState("openb"), CostLedger(), 0
+        for node in nodes:
+            e = m.from_avro(m.NodeRegistered, node)
+            self.ledger.apply(e)
+            self.feed(e)
+
+    def feed(self, event: Any) -> list[Any]:
+        self.state, outs = decide(self.state, event, (self.topic, 0, self.off))
+        self.off += 1
+        for out in outs:
+            self.ledger.apply(out)
+        return outs
+
+
 def simulate(w: TimedWorkload, sc: Scenario, *, progress: bool = False, label: str = "",
              tiers: bool = True, failures: Optional[Sequence[NodeFailure]] = None,
              window: Optional[tuple[int, int]] = None) -> dict[str, Any]:
@@ -333,23 +354,8 @@ def simulate(w: TimedWorkload, sc: Scenario, *, progress: bool = False, label: s
             departs[tasks[i]["task_id"]] = t
 
     t0 = time.perf_counter()
-    state = CellState("openb")
-    ledger = CostLedger()
-    topic = f"trace.{w.name}.qos"
-    off = 0
-
-    def feed(event: Any) -> list[Any]:
-        nonlocal state, off
-        state, outs = decide(state, event, (topic, 0, off))
-        off += 1
-        for out in outs:
-            ledger.apply(out)
-        return outs
-
-    for node in nodes:
-        e = m.from_avro(m.NodeRegistered, node)
-        ledger.apply(e)
-        feed(e)
+    cell = LedgerCell(f"trace.{w.name}.qos", nodes)
+    feed = cell.feed
     config = {**policy_config(sc.strategy, sc.seed, w.typical), "down_after_ms": sc.down_after_ms,
               "qos": dict(sc.qos)}
     feed(m.PolicyChanged.of("openb", sc.strategy, config))
@@ -358,7 +364,7 @@ def simulate(w: TimedWorkload, sc: Scenario, *, progress: bool = False, label: s
     bar = Progress(len(inputs), label or f"qos seed {sc.seed} failures {sc.failure_fraction:g}", enabled=progress)
     alloc_area, last_t, alloc = 0.0, window[0], 0
     series: list[tuple[int, int]] = []                # (t ms, allocated GPU milli) after each input
-    capacity = state.gpu_capacity_milli() or 1
+    capacity = cell.state.gpu_capacity_milli() or 1
     victims_by_tier: dict[str, int] = {}
     for at, rank, what in inputs:
         if at > last_t:                                   # allocation, time-weighted, inside the window
@@ -369,10 +375,10 @@ def simulate(w: TimedWorkload, sc: Scenario, *, progress: bool = False, label: s
         event: Any
         if rank == _ARRIVE:
             event = m.from_avro(m.TaskSubmitted, tasks[what])
-            ledger.apply(event)
+            cell.ledger.apply(event)
         elif rank == _DEPART:
             tid = tasks[what]["task_id"]
-            rec = state.tasks.get(tid)
+            rec = cell.state.tasks.get(tid)
             if rec is None or rec.status in TERMINAL:
                 bar.update()
                 continue
@@ -394,9 +400,9 @@ def simulate(w: TimedWorkload, sc: Scenario, *, progress: bool = False, label: s
             event = m.CellTick(event_id=f"tick/{at}", cell="openb", at=at, period_ms=sc.tick_ms)
         for out in feed(event):
             if isinstance(out, m.TaskPreempted) and window[0] <= out.provenance.decided_at <= window[1]:
-                tier = state.tasks[out.task_id].task.qos_tier
+                tier = cell.state.tasks[out.task_id].task.qos_tier
                 victims_by_tier[tier] = victims_by_tier.get(tier, 0) + 1
-        alloc = state.gpu_allocated_milli()
+        alloc = cell.state.gpu_allocated_milli()
         if series and series[-1][0] == at:
             series[-1] = (at, alloc)
         else:
@@ -405,11 +411,11 @@ def simulate(w: TimedWorkload, sc: Scenario, *, progress: bool = False, label: s
     bar.close()
     seconds = time.perf_counter() - t0
     span = window[1] - window[0]
-    intervals = clip(ledger.intervals(until=window[1]), window)
+    intervals = clip(cell.ledger.intervals(until=window[1]), window)
     return figures(intervals, departs, failures, window, tasks, sc,
                    alloc_pct=100.0 * alloc_area / span / capacity, victims_by_tier=victims_by_tier,
-                   extra={"inputs": off, "seconds": round(seconds, 2), "decisions": state.decisions,
-                          "anomalies": ledger.anomalies[:10],
+                   extra={"inputs": cell.off, "seconds": round(seconds, 2), "decisions": cell.state.decisions,
+                          "anomalies": cell.ledger.anomalies[:10],
                           "allocation_series": {"t_s": [round(t / 1000, 3) for t, _a in thin(series, 300)],
                                                 "pct": [round(100.0 * a / capacity, 2) for _t, a in thin(series, 300)]}})
 
