@@ -357,6 +357,18 @@ def stable_top(total: np.ndarray, k: int, tied: np.ndarray) -> np.ndarray:
     return np.concatenate([above, np.flatnonzero(total == kth)[: k - above.size]])
 
 
+def total_score(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
+    """The weighted sum of ``scorers`` over ``rows`` (each normalised first if its plugin
+    asks to be): what a cycle ranks the feasible nodes by."""
+    total = np.zeros(rows.size, dtype=np.float64)
+    for p, w in scorers:
+        s = p.score(ctx, rows)
+        if p.normalize:
+            s = _normalize(s)
+        total += w * s if w != 1.0 else s
+    return total
+
+
 def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     """One scheduling cycle for one task. Pure: reads ``ctx.state``, changes nothing."""
     state = ctx.state
@@ -397,12 +409,7 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
         reason = filtered[0][0] if filtered else "no nodes"
         return CycleResult(Status(Code.UNSCHEDULABLE, reason), None, filtered, [], 0, path)
 
-    total = np.zeros(nf, dtype=np.float64)
-    for p, w in profile.scorers:
-        s = p.score(ctx, rows)
-        if p.normalize:
-            s = _normalize(s)
-        total += w * s if w != 1.0 else s
+    total = total_score(profile.scorers, ctx, rows)
     top = total.max()
     tied = np.flatnonzero(total == top)
     if tied.size == 1:

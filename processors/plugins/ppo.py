@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ..framework import CycleContext, Plugin
+from ..framework import CycleContext, Plugin, total_score
 from ..ppo_policy import Policy, candidate_features, global_features
 
 
@@ -68,14 +68,7 @@ class PPO(Plugin):
 
     def base_scores(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
         """``default``'s total over ``rows``, summed as ``run_cycle`` sums it."""
-        from ..framework import _normalize
-        total = np.zeros(rows.size, dtype=np.float64)
-        for p, w in self.base:
-            s = p.score(ctx, rows)
-            if p.normalize:
-                s = _normalize(s)
-            total += w * s if w != 1.0 else s
-        return total
+        return total_score(self.base, ctx, rows)
 
     def observe(self, ctx: CycleContext, rows: np.ndarray) -> tuple[np.ndarray, Observation]:
         """The candidates (positions in ``rows``, best first) and what the policy sees."""
