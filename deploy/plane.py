@@ -363,8 +363,11 @@ class Plane:
                         await driver
                     await producer.flush()
             # Decided is not done: intake may still be writing dead letters for the last raw
-            # inputs. Count only once its group has handled every raw record written so far.
+            # inputs, and the scheduler for the last cell-log inputs (a status of a node the
+            # cell never saw is refused there, UNKNOWN_NODE). Count only once intake has handled
+            # every raw record written so far, and then the scheduler every cell-log record.
             await wait_until_consumed(self.s.bootstrap_servers, names.worker_group("intake"), names.raw)
+            await wait_until_consumed(self.s.bootstrap_servers, names.worker_group("scheduler"), [names.cell_log])
             result = await self._final_figures(codec, names, task_ids, start_ms)
         if len(self.cells) > 1:
             result["cells"] = self.cells
