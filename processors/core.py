@@ -286,8 +286,11 @@ def _migrated(s: CellState, e: m.TaskMigrated) -> None:
             t.moving_from, t.moving_accels = (t.node, t.devices), _release_accels(s, t)
         else:
             s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem, _release_accels(s, t))
+    reservations.on_arrival(s, e.task_id, e.to_node, e.gpu_devices)    # as a placement: holds there make way
     accels = _accels_on(s, t, e.to_node)
     s.allocate(e.task_id, e.to_node, e.gpu_devices, r.gpu_milli if e.gpu_devices else 0, r.cpu, r.mem, accels)
+    if s.reservations.get("by_node", {}).get(e.to_node):
+        reservations.fill(s, e.to_node)          # evolve fills the node it left; this is the one it came to
     t.accels = accels
     s.dequeue(e.task_id)
     t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.to_node, tuple(e.gpu_devices), None, s.now
@@ -551,7 +554,7 @@ class _Decider:
             if res.plan is not None:
                 break
         if res.plan is None and t.task.qos_tier == "BRONZE" and self.rargs.lend_bronze \
-                and reservations.held_devices(s):
+                and (reservations.held_devices(s) or reservations.held_cpu_mem(s)):
             undone = reservations.unhold_all(s)      # bronze may borrow GPUs tokens hold, until claimed
             try:
                 lctx = CycleContext(s, req, task_id, seed, strategy.config)
@@ -722,11 +725,12 @@ class _Decider:
                          "-> scheduled as any task")
             return None
         victims = sorted({v for d in chosen for v in users.get(d, ())}, key=lambda v: s.tasks[v].seq)
-        cpu = s.cpu_free[row] + sum(s.tasks[v].task.request.cpu for v in victims)
-        mem = s.mem_free[row] + sum(s.tasks[v].task.request.mem for v in victims)
+        # what the token holds besides GPUs is the claimant's (given to it at its placement)
+        cpu = s.cpu_free[row] + tok.get("held_cpu", 0) + sum(s.tasks[v].task.request.cpu for v in victims)
+        mem = s.mem_free[row] + tok.get("held_mem", 0) + sum(s.tasks[v].task.request.mem for v in victims)
         if cpu < req.cpu or mem < req.mem:
-            # tokens hold GPUs only: CPU and memory come from bronze work on the node, the most
-            # recently placed first (the least work lost)
+            # more than the token holds (or bronze borrowed it): the rest comes from bronze
+            # work on the node, the most recently placed first (the least work lost)
             others = sorted((tid for tid in s.holding(tok["node"]) if tid not in victims
                              and s.tasks[tid].task.qos_tier == "BRONZE"),
                             key=lambda tid: (-s.tasks[tid].placed_at, tid))

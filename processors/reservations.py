@@ -12,16 +12,27 @@ holds on GPUs, lending to bronze work, claims, purge and release. Pure functions
 
 A token: ``rid, bid_id, tenant, node, devices`` (its GPUs), ``start, end`` (its window),
 ``occupied_until`` (``end`` on the slot grid), ``hold_from``, ``purge_at`` (None = lasts
-its window), ``price, cpu, mem``, ``status`` GRANTED (not holding yet) | HELD (holding,
-unclaimed) | CLAIMED, ``held`` (GPUs it holds now: taken out of ``gpu_free`` as if a task
-held them whole), ``lent`` (``{device: [bronze task ids]}`` running on its GPUs until the
+its window), ``price, cpu, mem`` (what its bid asked besides GPUs), ``status`` GRANTED (not
+holding yet) | HELD (holding, unclaimed) | CLAIMED, ``held`` (GPUs it holds now: taken out of
+``gpu_free`` as if a task held them whole), ``held_cpu, held_mem`` (CPU milli and memory MiB it
+holds now, taken out of ``cpu_free`` and ``mem_free``; absent in older snapshots: 0), ``lent`` (``{device: [bronze task ids]}`` running on its GPUs until the
 owner comes), ``claimed_by`` (task ids), ``waiting`` (claimants that came before the window).
 
 **Holds.** From ``hold_from`` the token holds each of its GPUs that is free, and takes the
 others as they free (before the queue sees them). A GPU busy with bronze work at that
 moment is *lent* (the work goes on and is preempted at the claim). A held GPU is invisible
 to every task except bronze work that finds no other place (``lend_bronze``) and the
-token's claimants. Tokens hold GPUs only; CPU and memory are checked at the claim.
+token's claimants. The token holds the CPU and memory its bid asked the same way: what is
+free now, the rest as it frees. Without that, work that cannot be preempted (silver, gold)
+could take the node's last CPU before the window opens and the owner would find its GPUs
+but no CPU to run on. Bronze work may borrow held CPU and memory like held GPUs; the owner
+preempts it at the claim.
+
+How a placement meets the holds: just before any task's allocation on a node with tokens
+(:func:`on_arrival`), every token there gives back the CPU and memory it holds, and
+:func:`fill` takes again what is left right after. A task planned with the holds counted
+(anything but lent bronze work and a claimant) leaves them all; lent bronze work and a
+claimant take what they need from them.
 """
 from __future__ import annotations
 
@@ -146,9 +157,32 @@ def _on_node(s: Any, node: str) -> list[dict[str, Any]]:
     return [b["tokens"][rid] for rid in b["by_node"].get(node, ())]
 
 
+def _hold_cpu_mem(s: Any, row: int, tok: dict[str, Any]) -> None:
+    """The token takes free CPU and memory up to what its bid asked."""
+    cpu = min(max(0, int(tok.get("cpu") or 0) - tok.get("held_cpu", 0)), int(s.cpu_free[row]))
+    mem = min(max(0, int(tok.get("mem") or 0) - tok.get("held_mem", 0)), int(s.mem_free[row]))
+    if cpu > 0 or mem > 0:
+        s.cpu_free[row] -= cpu
+        s.mem_free[row] -= mem
+        tok["held_cpu"] = tok.get("held_cpu", 0) + cpu
+        tok["held_mem"] = tok.get("held_mem", 0) + mem
+        s.touch(row)
+
+
+def _unhold_cpu_mem(s: Any, row: int, tok: dict[str, Any]) -> tuple[int, int]:
+    """The token gives back all the CPU and memory it holds; returns (cpu, mem) given."""
+    cpu, mem = tok.pop("held_cpu", 0), tok.pop("held_mem", 0)
+    if cpu or mem:
+        s.cpu_free[row] += cpu
+        s.mem_free[row] += mem
+        s.touch(row)
+    return cpu, mem
+
+
 def fill(s: Any, node: str) -> None:
-    """Held tokens on ``node`` (earliest window first) take whatever is free on their GPUs,
-    and count GPUs that only bronze work uses as lent (if the token lends)."""
+    """Held tokens on ``node`` (earliest window first) take whatever is free on their GPUs
+    and the free CPU and memory up to their bids' asks, and count GPUs that only bronze work
+    uses as lent (if the token lends)."""
     toks = [t for t in _on_node(s, node) if t["status"] == HELD]
     if not toks:
         return
@@ -182,6 +216,8 @@ def fill(s: Any, node: str) -> None:
                 tok["lent"][str(d)] = list(on)
             else:
                 tok["lent"].pop(str(d), None)
+    for tok in sorted(toks, key=lambda t: (t["start"], t["rid"])):
+        _hold_cpu_mem(s, row, tok)
 
 
 def begin_hold(s: Any, rid: str, lend: bool) -> None:
@@ -222,6 +258,7 @@ def _drop(s: Any, rid: str, devices: Optional[Iterable[int]] = None) -> None:
     for key in [k for k in tok["held"] if int(k) in give]:
         _unhold(s, row, int(key), tok["held"].pop(key))
     if devices is None:
+        _unhold_cpu_mem(s, row, tok)
         del b["tokens"][rid]
         b["by_node"][tok["node"]].remove(rid)
         if not b["by_node"][tok["node"]]:
@@ -257,46 +294,69 @@ def find(s: Any, label: Optional[str]) -> Optional[dict[str, Any]]:
 
 
 def on_placed(s: Any, e: m.TaskPlaced) -> None:
-    """Evolve hook, before the allocation: what a token holds on the GPUs of ``e`` is given
-    back for it (``fill`` holds what is left afterwards). A claimant marks its token CLAIMED;
-    a bronze task there is lent the GPUs."""
-    toks = _on_node(s, e.node_id)
+    """Evolve hook for a placement, before its allocation (see :func:`on_arrival`)."""
+    on_arrival(s, e.task_id, e.node_id, e.gpu_devices)
+
+
+def on_arrival(s: Any, task_id: str, node: str, devices: Iterable[int]) -> None:
+    """Evolve hook, before a task's allocation on ``node`` (placed there, or moved there):
+    what a token holds on its GPUs is given back for it, and every token there gives back the
+    CPU and memory it holds (the caller runs ``fill`` after the allocation, which takes again
+    what is left). A claimant marks its token CLAIMED; a bronze task there is lent the GPUs."""
+    toks = _on_node(s, node)
     if not toks:
         return
-    t = s.tasks[e.task_id]
-    row = s.node_index[e.node_id]
+    t = s.tasks[task_id]
+    row = s.node_index[node]
     mine = find(s, t.task.labels.get(LABEL))
     for tok in toks:
-        for d in e.gpu_devices:
+        _unhold_cpu_mem(s, row, tok)
+        for d in devices:
             milli = tok["held"].pop(str(d), 0)
             if milli:
                 _unhold(s, row, d, milli)
                 if tok is not mine and t.task.qos_tier == BRONZE:
-                    tok["lent"].setdefault(str(d), []).append(e.task_id)
+                    tok["lent"].setdefault(str(d), []).append(task_id)
         if tok is mine:
             tok["status"] = CLAIMED
-            if e.task_id not in tok["claimed_by"]:
-                tok["claimed_by"].append(e.task_id)
-            if e.task_id in tok["waiting"]:
-                tok["waiting"].remove(e.task_id)
+            if task_id not in tok["claimed_by"]:
+                tok["claimed_by"].append(task_id)
+            if task_id in tok["waiting"]:
+                tok["waiting"].remove(task_id)
 
 
-def unhold_all(s: Any) -> list[tuple[int, int, int]]:
+Undone = list[tuple[int, int, int, int, int]]
+
+
+def unhold_all(s: Any) -> Undone:
     """Give back everything unclaimed tokens hold, for one lending cycle; returns what to
-    :func:`rehold` after it."""
-    out = []
+    :func:`rehold` after it: ``(row, device, milli, 0, 0)`` per held GPU and
+    ``(row, -1, 0, cpu, mem)`` per token's CPU and memory."""
+    out: Undone = []
     for tok in book(s)["tokens"].values():
         if tok["status"] == HELD:
             row = s.node_index[tok["node"]]
             for key, milli in tok["held"].items():
                 _unhold(s, row, int(key), milli)
-                out.append((row, int(key), milli))
+                out.append((row, int(key), milli, 0, 0))
+            cpu, mem = tok.get("held_cpu", 0), tok.get("held_mem", 0)
+            if cpu or mem:
+                s.cpu_free[row] += cpu
+                s.mem_free[row] += mem
+                s.touch(row)
+                out.append((row, -1, 0, cpu, mem))
     return out
 
 
-def rehold(s: Any, undone: list[tuple[int, int, int]]) -> None:
-    for row, d, milli in undone:
-        _hold(s, row, d, milli)
+def rehold(s: Any, undone: Undone) -> None:
+    """Undo :func:`unhold_all` (the lending cycle only planned: nothing was allocated)."""
+    for row, d, milli, cpu, mem in undone:
+        if d >= 0:
+            _hold(s, row, d, milli)
+        else:
+            s.cpu_free[row] -= cpu
+            s.mem_free[row] -= mem
+            s.touch(row)
 
 
 # ------------------------------------------------------------------------------ readings
@@ -334,6 +394,12 @@ def promised_devices(s: Any) -> dict[str, set[int]]:
         if t["status"] == HELD:
             out.setdefault(t["node"], set()).update(t["devices"])
     return out
+
+
+def held_cpu_mem(s: Any) -> list[tuple[int, int, int]]:
+    """(row, cpu milli, memory MiB) each token holds (``CellState.check`` counts them as used)."""
+    return [(s.node_index[t["node"]], t.get("held_cpu", 0), t.get("held_mem", 0))
+            for t in book(s)["tokens"].values() if t.get("held_cpu") or t.get("held_mem")]
 
 
 def held_pairs(s: Any) -> list[tuple[int, int, int]]:

@@ -599,9 +599,11 @@ class CellState:
                 memory = {key: int(self.accel_mem[row, j]) for j, key in enumerate(self.accel_keys)}
                 assert _serves({(k, mdl): c for k, mdl, c in t.accels}, t.task.request.accels, memory), \
                     (t.task.task_id, t.accels, t.task.request.accels)
+        from .reservations import held_cpu_mem, held_pairs   # what reservation tokens hold counts as used
+        for row, cpu, _mem in held_cpu_mem(self):
+            used_cpu[row] += cpu
         assert (self.cpu_cap - self.cpu_free == used_cpu).all()
         assert (self.accel_cap - self.accel_free == used_acc).all(), (self.accel_cap, self.accel_free, used_acc)
-        from .reservations import held_pairs      # GPUs held by reservation tokens count as used
         for row, d, milli in held_pairs(self):
             used_gpu[row, d] += milli
         real = self.gpu_free >= 0

@@ -247,3 +247,55 @@ def test_the_free_part_of_a_token_gpu_shared_with_bronze_is_held_too():
     assert kinds(f.task("s1", gpus=1, milli=300, at=MIN + 1, qos="SILVER")) == ["TaskPending"]
     assert reservations.held_devices(f.state) == 7.5
     f.state.check()
+
+
+def test_a_token_holds_the_cpu_and_memory_its_bid_asked_so_silver_work_cannot_starve_the_owner():
+    f = cell(nodes=1)                              # one node: 64 cores, 256 GiB, 8 GPUs
+    bid(f, "b1", gpus=4, at=0)                     # the bid asks 1 core and 1 GiB besides its GPUs
+    tick(f, MIN)
+    tok = reservations.tokens(f.state)[0]
+    assert (tok["held_cpu"], tok["held_mem"]) == (1000, 1024)
+    assert int(f.state.cpu_free[0]) == 63_000
+    f.state.check()
+    # silver CPU-only work takes every core it can see: the token's core is not among them
+    out = f.task("s-big", cpu=63_000, mem=1024, at=MIN + 1)
+    assert kinds(out) == ["TaskPlaced"]
+    assert kinds(f.task("s-more", cpu=1000, mem=1024, at=MIN + 2)) == ["TaskPending"]
+    f.state.check()
+    tick(f, 10 * MIN)                              # the window opens: the owner runs on its core
+    out = f.task("own", cpu=1000, mem=1024, gpus=4, milli=1000, at=10 * MIN + 1, labels={"reservation": "rsv-b1"})
+    [placed] = of(out, "TaskPlaced")
+    assert placed["task_id"] == "own" and "TaskPreempted" not in kinds(out)
+    assert any("reservation rsv-b1: claimed" in s for s in placed["provenance"]["path"])
+    assert int(f.state.cpu_free[0]) == 0 and "held_cpu" not in reservations.tokens(f.state)[0]
+    f.state.check()
+
+
+def test_bronze_may_borrow_held_cpu_and_the_owner_takes_it_back():
+    f = cell(nodes=1)
+    bid(f, "b1", gpus=4, at=0)
+    tick(f, MIN)
+    f.task("s-big", cpu=63_000, mem=1024, at=MIN + 1)             # silver: every core but the held one
+    out = f.task("z1", cpu=1000, mem=1024, at=MIN + 2, qos="BRONZE")
+    [p] = of(out, "TaskPlaced")                                     # bronze borrows the held core
+    assert any("lent" in s for s in p["provenance"]["path"])
+    assert reservations.tokens(f.state)[0].get("held_cpu", 0) == 0
+    f.state.check()
+    tick(f, 10 * MIN)
+    out = f.task("own", cpu=1000, mem=1024, gpus=4, milli=1000, at=10 * MIN + 1, labels={"reservation": "rsv-b1"})
+    [pre] = of(out, "TaskPreempted")
+    assert pre["task_id"] == "z1" and pre["preempted_by"] == "own"
+    assert [p["task_id"] for p in of(out, "TaskPlaced")] == ["own"]
+    f.state.check()
+
+
+def test_held_cpu_goes_back_when_an_unclaimed_token_expires():
+    f = cell(nodes=1)
+    bid(f, "b1", gpus=4, at=0)
+    tick(f, MIN)
+    f.task("s-big", cpu=63_000, mem=1024, at=MIN + 1)
+    assert kinds(f.task("s-more", cpu=1000, mem=1024, at=MIN + 2)) == ["TaskPending"]
+    out = tick(f, 15 * MIN)                                          # purged 300 s after its window opened
+    assert "ReservationExpired" in kinds(out)
+    assert [p["task_id"] for p in of(out, "TaskPlaced")] == ["s-more"]   # the queue gets the core
+    f.state.check()
