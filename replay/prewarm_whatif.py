@@ -47,6 +47,9 @@ but not exactly.
 **Arrivals.** Poisson per site, ``rate_per_h`` (12) an hour each, labelled ``user-site`` (the
 topology filter keeps them at their site); durations log-normal, median 10 min, sigma 0.5.
 ``hours`` (10) of arrivals; the first ``warmup_h`` (2) warm the caches and are not measured.
+Arrivals go on for ``run_on_h`` (1) more, not measured either: they only tell whether the
+prewarms of the window's last hour were used (without them, every late prewarm would count as
+waste because the run ended, not because nobody wanted it).
 
 **What is measured** (dispatches, i.e. placements, in the measured window): *dispatch ->
 model ready*: the load time of ``processors/model_loading.py`` from where the model was at
@@ -56,7 +59,7 @@ the origin. A task runs its duration after that. *Hit*: not from the origin (the
 caches served it; local hits are reported too). *Origin bytes*: origin loads by tasks plus
 every prewarm (without caches: the dispatched models' sizes, ``dispatched_gib``, all of
 them). *Wasted prefetch*: MiB of prewarms issued in the window that no task used (locally,
-or from a peer at the site) before the run ended, over all prewarmed MiB. The three arms
+or from a peer at the site) by the end of the run-on, over all MiB prewarmed in the window. The three arms
 place the same tasks (same dispatches); where, and so when each ends, differ with the caches.
 
 Figures are pooled over the seeds (all dispatches together) with a 95 % interval across
@@ -101,9 +104,8 @@ COMPARISONS: dict[str, tuple[str, str]] = {
 }
 PREWARM: dict[str, Any] = {"enabled": True}      # the planner's defaults (processors/prewarm.py PrewarmArgs)
 GOALS = {"p50_change_pct": -80.0, "hit_rate_pct": 80.0, "wasted_prefetch_pct": 20.0}
-# A prewarm issued in the last hour has had little time to be used when the run ends, and is
-# counted as waste all the same (the goal's figure, as defined). The figure "judged" leaves
-# those out (right-censored: their fate is unknown), and is reported beside it, not for the goal.
+# The figure "judged" leaves out the prewarms of the window's last hour (their fate rests on
+# the run-on alone); it is reported beside the goal's figure, not for the goal.
 JUDGE_MS = 3_600_000
 
 # event ranks at one millisecond: completions free resources first, then the clock, then arrivals
@@ -125,11 +127,13 @@ class Workload:
     duration_median_min: float = 10.0
     hours: float = 10.0
     warmup_h: float = 2.0
+    run_on_h: float = 1.0
     tick_ms: int = 5_000
 
     def check(self) -> None:
-        if self.sites < 1 or self.nodes_per_site < 1 or self.families < 1 or self.hours <= self.warmup_h:
-            raise ReplayError("prewarm what-if: sites, nodes and families >= 1, hours > warmup_h")
+        if self.sites < 1 or self.nodes_per_site < 1 or self.families < 1 or self.hours <= self.warmup_h \
+                or self.run_on_h < 0:
+            raise ReplayError("prewarm what-if: sites, nodes and families >= 1, hours > warmup_h, run_on_h >= 0")
 
 
 @dataclass(slots=True)
@@ -140,7 +144,7 @@ class Arm:
     origin_mib: int = 0
     prefetched_mib: int = 0
     prefetched_unused_mib: int = 0
-    judged_mib: int = 0              # prewarms issued at least JUDGE_MS before the end (not right-censored)
+    judged_mib: int = 0              # prewarms issued at least JUDGE_MS before the window's end
     judged_unused_mib: int = 0
     local_ms: list[int] = field(default_factory=list)     # the same dispatches' load if it were a local hit
     sizes_mib: list[int] = field(default_factory=list)    # the same dispatches' model sizes
@@ -165,12 +169,21 @@ def catalog(w: Workload) -> dict[str, Any]:
         per_site.append([x / tot for x in ws])
     releases: list[list[int]] = []              # family -> release times (ms), first at 0
     vrnd = random.Random(f"versions/{w.seed}")
-    end = int(w.hours * 3_600_000)
-    for _ in range(w.families):
+    mean = w.release_every_h * 3_600_000
+    end, run_end = int(w.hours * 3_600_000), int((w.hours + w.run_on_h) * 3_600_000)
+    for fam in range(w.families):
         ts, t = [0], 0.0
         while True:
-            t += vrnd.expovariate(1.0 / (w.release_every_h * 3_600_000))
+            t += vrnd.expovariate(1.0 / mean)
             if t >= end:
+                break
+            ts.append(int(t))
+        # the run-on's releases from a stream of their own (exponential gaps are memoryless), so
+        # the window's workload does not depend on the run-on's length
+        rrnd, t = random.Random(f"versions/{w.seed}/run-on/{fam}"), float(end)
+        while True:
+            t += rrnd.expovariate(1.0 / mean)
+            if t >= run_end:
                 break
             ts.append(int(t))
         releases.append(ts)
@@ -187,9 +200,10 @@ def version_at(releases: list[int], t: int) -> int:
 
 
 def arrivals(w: Workload, cat: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every task: ``{task_id, site, at, family, arch, size_mib, gpus, duration_ms}``, by time."""
+    """Every task: ``{task_id, site, at, family, arch, size_mib, gpus, duration_ms}``, by time
+    (through the run-on)."""
     out = []
-    end = int(w.hours * 3_600_000)
+    end = int((w.hours + w.run_on_h) * 3_600_000)
     for site in range(w.sites):
         rnd = random.Random(f"arrivals/{w.seed}/{site}")
         t = 0.0
@@ -207,6 +221,29 @@ def arrivals(w: Workload, cat: dict[str, Any]) -> list[dict[str, Any]]:
                         "gpus": min(4, max(1, math.ceil(1.2 * size / (GPU_MEM_GIB * GIB)))), "duration_ms": dur})
             k += 1
     out.sort(key=lambda x: (x["at"], x["task_id"]))
+    return out
+
+
+def hit_ceilings(w: Workload, tasks: Optional[list[dict[str, Any]]] = None) -> dict[str, int]:
+    """What no cache policy can beat, from the workload alone: of the window's arrivals
+    (``measured``), how many are the first request of their model version at their site
+    (``site_first``: a miss for any cache that only keeps what was asked, however large,
+    since a peer counts only at the same site) and how many the first anywhere in the cell
+    (``cell_first``: a miss even with perfect prewarming, since a version is known only once
+    it is asked for)."""
+    tasks = arrivals(w, catalog(w)) if tasks is None else tasks
+    start, end = int(w.warmup_h * 3_600_000), int(w.hours * 3_600_000)
+    at_site: set[tuple[str, str]] = set()
+    in_cell: set[str] = set()
+    out = {"measured": 0, "site_first": 0, "cell_first": 0}
+    for t in tasks:
+        first_site, first_cell = (t["site"], t["arch"]) not in at_site, t["arch"] not in in_cell
+        at_site.add((t["site"], t["arch"]))
+        in_cell.add(t["arch"])
+        if start <= t["at"] < end:
+            out["measured"] += 1
+            out["site_first"] += first_site
+            out["cell_first"] += first_cell
     return out
 
 
@@ -264,8 +301,9 @@ def simulate(w: Workload, prewarm: bool, *, cache: bool = True, prewarm_args: Op
     cat = catalog(w)
     tasks = arrivals(w, cat)
     by_id = {t["task_id"]: t for t in tasks}
-    end = int(w.hours * 3_600_000)
+    end = int(w.hours * 3_600_000)               # the measured window is [start, end)
     start = int(w.warmup_h * 3_600_000)
+    run_end = int((w.hours + w.run_on_h) * 3_600_000)
     t0 = time.perf_counter()
     state = CellState("edge")
     off = 0
@@ -288,7 +326,7 @@ def simulate(w: Workload, prewarm: bool, *, cache: bool = True, prewarm_args: Op
     heap: list[tuple[int, int, int, str]] = []
     for i, t in enumerate(tasks):
         heap.append((t["at"], _ARRIVE, i, t["task_id"]))
-    for k, at in enumerate(range(w.tick_ms, end + 1, w.tick_ms)):
+    for k, at in enumerate(range(w.tick_ms, run_end + 1, w.tick_ms)):
         heap.append((at, _TICK, k, ""))
     heapq.heapify(heap)
     arm = Arm()
@@ -324,7 +362,7 @@ def simulate(w: Workload, prewarm: bool, *, cache: bool = True, prewarm_args: Op
                 rec = live.get((holder, t["arch"])) if holder else None
                 if rec is not None and view[holder][t["arch"]] == (rec[0], "prewarm"):
                     rec[3] = True
-                if at >= start:
+                if start <= t["at"] < end:          # measured: the window's arrivals, wherever placed
                     arm.dispatches += 1
                     arm.waits_ms.append(wait)
                     arm.local_ms.append(load_ms(t["size_mib"], "local"))
@@ -340,7 +378,7 @@ def simulate(w: Workload, prewarm: bool, *, cache: bool = True, prewarm_args: Op
         bar.update()
     bar.close()
     for ready, size, at, used in issued:
-        if at >= start:
+        if start <= at < end:
             arm.prewarms += 1
             arm.prefetched_mib += size
             arm.origin_mib += size
@@ -351,6 +389,7 @@ def simulate(w: Workload, prewarm: bool, *, cache: bool = True, prewarm_args: Op
                 arm.judged_unused_mib += 0 if used else size
     arm.seconds = round(time.perf_counter() - t0, 2)
     return {"seed": w.seed, "arm": arm_of(prewarm, cache), "prewarm": prewarm, "cache": cache, **figures(arm),
+            "ceilings": hit_ceilings(w, tasks),
             "seconds": arm.seconds, "inputs": off, "tasks": len(tasks),
             "waits_ms": arm.waits_ms, "local_ms": arm.local_ms, "sizes_mib": arm.sizes_mib}
 
@@ -476,6 +515,7 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "wasted_prefetch_pct": round(100.0 * unused / pre, 3) if pre else None,
             "wasted_prefetch_pct_per_seed": interval([r["wasted_prefetch_pct"] for r in rs]),
             "wasted_prefetch_judged_pct": round(100.0 * junused / jpre, 3) if jpre else None,
+            **_ceilings(rs),
             "seconds": round(sum(r["seconds"] for r in rs), 1),
         }
     changes = {key: _compare(runs, out, arm, base) for key, (arm, base) in COMPARISONS.items()
@@ -492,6 +532,61 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if "off" in out["goals_by_baseline"]:
         out["goals"] = out["goals_by_baseline"]["off"]["goals"]
     return out
+
+
+def _ceilings(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pooled hit-rate ceilings of :func:`hit_ceilings` (runs without them: none)."""
+    cs = [r["ceilings"] for r in rs if "ceilings" in r]
+    n = sum(c["measured"] for c in cs)
+    if not n:
+        return {}
+    return {"hit_ceiling_without_prewarm_pct": round(100.0 * (1 - sum(c["site_first"] for c in cs) / n), 3),
+            "hit_ceiling_pct": round(100.0 * (1 - sum(c["cell_first"] for c in cs) / n), 3)}
+
+
+def sweep(base: Workload, seeds: Sequence[int], configs: Sequence[dict[str, Any]],
+          workers: int = 1) -> list[dict[str, Any]]:
+    """The prewarm-on arm under each of ``configs`` (planner arguments over :data:`PREWARM`) on
+    ``base`` with each seed: pooled hit rate and wasted prefetch per config, the trade-off the
+    planner's knobs make."""
+    jobs = [(replace(base, seed=s), "on", i) for i, _ in enumerate(configs) for s in seeds]
+    runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(configs))}
+    run_jobs(_run_swept, [(w, arm, configs[i], i) for w, arm, i in jobs], workers,
+             lambda r: runs[r.pop("config_index")].append(r))
+    out = []
+    for i, cfg in enumerate(configs):
+        a = aggregate(runs[i])["on"]
+        out.append({"prewarm": cfg, "hit_rate_pct": a["hit_rate_pct"], "wasted_prefetch_pct": a["wasted_prefetch_pct"],
+                    "wasted_prefetch_judged_pct": a["wasted_prefetch_judged_pct"],
+                    "prefetched_gib": a["prefetched_gib"], "ready_s_p50": a["ready_s_p50"]})
+    return out
+
+
+def _run_swept(job: tuple) -> dict[str, Any]:
+    w, arm, cfg, i = job
+    return simulate(w, True, prewarm_args=cfg) | {"config_index": i}
+
+
+def _parse_sweep(text: str) -> list[dict[str, Any]]:
+    """``"max_waste=0.2;max_waste=0.3,min_use=0.05"`` -> one dict of planner arguments per ``;``."""
+    configs = []
+    for part in text.split(";"):
+        cfg: dict[str, Any] = {}
+        for item in filter(None, (x.strip() for x in part.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ReplayError(f"--sweep: {item!r} is not key=value (e.g. max_waste=0.2)")
+            try:
+                cfg[key.strip()] = json.loads(value)
+            except ValueError:
+                raise ReplayError(f"--sweep: the value of {key!r} is not a number or JSON: {value!r}") from None
+        from suanli.processors.prewarm import PrewarmArgs
+        unknown = set(cfg) - set(PrewarmArgs.__dataclass_fields__)
+        if unknown:
+            raise ReplayError(f"--sweep: unknown planner arguments {sorted(unknown)} "
+                              f"(known: {sorted(PrewarmArgs.__dataclass_fields__)})")
+        configs.append(cfg)
+    return configs
 
 
 def render(agg: dict[str, Any]) -> str:
@@ -521,8 +616,13 @@ def render(agg: dict[str, Any]) -> str:
         bounds = ", ".join(f"{pc(_change(agg[b]['ready_s_p50'], agg[b]['ready_s_p50_if_all_local']))} vs "
                            f"{ARMS[b][0]}" for b in ("no_cache", "off") if b in agg)
         lines.append(f"bound: p50 {agg[base]['ready_s_p50_if_all_local']:.1f} s if every dispatch were a local hit "
-                     f"({bounds})" + (f"; wasted prefetch without the last hour's prewarms (right-censored) "
+                     f"({bounds})" + (f"; wasted prefetch of the prewarms issued before the window's last hour "
                                       f"{agg['on']['wasted_prefetch_judged_pct']} %" if "on" in agg else ""))
+    some = next((a for a in agg.values() if isinstance(a, dict) and "hit_ceiling_pct" in a), None)
+    if some is not None:
+        lines.append(f"hit-rate ceilings of the workload: {some['hit_ceiling_without_prewarm_pct']:.1f} % for any cache "
+                     f"without prewarming (each version's first request at each site misses), "
+                     f"{some['hit_ceiling_pct']:.1f} % with perfect prewarming (its first request in the cell misses)")
     for g in agg["goals_by_baseline"].values():
         lines.append(f"goals, {g['label']}: " + "; ".join(
             f"{k} {v['value']} (goal {v['goal']}): {'met' if v['met'] else 'NOT met'}" for k, v in g["goals"].items())
@@ -556,15 +656,38 @@ def _run_one(job: tuple) -> dict[str, Any]:
     return simulate(w, prewarm, cache=cache)
 
 
+def _main_sweep(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
+    configs = _parse_sweep(args.sweep)
+    started = time.perf_counter()
+    rows = sweep(Workload(hours=args.hours, run_on_h=args.run_on), _seeds(args.seeds), configs, args.workers)
+    for r in rows:
+        print(f"{json.dumps(r['prewarm']):50s} hit {r['hit_rate_pct']:5.1f} %  wasted {r['wasted_prefetch_pct']} %  "
+              f"(before the last hour {r['wasted_prefetch_judged_pct']} %)  prefetched {r['prefetched_gib']:.0f} GiB  "
+              f"p50 {r['ready_s_p50']} s")
+    if args.json:
+        doc = {"command": " ".join(["python -m suanli.replay.prewarm_whatif",
+                                    *(argv if argv is not None else sys.argv[1:])]),
+               "workload": asdict(Workload(hours=args.hours, run_on_h=args.run_on)) | {"seed": "per run"},
+               "seeds": args.seeds, "goals": GOALS, "sweep": rows, "seconds": round(time.perf_counter() - started, 1)}
+        Path(args.json).write_text(json.dumps(doc, indent=1))
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m suanli.replay.prewarm_whatif", description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="1-10")
     p.add_argument("--hours", type=float, default=10.0)
+    p.add_argument("--run-on", type=float, default=1.0, dest="run_on",
+                   help="hours of unmeasured arrivals after the window, to judge its last prewarms")
     p.add_argument("--workers", type=int, default=2, help="runs in parallel (processes)")
     p.add_argument("--json", help="write the runs and the aggregate to this file")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--sweep", help="instead of the arms: the prewarm-on arm under each ';'-separated set of planner "
+                                   "arguments, e.g. 'max_waste=0.2;max_waste=0.3,min_use=0.05'")
     args = p.parse_args(argv)
-    jobs = [(Workload(seed=s, hours=args.hours), arm) for s in _seeds(args.seeds) for arm in ARMS]
+    if args.sweep:
+        return _main_sweep(args, argv)
+    jobs = [(Workload(seed=s, hours=args.hours, run_on_h=args.run_on), arm) for s in _seeds(args.seeds) for arm in ARMS]
     for w, _ in jobs:
         w.check()
     say = (lambda _s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
@@ -585,7 +708,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.json:
         doc = {"command": " ".join(["python -m suanli.replay.prewarm_whatif",
                                     *(argv if argv is not None else sys.argv[1:])]),
-               "workload": asdict(Workload(hours=args.hours)) | {"seed": "per run"},
+               "workload": asdict(Workload(hours=args.hours, run_on_h=args.run_on)) | {"seed": "per run"},
                "load_model": {k: {"mib_per_s": v.mib_per_s, "latency_ms": v.latency_ms} for k, v in LINKS.items()},
                "arms": {k: {"label": lab, "model_cache_mib": Workload().cache_gib * GIB if cache else 0,
                             "prewarm": pre} for k, (lab, cache, pre) in ARMS.items()},

@@ -84,3 +84,42 @@ def test_cli_writes_json(tmp_path):
     assert doc["aggregate"]["no_cache"]["runs"] == doc["aggregate"]["off"]["runs"] == 1
     assert [r["arm"] for r in doc["runs"]] == ["no_cache", "off", "on"]
     assert set(doc["aggregate"]["goals_by_baseline"]) == {"no_cache", "off"}
+
+
+def test_the_run_on_leaves_the_window_alone_and_only_judges_its_prewarms():
+    from dataclasses import replace
+    window = int(TINY.hours * 3_600_000)
+    short, long = replace(TINY, run_on_h=0.0), replace(TINY, run_on_h=1.0)
+    inside = [[t for t in P.arrivals(w, P.catalog(w)) if t["at"] < window] for w in (short, long)]
+    assert inside[0] == inside[1] and inside[0]
+    assert any(t["at"] >= window for t in P.arrivals(long, P.catalog(long)))     # the run-on has arrivals
+    a, b = P.simulate(short, True), P.simulate(long, True)
+    same = ("dispatches", "sources", "hit_rate_pct", "prewarms", "prefetched_gib")
+    assert {k: a[k] for k in same} == {k: b[k] for k in same}                   # measured: the window only
+    assert b["prefetched_unused_gib"] <= a["prefetched_unused_gib"]             # more time to be used
+
+
+def test_no_arm_beats_the_workload_s_hit_ceilings():
+    c = P.hit_ceilings(TINY)
+    assert 0 < c["cell_first"] <= c["site_first"] <= c["measured"]
+    off, on = P.simulate(TINY, False), P.simulate(TINY, True)
+    assert off["ceilings"] == on["ceilings"] == c and c["measured"] == off["dispatches"]
+    hits = lambda r: r["sources"]["local"] + r["sources"]["peer"]   # noqa: E731
+    assert hits(off) <= c["measured"] - c["site_first"]        # a cache of what was asked cannot hit a first ask
+    assert hits(on) <= c["measured"] - c["cell_first"]         # nor can prewarming hit a version nobody asked yet
+    agg = P.aggregate([off, on])["on"]
+    assert agg["hit_ceiling_pct"] == round(100 * (1 - c["cell_first"] / c["measured"]), 3)
+
+
+def test_a_sweep_parses_planner_arguments_and_refuses_unknown_ones():
+    import pytest
+    from suanli.errors import ReplayError
+    assert P._parse_sweep("max_waste=0.2;max_waste=0.3, min_use=0.05") == [
+        {"max_waste": 0.2}, {"max_waste": 0.3, "min_use": 0.05}]
+    with pytest.raises(ReplayError, match="unknown planner arguments"):
+        P._parse_sweep("max_wast=0.2")
+    with pytest.raises(ReplayError, match="not key=value"):
+        P._parse_sweep("max_waste")
+    a, b = P.sweep(TINY, [3], [{"max_waste": 0.05}, {"max_waste": 0.5, "min_use": 0.0}], workers=1)
+    assert a["prewarm"] == {"max_waste": 0.05} and b["prewarm"] == {"max_waste": 0.5, "min_use": 0.0}
+    assert b["prefetched_gib"] >= a["prefetched_gib"]          # a looser waste budget prefetches no less
