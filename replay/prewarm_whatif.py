@@ -27,7 +27,10 @@ the prewarm-on arm against each baseline (``aggregate["goals_by_baseline"]["no_c
 each with its ``goals`` and ``met``, all of them met); only the p50 change depends on the
 baseline, the hit rate and the wasted prefetch are the on arm's own. ``aggregate["goals"]`` is
 the check against the on-demand cache, as before the no-cache arm. Run it with
-``python -m suanli.replay.prewarm_whatif [--seeds 1-10] [--json OUT] [--quiet]``.
+``python -m suanli.replay.prewarm_whatif [--seeds 1-10] [--run-on H] [--json OUT] [--quiet]``;
+``--sweep "max_waste=0.2;max_waste=0.3,min_use=0.05"`` runs the prewarm-on arm once per set
+of planner arguments instead (the hit/waste trade-off, :func:`sweep`). Each run also reports
+the workload's hit-rate ceilings (:func:`hit_ceilings`).
 
 **Cluster.** ``sites`` (10) edge sites, each its own region and zone, with ``nodes_per_site``
 (3) nodes of 4 GPUs (24 GiB each, an L4-class inference card), 64 cores, 256 GiB of memory
