@@ -699,6 +699,9 @@ class _Decider:
         req = t.task.request
         g = req.gpu_count if req.kind == "whole" else 1 if req.kind == "shared" else 0
         row = s.node_index[tok["node"]]
+        # in its window: until it claims, the token is not idle (see the purge in reservation_clock)
+        if task_id not in tok.setdefault("queued", []):
+            tok["queued"].append(task_id)
         if not s.ready[row] or s.health[row] != READY:
             self.note = (f"reservation {rid}: its node {tok['node']} is {s.node_status[row]}/{s.health[row]} "
                          "-> scheduled as any task")
@@ -818,7 +821,11 @@ class _Decider:
                     if s.tasks[tid].status == PENDING:
                         self.schedule(tid, retry=True)
             unclaimed = tok["status"] != reservations.CLAIMED
-            if unclaimed and (s.now >= tok["end"] or (tok["purge_at"] is not None and s.now >= tok["purge_at"])):
+            # a claimant that came in the window and could not claim yet (its node's CPU still
+            # busy, say) and still waits: the token is not idle, only its window's end ends it
+            waited = any(s.tasks[tid].status == PENDING for tid in tok.get("queued", ()) if tid in s.tasks)
+            purge = tok["purge_at"] is not None and s.now >= tok["purge_at"] and not waited
+            if unclaimed and (s.now >= tok["end"] or purge):
                 why = ("its window ended unclaimed" if s.now >= tok["end"] else
                        f"unclaimed {(s.now - tok['start']) / 1000:g} s after its window opened "
                        f"(purge after {a.purge_idle_ms / 1000:g} s)")

@@ -16,7 +16,9 @@ its window), ``price, cpu, mem`` (what its bid asked besides GPUs), ``status`` G
 holding yet) | HELD (holding, unclaimed) | CLAIMED, ``held`` (GPUs it holds now: taken out of
 ``gpu_free`` as if a task held them whole), ``held_cpu, held_mem`` (CPU milli and memory MiB it
 holds now, taken out of ``cpu_free`` and ``mem_free``; absent in older snapshots: 0), ``lent`` (``{device: [bronze task ids]}`` running on its GPUs until the
-owner comes), ``claimed_by`` (task ids), ``waiting`` (claimants that came before the window).
+owner comes), ``claimed_by`` (task ids), ``waiting`` (claimants that came before the window), ``queued``
+(claimants that tried in the window and could not claim yet: while one of them is still
+pending the idle purge spares the token; absent in older snapshots).
 
 **Holds.** From ``hold_from`` the token holds each of its GPUs that is free, and takes the
 others as they free (before the queue sees them). A GPU busy with bronze work at that
@@ -323,6 +325,8 @@ def on_arrival(s: Any, task_id: str, node: str, devices: Iterable[int]) -> None:
                 tok["claimed_by"].append(task_id)
             if task_id in tok["waiting"]:
                 tok["waiting"].remove(task_id)
+            if task_id in tok.get("queued", ()):
+                tok["queued"].remove(task_id)
 
 
 Undone = list[tuple[int, int, int, int, int]]

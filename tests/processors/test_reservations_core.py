@@ -299,3 +299,40 @@ def test_held_cpu_goes_back_when_an_unclaimed_token_expires():
     assert "ReservationExpired" in kinds(out)
     assert [p["task_id"] for p in of(out, "TaskPlaced")] == ["s-more"]   # the queue gets the core
     f.state.check()
+
+
+def test_a_claimant_waiting_in_its_window_keeps_its_token_past_the_idle_purge():
+    f = cell(nodes=1)
+    # silver work takes every core before the bid is even granted, and runs long
+    assert kinds(f.task("s-big", cpu=64_000, mem=1024, at=1)) == ["TaskPlaced"]
+    bid(f, "b1", gpus=4, at=0)
+    tick(f, MIN)
+    tok = reservations.tokens(f.state)[0]
+    assert tok["status"] == "HELD" and tok.get("held_cpu", 0) == 0        # nothing free to hold yet
+    tick(f, 10 * MIN)
+    out = f.task("own", cpu=1000, mem=1024, gpus=4, milli=1000, at=10 * MIN + 1, labels={"reservation": "rsv-b1"})
+    assert kinds(out) == ["TaskPending"]                                     # no core on its node
+    out = tick(f, 16 * MIN)                                                  # past the 300 s idle purge
+    assert "ReservationExpired" not in kinds(out)
+    assert reservations.tokens(f.state)[0]["rid"] == "rsv-b1"
+    out = f.status("s-big", "COMPLETED", at=17 * MIN)                        # the core frees: the queue runs
+    [placed] = of(out, "TaskPlaced")
+    assert placed["task_id"] == "own" and any("reservation rsv-b1: claimed" in p for p in placed["provenance"]["path"])
+    f.state.check()
+
+
+def test_a_token_whose_in_window_claimant_went_elsewhere_is_purged_as_idle():
+    f = cell(nodes=2)
+    f.task("s-big", cpu=64_000, mem=1024, at=1)                              # fills one node's CPU
+    bid(f, "b1", gpus=4, at=0)
+    tick(f, MIN)
+    rid = reservations.tokens(f.state)[0]["rid"]
+    node = reservations.tokens(f.state)[0]["node"]
+    tick(f, 10 * MIN)
+    out = f.task("own", cpu=1000, mem=1024, gpus=4, milli=1000, at=10 * MIN + 1, labels={"reservation": rid})
+    assert node == f.state.tasks["s-big"].node                               # the token is on the full node
+    [placed] = of(out, "TaskPlaced")
+    assert placed["node_id"] != node                                         # so it ran elsewhere, as any task
+    out = tick(f, 16 * MIN)                                                  # runs elsewhere: the token is idle
+    assert [e["reservation_id"] for e in of(out, "ReservationExpired")] == [rid]
+    f.state.check()
