@@ -15,8 +15,9 @@ A token: ``rid, bid_id, tenant, node, devices`` (its GPUs), ``start, end`` (its 
 its window), ``price, cpu, mem`` (what its bid asked besides GPUs), ``status`` GRANTED (not
 holding yet) | HELD (holding, unclaimed) | CLAIMED, ``held`` (GPUs it holds now: taken out of
 ``gpu_free`` as if a task held them whole), ``held_cpu, held_mem`` (CPU milli and memory MiB it
-holds now, taken out of ``cpu_free`` and ``mem_free``; absent in older snapshots: 0), ``lent`` (``{device: [bronze task ids]}`` running on its GPUs until the
-owner comes), ``claimed_by`` (task ids), ``waiting`` (claimants that came before the window), ``queued``
+holds now, taken out of ``cpu_free`` and ``mem_free``; absent in older snapshots: 0),
+``lent`` (``{device: [bronze task ids]}`` running on its GPUs until the owner comes),
+``claimed_by`` (task ids), ``waiting`` (claimants that came before the window), ``queued``
 (claimants that tried in the window and could not claim yet: while one of them is still
 pending the idle purge spares the token; absent in older snapshots).
 
