@@ -160,26 +160,27 @@ def _on_node(s: Any, node: str) -> list[dict[str, Any]]:
     return [b["tokens"][rid] for rid in b["by_node"].get(node, ())]
 
 
+def _free_cpu_mem(s: Any, row: int, cpu: int, mem: int) -> None:
+    """Add ``cpu`` and ``mem`` (negative: take them) to the node's free CPU and memory."""
+    if cpu or mem:
+        s.cpu_free[row] += cpu
+        s.mem_free[row] += mem
+        s.touch(row)
+
+
 def _hold_cpu_mem(s: Any, row: int, tok: dict[str, Any]) -> None:
     """The token takes free CPU and memory up to what its bid asked."""
     cpu = min(max(0, int(tok.get("cpu") or 0) - tok.get("held_cpu", 0)), int(s.cpu_free[row]))
     mem = min(max(0, int(tok.get("mem") or 0) - tok.get("held_mem", 0)), int(s.mem_free[row]))
     if cpu > 0 or mem > 0:
-        s.cpu_free[row] -= cpu
-        s.mem_free[row] -= mem
+        _free_cpu_mem(s, row, -cpu, -mem)
         tok["held_cpu"] = tok.get("held_cpu", 0) + cpu
         tok["held_mem"] = tok.get("held_mem", 0) + mem
-        s.touch(row)
 
 
-def _unhold_cpu_mem(s: Any, row: int, tok: dict[str, Any]) -> tuple[int, int]:
-    """The token gives back all the CPU and memory it holds; returns (cpu, mem) given."""
-    cpu, mem = tok.pop("held_cpu", 0), tok.pop("held_mem", 0)
-    if cpu or mem:
-        s.cpu_free[row] += cpu
-        s.mem_free[row] += mem
-        s.touch(row)
-    return cpu, mem
+def _unhold_cpu_mem(s: Any, row: int, tok: dict[str, Any]) -> None:
+    """The token gives back all the CPU and memory it holds."""
+    _free_cpu_mem(s, row, tok.pop("held_cpu", 0), tok.pop("held_mem", 0))
 
 
 def fill(s: Any, node: str) -> None:
@@ -346,9 +347,7 @@ def unhold_all(s: Any) -> Undone:
                 out.append((row, int(key), milli, 0, 0))
             cpu, mem = tok.get("held_cpu", 0), tok.get("held_mem", 0)
             if cpu or mem:
-                s.cpu_free[row] += cpu
-                s.mem_free[row] += mem
-                s.touch(row)
+                _free_cpu_mem(s, row, cpu, mem)       # the token keeps its record for rehold
                 out.append((row, -1, 0, cpu, mem))
     return out
 
@@ -359,9 +358,7 @@ def rehold(s: Any, undone: Undone) -> None:
         if d >= 0:
             _hold(s, row, d, milli)
         else:
-            s.cpu_free[row] -= cpu
-            s.mem_free[row] -= mem
-            s.touch(row)
+            _free_cpu_mem(s, row, -cpu, -mem)
 
 
 # ------------------------------------------------------------------------------ readings

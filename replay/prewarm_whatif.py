@@ -572,6 +572,8 @@ def _run_swept(job: tuple) -> dict[str, Any]:
 
 def _parse_sweep(text: str) -> list[dict[str, Any]]:
     """``"max_waste=0.2;max_waste=0.3,min_use=0.05"`` -> one dict of planner arguments per ``;``."""
+    from suanli.processors.prewarm import PrewarmArgs
+    known = set(PrewarmArgs.__dataclass_fields__)
     configs = []
     for part in text.split(";"):
         cfg: dict[str, Any] = {}
@@ -583,11 +585,9 @@ def _parse_sweep(text: str) -> list[dict[str, Any]]:
                 cfg[key.strip()] = json.loads(value)
             except ValueError:
                 raise ReplayError(f"--sweep: the value of {key!r} is not a number or JSON: {value!r}") from None
-        from suanli.processors.prewarm import PrewarmArgs
-        unknown = set(cfg) - set(PrewarmArgs.__dataclass_fields__)
+        unknown = set(cfg) - known
         if unknown:
-            raise ReplayError(f"--sweep: unknown planner arguments {sorted(unknown)} "
-                              f"(known: {sorted(PrewarmArgs.__dataclass_fields__)})")
+            raise ReplayError(f"--sweep: unknown planner arguments {sorted(unknown)} (known: {sorted(known)})")
         configs.append(cfg)
     return configs
 
@@ -659,6 +659,13 @@ def _run_one(job: tuple) -> dict[str, Any]:
     return simulate(w, prewarm, cache=cache)
 
 
+def _doc_head(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> dict[str, Any]:
+    """The command and the workload, first in every JSON this module writes."""
+    return {"command": " ".join(["python -m suanli.replay.prewarm_whatif",
+                                 *(argv if argv is not None else sys.argv[1:])]),
+            "workload": asdict(Workload(hours=args.hours, run_on_h=args.run_on)) | {"seed": "per run"}}
+
+
 def _main_sweep(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
     configs = _parse_sweep(args.sweep)
     started = time.perf_counter()
@@ -668,10 +675,7 @@ def _main_sweep(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
               f"(before the last hour {r['wasted_prefetch_judged_pct']} %)  prefetched {r['prefetched_gib']:.0f} GiB  "
               f"p50 {r['ready_s_p50']} s")
     if args.json:
-        doc = {"command": " ".join(["python -m suanli.replay.prewarm_whatif",
-                                    *(argv if argv is not None else sys.argv[1:])]),
-               "workload": asdict(Workload(hours=args.hours, run_on_h=args.run_on)) | {"seed": "per run"},
-               "seeds": args.seeds, "goals": GOALS, "sweep": rows, "seconds": round(time.perf_counter() - started, 1)}
+        doc = {**_doc_head(args, argv), "seeds": args.seeds, "goals": GOALS, "sweep": rows, "seconds": round(time.perf_counter() - started, 1)}
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0
 
@@ -709,9 +713,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     agg = aggregate(runs)
     print(render(agg))
     if args.json:
-        doc = {"command": " ".join(["python -m suanli.replay.prewarm_whatif",
-                                    *(argv if argv is not None else sys.argv[1:])]),
-               "workload": asdict(Workload(hours=args.hours, run_on_h=args.run_on)) | {"seed": "per run"},
+        doc = {**_doc_head(args, argv),
                "load_model": {k: {"mib_per_s": v.mib_per_s, "latency_ms": v.latency_ms} for k, v in LINKS.items()},
                "arms": {k: {"label": lab, "model_cache_mib": Workload().cache_gib * GIB if cache else 0,
                             "prewarm": pre} for k, (lab, cache, pre) in ARMS.items()},
