@@ -41,13 +41,13 @@ from ..args import arg_infos, explicit, parse_args
 from ..framework import Profile
 from ..matching import BlendMember, Rule
 from . import (analytics, anti_affinity, balanced, batch, bestfit, cost_cheapest, cost_spot, default,
-               dotprod, fgd, first_fit, gpu_clustering, gpu_packing, green_carbon, green_pue, latency,
-               ppo, random, rules, spread_zones, worst_fit)
+               dotprod, federated, fgd, first_fit, gpu_clustering, gpu_packing, green_carbon, green_pue,
+               latency, ppo, random, rules, spread_zones, worst_fit)
 from .args import ExternalArgs, StrategyArgs
 
 BUILTIN = (random, dotprod, gpu_clustering, gpu_packing, bestfit, fgd, default, worst_fit, first_fit,
            balanced, analytics, cost_cheapest, cost_spot, spread_zones, anti_affinity, green_carbon,
-           green_pue, latency, batch, rules, ppo)
+           green_pue, latency, batch, rules, ppo, federated)
 MODULES: dict[str, Any] = {m.NAME: m for m in BUILTIN}
 EXTERNAL: dict[str, str] = {}          # name -> entry point value (module:attr) of discovered ones
 ENTRY_POINT_GROUP = "suanli.strategies"
