@@ -88,6 +88,14 @@ def _task_id(request: Message) -> str:
     return request.task_id
 
 
+def _job_id(value: str, field: str) -> str:
+    from suanli.schemas.task_spec import _ID
+    if not _ID.fullmatch(value):
+        raise ValidationError(f"{field}: {value!r} is not a valid job id: use 1-204 letters, digits and . _ : @ + - "
+                              "(starting with a letter or digit)")
+    return value
+
+
 Handler = Callable[[Any, Message, str], Awaitable[Message]]
 
 
@@ -151,6 +159,21 @@ class SuanliServicer(pb_grpc.SuanliServicer):
     @_rpc
     async def GetAudit(self, request: pb.GetAuditRequest, tenant: str) -> Message:
         return to_message(await self.service.get_audit(tenant, _task_id(request)), pb.AuditTrail)
+
+    @_rpc
+    async def ListAudit(self, request: pb.ListAuditRequest, tenant: str) -> Message:
+        job = _optional(request, "job")
+        if job is not None:
+            _job_id(job, "job")
+        task_id = _optional(request, "task_id")
+        if task_id is not None and not 1 <= len(task_id) <= 200:
+            raise ValidationError("task_id: give the task id (1 to 200 characters)")
+        result = await self.service.list_audit(tenant, job=job, task_id=task_id, limit=_limit(request, 1000))
+        return to_message(result, pb.AuditList)
+
+    @_rpc
+    async def GetJob(self, request: pb.GetJobRequest, tenant: str) -> Message:
+        return to_message(await self.service.get_job(tenant, _job_id(request.job_id, "job_id")), pb.JobView)
 
     @_rpc
     async def SubmitBid(self, request: pb.SubmitBidRequest, tenant: str) -> Message:

@@ -26,6 +26,7 @@ __all__ = [
     "NodeView", "ListNodesResponse", "StrategyRef", "Candidate", "FilterOutcome", "Provenance",
     "AuditDecision", "AuditTrail", "Health", "FieldError", "ErrorResponse", "MAX_EPOCH_MS",
     "NodeStatusRequest", "NodeStatusResponse", "ReservationView", "ListReservationsResponse",
+    "AuditList", "JobView",
 ]
 
 MAX_EPOCH_MS = 253_402_300_799_999      # 9999-12-31T23:59:59.999Z: keeps times inside Avro long and sane
@@ -231,6 +232,7 @@ class TaskStatus(_Out):
     strategy: str
     path: list[str]
     message: str
+    job_id: str | None = None        # the job it is a member of (its submission's ``job``)
 
 
 class ListTasksResponse(_Out):
@@ -389,6 +391,24 @@ class AuditDecision(_Out):
     cause: str = ""
     provenance: Provenance
     position: LogPosition
+    job_id: str | None = None
+
+
+class AuditList(_Out):
+    """Decisions matching ``ListAudit``'s filters (a job, a task), in log order."""
+
+    decisions: list[AuditDecision]
+
+
+class JobView(_Out):
+    """A job of many tasks (issue 22): its member tasks, those submitted with ``job`` set to
+    ``job_id`` by this tenant, in submission order, each with its status and node;
+    ``counts`` holds the members per status."""
+
+    job_id: str
+    tenant: str
+    tasks: list[TaskStatus]
+    counts: dict[str, int]
 
 
 class AuditTrail(_Out):

@@ -71,6 +71,7 @@ class Submission:
     submitted_at: int
     priority: int
     qos_tier: str
+    job_id: str = ""
 
 
 @dataclass
@@ -120,7 +121,8 @@ class ReadModel:
         if kind == "TaskSubmitted":
             if validate_event(kind, p) is None and p["task_id"] not in self.submissions:
                 self.submissions[p["task_id"]] = Submission(p["task_id"], p["tenant"], p["cell"], p["submitted_at"],
-                                                            p.get("priority", 0), p.get("qos_tier", ""))
+                                                            p.get("priority", 0), p.get("qos_tier", ""),
+                                                            p.get("job_id") or "")
 
     def _on_decision(self, kind: str, p: dict[str, Any], topic: str, partition: int, offset: int) -> None:
         if kind in TASK_DECISION_KINDS:

@@ -21,8 +21,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from suanli.api.auth import TokenStore
 from suanli.api.limits import Limits, LimitsMiddleware, header
-from suanli.api.models import (AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse, ErrorResponse,
-                               Health, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
+from suanli.api.models import (AuditList, AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse, ErrorResponse,
+                               Health, JobView, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
                                ListTasksResponse, NodeStatusRequest, NodeStatusResponse, SubmitBidResponse,
                                SubmitTaskResponse, TaskSpec, TaskStatus, WhyPendingResponse)
 from suanli.api.service import MAX_LIMIT, ApiService
@@ -81,6 +81,11 @@ Status = Annotated[str | None, Query(min_length=1, max_length=32, description="O
 TokenStatus = Annotated[str | None, Query(min_length=1, max_length=32,
                                           description="Only tokens in this status (GRANTED, CLAIMED, EXPIRED, "
                                                       "ENDED, RELEASED).")]
+JobId = Annotated[str, Path(min_length=1, max_length=204, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$",
+                            description="Job id (the tasks' ``job``).")]
+JobFilter = Annotated[str | None, Query(min_length=1, max_length=204, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@+-]*$",
+                                        description="Only decisions about members of this job.")]
+TaskFilter = Annotated[str | None, Query(min_length=1, max_length=200, description="Only decisions about this task.")]
 Mine = Annotated[bool, Query(description="Only your own tokens (default: every tenant's, others' ids hidden).")]
 
 
@@ -203,6 +208,21 @@ def create_app(service: ApiService, tokens: TokenStore, limits: Limits | None = 
     async def get_audit(caller: Tenant, task_id: TaskId) -> AuditTrail:
         """Every decision about one of your tasks, with its provenance and decision path."""
         return await service.get_audit(caller, task_id)
+
+    @app.get("/v1/audit", operation_id="ListAudit", response_model=AuditList,
+             responses=_errors(401, 422, 503), tags=["audit"])
+    async def list_audit(caller: Tenant, job: JobFilter = None, task_id: TaskFilter = None,
+                         limit: Limit = 1000) -> AuditList:
+        """Decisions about your tasks, filtered by ``job`` (its member tasks) and/or ``task_id``, in log
+        order, the newest ``limit``; give one filter at least."""
+        return await service.list_audit(caller, job=job, task_id=task_id, limit=limit)
+
+    @app.get("/v1/jobs/{job_id}", operation_id="GetJob", response_model=JobView,
+             responses=_errors(401, 404, 422, 503), tags=["tasks"])
+    async def get_job(caller: Tenant, job_id: JobId) -> JobView:
+        """One of your jobs: its member tasks (submitted with ``job``) with their status and node, and
+        how many are in each status."""
+        return await service.get_job(caller, job_id)
 
     @app.post("/v1/bids", operation_id="SubmitBid", status_code=202, response_model=SubmitBidResponse,
               responses=_errors(401, 409, 422, 503), tags=["bids"])

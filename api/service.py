@@ -50,8 +50,8 @@ from fastavro.validation import ValidationError as AvroValidationError
 from pydantic import ValidationError as PydanticValidationError
 
 from suanli.api.audit import AuditSource
-from suanli.api.models import (AuditDecision, AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse,
-                               Health, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
+from suanli.api.models import (AuditDecision, AuditList, AuditTrail, BidSpec, BidView, CancelRequest,
+                               CancelTaskResponse, Health, JobView, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
                                ListTasksResponse, LogPosition, NodeStatusRequest, NodeStatusResponse, NodeView,
                                PendingReason, Provenance, ReservationView, SubmitBidResponse, SubmitTaskResponse,
                                TaskResources, TaskSpec, TaskStatus, WhyPendingResponse)
@@ -157,7 +157,7 @@ class ApiService:
                               placed=False, node_id="", gpu_devices=[], gpu_milli=0, cpu_milli=0, memory_mib=0,
                               reasons=[], queue_position=0, priority=task.priority, qos_tier=task.qos_tier,
                               submitted_at=task.submitted_at, decision_id="", decided_at=0, strategy="",
-                              path=[], message="")
+                              path=[], message="", job_id=task.job_id or None)
         return TaskStatus(task_id=task.task_id, tenant=task.tenant, cell=task.cell, status=task.status,
                           placed=task.placed_once, node_id=task.node_id, gpu_devices=list(task.gpu_devices),
                           gpu_milli=task.gpu_milli, cpu_milli=task.cpu_milli, memory_mib=task.memory_mib,
@@ -165,7 +165,7 @@ class ApiService:
                           queue_position=task.queue_position if task.status == "PENDING" else 0,
                           priority=task.priority, qos_tier=task.qos_tier, submitted_at=task.submitted_at,
                           decision_id=task.decision_id, decided_at=task.decided_at, strategy=task.strategy,
-                          path=list(task.path), message=task.message)
+                          path=list(task.path), message=task.message, job_id=task.job_id or None)
 
     def _refresh_queue(self, cell: str) -> list[TaskView]:
         return self.model.lifecycle.pending(cell)     # recomputes queue_position for the cell
@@ -398,14 +398,10 @@ class ApiService:
                                   event_id=event["event_id"], position=position)
 
     # ------------------------------------------------------------------ audit
-    async def get_audit(self, tenant: str, task_id: str) -> AuditTrail:
-        """The caller's task's decisions with their provenance, in log order."""
-        task = await self._find(tenant, task_id)
-        records = [r for r in await self.audit.task_decisions(task_id) if r.payload.get("tenant") == tenant]
-        decisions = []
-        for r in records:
-            p = r.payload
-            decisions.append(AuditDecision(
+    @staticmethod
+    def _decision(r: Any) -> AuditDecision:
+        p = r.payload
+        return AuditDecision(
                 kind=r.kind, event_id=p["event_id"], decision_id=p["decision_id"], task_id=p["task_id"],
                 tenant=p["tenant"], cell=p["cell"], node_id=p.get("node_id", ""),
                 gpu_devices=list(p.get("gpu_devices") or []), gpu_milli=p.get("gpu_milli", 0),
@@ -413,10 +409,65 @@ class ApiService:
                 reasons=[PendingReason.model_validate(x) for x in p.get("reasons") or []],
                 queue_position=p.get("queue_position", 0), cause=p.get("cause", ""),
                 provenance=Provenance.model_validate(p["provenance"]),
-                position=LogPosition(topic=r.topic, partition=r.partition, offset=r.offset)))
+                position=LogPosition(topic=r.topic, partition=r.partition, offset=r.offset), job_id=p.get("job_id"))
+
+    async def get_audit(self, tenant: str, task_id: str) -> AuditTrail:
+        """The caller's task's decisions with their provenance, in log order."""
+        task = await self._find(tenant, task_id)
+        records = [r for r in await self.audit.task_decisions(task_id) if r.payload.get("tenant") == tenant]
+        decisions = [self._decision(r) for r in records]
         status = "SUBMITTED" if isinstance(task, Submission) else task.status
         return self._hide(tenant, AuditTrail(task_id=task_id, tenant=tenant, cell=task.cell, status=status,
                                              decisions=decisions))
+
+    async def list_audit(self, tenant: str, job: str | None = None, task_id: str | None = None,
+                         limit: int = 1000) -> AuditList:
+        """The caller's decisions about the members of ``job`` and/or about ``task_id``, in log
+        order (the newest ``limit``). One filter at least: an answer about every task is not offered."""
+        if job is None and task_id is None:
+            raise ValidationError("invalid request: job: give a job (or a task_id) to filter the audit by")
+        await self._ready()
+        if job is not None:
+            await self._sync()         # read your writes: members submitted a moment ago
+            ids = [v.task_id for v in self.model.lifecycle.job_tasks(job, tenant)]
+            ids += [s.task_id for s in self.model.submissions.values()
+                    if s.job_id == job and s.tenant == tenant and s.task_id not in self.model.lifecycle.tasks]
+            if task_id is not None:
+                ids = [t for t in ids if t == task_id]
+        else:
+            ids = [task_id]
+        records = []
+        for tid in dict.fromkeys(ids):
+            records += [r for r in await self.audit.task_decisions(tid)
+                        if r.payload.get("tenant") == tenant and (job is None or r.payload.get("job_id") == job)]
+        records.sort(key=lambda r: (r.payload["provenance"].get("decided_at", 0), r.topic, r.partition, r.offset))
+        return self._hide(tenant, AuditList(decisions=[self._decision(r) for r in records[-limit:]]))
+
+    async def get_job(self, tenant: str, job_id: str) -> JobView:
+        """The caller's member tasks of ``job_id`` with their status; NotFoundError when it has none
+        (also when the job is another tenant's)."""
+        await self._ready()
+
+        def members() -> list[TaskView | Submission]:
+            lifecycle = self.model.lifecycle
+            out: list[TaskView | Submission] = list(lifecycle.job_tasks(job_id, tenant))
+            out += [s for s in self.model.submissions.values()
+                    if s.job_id == job_id and s.tenant == tenant and s.task_id not in lifecycle.tasks]
+            return out
+
+        rows = members()
+        if not rows:
+            await self._sync()
+            rows = members()
+        if not rows:
+            raise NotFoundError(f"no job {job_id!r}")
+        for c in {t.cell for t in rows if isinstance(t, TaskView) and t.status == "PENDING"}:
+            self._refresh_queue(c)
+        tasks = sorted((self._status(t) for t in rows), key=lambda t: (t.submitted_at, t.task_id))
+        counts: dict[str, int] = {}
+        for t in tasks:
+            counts[t.status] = counts.get(t.status, 0) + 1
+        return self._hide(tenant, JobView(job_id=job_id, tenant=tenant, tasks=tasks, counts=counts))
 
     def health(self) -> Health:
         return Health(ready=self.follower is None or self.follower.ready, namespace=self.namespace)

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class TaskSpec(_message.Message):
-    __slots__ = ("id", "tenant", "cell", "resources", "qos", "priority", "labels", "duration", "duration_ms", "deadline_ms", "command", "env", "scheduling", "reservation", "model", "parallelism")
+    __slots__ = ("id", "tenant", "cell", "resources", "qos", "priority", "labels", "duration", "duration_ms", "deadline_ms", "command", "env", "scheduling", "reservation", "model", "parallelism", "job")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,7 @@ class TaskSpec(_message.Message):
     RESERVATION_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
     id: str
     tenant: str
     cell: str
@@ -54,7 +55,8 @@ class TaskSpec(_message.Message):
     reservation: str
     model: ModelSpec
     parallelism: int
-    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., resources: _Optional[_Union[ResourcesSpec, _Mapping]] = ..., qos: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., duration: _Optional[str] = ..., duration_ms: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., scheduling: _Optional[str] = ..., reservation: _Optional[str] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., parallelism: _Optional[int] = ...) -> None: ...
+    job: str
+    def __init__(self, id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., resources: _Optional[_Union[ResourcesSpec, _Mapping]] = ..., qos: _Optional[str] = ..., priority: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., duration: _Optional[str] = ..., duration_ms: _Optional[int] = ..., deadline_ms: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., scheduling: _Optional[str] = ..., reservation: _Optional[str] = ..., model: _Optional[_Union[ModelSpec, _Mapping]] = ..., parallelism: _Optional[int] = ..., job: _Optional[str] = ...) -> None: ...
 
 class ModelSpec(_message.Message):
     __slots__ = ("arch", "uri", "size", "size_mib")
@@ -181,6 +183,22 @@ class GetAuditRequest(_message.Message):
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
+
+class ListAuditRequest(_message.Message):
+    __slots__ = ("job", "task_id", "limit")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    task_id: str
+    limit: int
+    def __init__(self, job: _Optional[str] = ..., task_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class SubmitBidRequest(_message.Message):
     __slots__ = ("bid",)
@@ -558,7 +576,7 @@ class SubmitBidResponse(_message.Message):
     def __init__(self, bid_id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., event_id: _Optional[str] = ..., position: _Optional[_Union[LogPosition, _Mapping]] = ...) -> None: ...
 
 class TaskStatus(_message.Message):
-    __slots__ = ("task_id", "tenant", "cell", "status", "placed", "node_id", "gpu_devices", "gpu_milli", "cpu_milli", "memory_mib", "reasons", "queue_position", "priority", "qos_tier", "submitted_at", "decision_id", "decided_at", "strategy", "path", "message")
+    __slots__ = ("task_id", "tenant", "cell", "status", "placed", "node_id", "gpu_devices", "gpu_milli", "cpu_milli", "memory_mib", "reasons", "queue_position", "priority", "qos_tier", "submitted_at", "decision_id", "decided_at", "strategy", "path", "message", "job_id")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     CELL_FIELD_NUMBER: _ClassVar[int]
@@ -579,6 +597,7 @@ class TaskStatus(_message.Message):
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     tenant: str
     cell: str
@@ -599,7 +618,8 @@ class TaskStatus(_message.Message):
     strategy: str
     path: _containers.RepeatedScalarFieldContainer[str]
     message: str
-    def __init__(self, task_id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., status: _Optional[str] = ..., placed: _Optional[bool] = ..., node_id: _Optional[str] = ..., gpu_devices: _Optional[_Iterable[int]] = ..., gpu_milli: _Optional[int] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., reasons: _Optional[_Iterable[_Union[PendingReason, _Mapping]]] = ..., queue_position: _Optional[int] = ..., priority: _Optional[int] = ..., qos_tier: _Optional[str] = ..., submitted_at: _Optional[int] = ..., decision_id: _Optional[str] = ..., decided_at: _Optional[int] = ..., strategy: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ...) -> None: ...
+    job_id: str
+    def __init__(self, task_id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., status: _Optional[str] = ..., placed: _Optional[bool] = ..., node_id: _Optional[str] = ..., gpu_devices: _Optional[_Iterable[int]] = ..., gpu_milli: _Optional[int] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., reasons: _Optional[_Iterable[_Union[PendingReason, _Mapping]]] = ..., queue_position: _Optional[int] = ..., priority: _Optional[int] = ..., qos_tier: _Optional[str] = ..., submitted_at: _Optional[int] = ..., decision_id: _Optional[str] = ..., decided_at: _Optional[int] = ..., strategy: _Optional[str] = ..., path: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ..., job_id: _Optional[str] = ...) -> None: ...
 
 class ListTasksResponse(_message.Message):
     __slots__ = ("tasks",)
@@ -780,7 +800,7 @@ class ListNodesResponse(_message.Message):
     def __init__(self, nodes: _Optional[_Iterable[_Union[NodeView, _Mapping]]] = ...) -> None: ...
 
 class AuditDecision(_message.Message):
-    __slots__ = ("kind", "event_id", "decision_id", "task_id", "tenant", "cell", "node_id", "gpu_devices", "gpu_milli", "cpu_milli", "memory_mib", "reasons", "queue_position", "cause", "provenance", "position")
+    __slots__ = ("kind", "event_id", "decision_id", "task_id", "tenant", "cell", "node_id", "gpu_devices", "gpu_milli", "cpu_milli", "memory_mib", "reasons", "queue_position", "cause", "provenance", "position", "job_id")
     KIND_FIELD_NUMBER: _ClassVar[int]
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     DECISION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -797,6 +817,7 @@ class AuditDecision(_message.Message):
     CAUSE_FIELD_NUMBER: _ClassVar[int]
     PROVENANCE_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
     kind: str
     event_id: str
     decision_id: str
@@ -813,7 +834,33 @@ class AuditDecision(_message.Message):
     cause: str
     provenance: Provenance
     position: LogPosition
-    def __init__(self, kind: _Optional[str] = ..., event_id: _Optional[str] = ..., decision_id: _Optional[str] = ..., task_id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., node_id: _Optional[str] = ..., gpu_devices: _Optional[_Iterable[int]] = ..., gpu_milli: _Optional[int] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., reasons: _Optional[_Iterable[_Union[PendingReason, _Mapping]]] = ..., queue_position: _Optional[int] = ..., cause: _Optional[str] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., position: _Optional[_Union[LogPosition, _Mapping]] = ...) -> None: ...
+    job_id: str
+    def __init__(self, kind: _Optional[str] = ..., event_id: _Optional[str] = ..., decision_id: _Optional[str] = ..., task_id: _Optional[str] = ..., tenant: _Optional[str] = ..., cell: _Optional[str] = ..., node_id: _Optional[str] = ..., gpu_devices: _Optional[_Iterable[int]] = ..., gpu_milli: _Optional[int] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., reasons: _Optional[_Iterable[_Union[PendingReason, _Mapping]]] = ..., queue_position: _Optional[int] = ..., cause: _Optional[str] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., position: _Optional[_Union[LogPosition, _Mapping]] = ..., job_id: _Optional[str] = ...) -> None: ...
+
+class AuditList(_message.Message):
+    __slots__ = ("decisions",)
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    decisions: _containers.RepeatedCompositeFieldContainer[AuditDecision]
+    def __init__(self, decisions: _Optional[_Iterable[_Union[AuditDecision, _Mapping]]] = ...) -> None: ...
+
+class JobView(_message.Message):
+    __slots__ = ("job_id", "tenant", "tasks", "counts")
+    class CountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    tenant: str
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskStatus]
+    counts: _containers.ScalarMap[str, int]
+    def __init__(self, job_id: _Optional[str] = ..., tenant: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[TaskStatus, _Mapping]]] = ..., counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class AuditTrail(_message.Message):
     __slots__ = ("task_id", "tenant", "cell", "status", "decisions")

@@ -69,6 +69,16 @@ class SuanliStub:
                 request_serializer=suanli__pb2.GetAuditRequest.SerializeToString,
                 response_deserializer=suanli__pb2.AuditTrail.FromString,
                 _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/suanli.v1.Suanli/ListAudit',
+                request_serializer=suanli__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=suanli__pb2.AuditList.FromString,
+                _registered_method=True)
+        self.GetJob = channel.unary_unary(
+                '/suanli.v1.Suanli/GetJob',
+                request_serializer=suanli__pb2.GetJobRequest.SerializeToString,
+                response_deserializer=suanli__pb2.JobView.FromString,
+                _registered_method=True)
         self.SubmitBid = channel.unary_unary(
                 '/suanli.v1.Suanli/SubmitBid',
                 request_serializer=suanli__pb2.SubmitBidRequest.SerializeToString,
@@ -147,6 +157,20 @@ class SuanliServicer:
 
     def GetAudit(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """Decisions about your tasks filtered by job (issue 22), in log order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetJob(self, request, context):
+        """A job's member tasks (those submitted with `job`), with their status and node.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -233,6 +257,16 @@ def add_SuanliServicer_to_server(servicer, server):
                     servicer.GetAudit,
                     request_deserializer=suanli__pb2.GetAuditRequest.FromString,
                     response_serializer=suanli__pb2.AuditTrail.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=suanli__pb2.ListAuditRequest.FromString,
+                    response_serializer=suanli__pb2.AuditList.SerializeToString,
+            ),
+            'GetJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJob,
+                    request_deserializer=suanli__pb2.GetJobRequest.FromString,
+                    response_serializer=suanli__pb2.JobView.SerializeToString,
             ),
             'SubmitBid': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitBid,
@@ -459,6 +493,60 @@ class Suanli:
             '/suanli.v1.Suanli/GetAudit',
             suanli__pb2.GetAuditRequest.SerializeToString,
             suanli__pb2.AuditTrail.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.v1.Suanli/ListAudit',
+            suanli__pb2.ListAuditRequest.SerializeToString,
+            suanli__pb2.AuditList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.v1.Suanli/GetJob',
+            suanli__pb2.GetJobRequest.SerializeToString,
+            suanli__pb2.JobView.FromString,
             options,
             channel_credentials,
             insecure,

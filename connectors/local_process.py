@@ -5,8 +5,9 @@ The machine registers as one node (CPU count from the affinity mask, memory from
 given, in a new session (so the whole process group can be stopped). Its environment is the
 connector's, plus the task's ``env`` (from its submission, carried by the DispatchCommand;
 it overrides the connector's variables, ``PATH`` included, which is also where the program
-is looked up), plus ``SUANLI_TASK_ID``, ``SUANLI_DISPATCH_ID``, ``SUANLI_CPU_MILLI`` and
-``SUANLI_MEMORY_MIB`` (set last: a task cannot change them). stdin is /dev/null;
+is looked up), plus ``SUANLI_TASK_ID``, ``SUANLI_DISPATCH_ID``, ``SUANLI_CPU_MILLI``,
+``SUANLI_MEMORY_MIB`` and, for a member of a job (the submission's ``job``), ``SUANLI_JOB_ID``
+(set last: a task cannot change them). stdin is /dev/null;
 stdout+stderr go into a temporary file whose tail goes into the FAILED message.
 
 Usage comes from ``os.wait4`` on the command: ``cpu_seconds`` = user + system time
@@ -266,12 +267,13 @@ class LocalProcesses(Adapter):
     @staticmethod
     def environment(command: dict[str, Any], model: LoadResult | None = None) -> dict[str, str]:
         """The command's environment: this process's, the task's ``env`` over it, then the SUANLI_*
-        variables (with ``SUANLI_MODEL_PATH`` and ``SUANLI_MODEL_ARCH`` when it has a ``model``)."""
+        variables (with ``SUANLI_MODEL_PATH`` and ``SUANLI_MODEL_ARCH`` when it has a ``model``,
+        ``SUANLI_JOB_ID`` when it is a member of a job)."""
         models = {"SUANLI_MODEL_PATH": str(model.path), "SUANLI_MODEL_ARCH": model.model_arch} if model else {}
         return {**os.environ, **(command.get("env") or {}),
                 "SUANLI_TASK_ID": command["task_id"], "SUANLI_DISPATCH_ID": command["dispatch_id"],
                 "SUANLI_CPU_MILLI": str(command["cpu_milli"]), "SUANLI_MEMORY_MIB": str(command["memory_mib"]),
-                **models}
+                **({"SUANLI_JOB_ID": command["job_id"]} if command.get("job_id") else {}), **models}
 
     def model_store(self) -> ModelStore:
         """This node's model cache (made, and its index read from disk, on first use)."""

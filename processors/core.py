@@ -610,7 +610,7 @@ class _Decider:
             self.emit(m.TaskPreempted(event_id=eid, decision_id=did, task_id=vid, tenant=vt.task.tenant,
                                       cell=s.cell, node_id=node, preempted_by=by, reason=f"{reason} on {node}",
                                       provenance=self.provenance(None, vpath, strategy, rule), grace_ms=q.grace_ms,
-                                      work_lost_ms=lost_ms, victims=ids))
+                                      work_lost_ms=lost_ms, victims=ids, job_id=vt.task.job_id))
             conn = s.nodes[node].connector or "sim"
             self.outs.append(m.StopCommand(event_id=f"{did}/stop", task_id=vid, cell=s.cell, node_id=node,
                                            connector=conn, reason=f"preempted by {by}", issued_at=self.at,
@@ -626,7 +626,7 @@ class _Decider:
         self.emit(m.TaskPlaced(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant,
                                cell=self.s.cell, node_id=node_id, gpu_devices=tuple(devices),
                                gpu_milli=req.gpu_milli if devices else 0, cpu_milli=req.cpu,
-                               memory_mib=req.mem, provenance=prov))
+                               memory_mib=req.mem, provenance=prov, job_id=t.task.job_id))
 
     def schedule(self, task_id: str, retry: bool, window_ids: Optional[list[str]] = None) -> bool:
         """Run one cycle for a known task; emit Placed / Pending / Unschedulable (or wait for
@@ -667,7 +667,8 @@ class _Decider:
             self.emit(m.TaskUnschedulable(
                 event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant, cell=s.cell,
                 reasons=(m.PendingReason(reason=res.status.reason, nodes=s.n_nodes),),
-                provenance=self.provenance(res, path + ["unschedulable"], strategy, rule, task_id)))
+                provenance=self.provenance(res, path + ["unschedulable"], strategy, rule, task_id),
+                job_id=t.task.job_id))
             return False
         if not reasons:
             reasons = (m.PendingReason(reason=res.status.reason or "no nodes", nodes=s.n_nodes),)
@@ -875,7 +876,7 @@ class _Decider:
                                  reason=f"{cause}: {from_node} -> {node}; {how}",
                                  provenance=self.provenance(res, path + [how], strategy, rule, task_id), cause=cause,
                                  since=since, elapsed_ms=max(0, s.now - since), reserve_first=reserve_first,
-                                 preempted=tuple(victims)))
+                                 preempted=tuple(victims), job_id=t.task.job_id))
         if victims:
             self.requeue_preempted()
         return True
@@ -945,7 +946,8 @@ class _Decider:
         s = self.s
         eid, did = self._ids(m.TaskPending.KIND)
         pending = m.TaskPending(event_id=eid, decision_id=did, task_id=task_id, tenant=s.tasks[task_id].task.tenant,
-                                cell=s.cell, reasons=reasons, queue_position=0, provenance=provenance)
+                                cell=s.cell, reasons=reasons, queue_position=0, provenance=provenance,
+                                job_id=s.tasks[task_id].task.job_id)
         evolve(s, pending)               # enqueue first: the position is the one after queueing
         self.outs.append(replace(pending, queue_position=s.queue_position(task_id)))
 
@@ -1079,7 +1081,8 @@ class _Decider:
             self.emit(m.TaskLost(event_id=eid, decision_id=did, task_id=tid, tenant=t.task.tenant, cell=s.cell,
                                  node_id=nid, gpu_devices=t.devices, reason=f"node {nid} DOWN: {reason}",
                                  provenance=self.provenance(None, [f"node {nid} DOWN", f"lost {tid}",
-                                                                   "queued again first in its tier and priority"])))
+                                                                   "queued again first in its tier and priority"]),
+                                 job_id=t.task.job_id))
 
     def stop_stale(self, e: m.TaskStatusChanged, t: TaskRecord) -> None:
         """A node that is not the task's reports it running: tell its connector to stop it."""
@@ -1139,7 +1142,7 @@ class _Decider:
         self.emit(m.TaskReleased(event_id=eid, decision_id=did, task_id=task_id, tenant=t.task.tenant,
                                  cell=s.cell, node_id=node, cause=cause,
                                  gpu_devices=tuple(t.devices) if node else (),
-                                 provenance=self.provenance(None, path)))
+                                 provenance=self.provenance(None, path), job_id=t.task.job_id))
 
 
 def decide(state: CellState, event: Any, position: Position) -> tuple[CellState, list[Any]]:
@@ -1151,6 +1154,10 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
         return state, []
     state.offsets[key] = offset
     if type(event).__name__ not in m.CELL_INPUT_KINDS:
+        return state, []
+    if isinstance(event, m.JobRound):
+        # a job's report, in the log for its history; its ``at`` is the reporter's clock, not
+        # cell time, and nothing in the core folds it (yet: the elastic policy will)
         return state, []
     at = event_time(event)
     if at > state.now:

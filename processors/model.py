@@ -311,6 +311,7 @@ class TaskSubmitted:
     command: Optional[tuple[str, ...]] = None
     profile: Optional[TaskProfile] = None
     env: Mapping[str, str] = field(default_factory=_empty_map)
+    job_id: Optional[str] = None  # the job the task is a member of (issue 22), None for none
 
 
 @_record
@@ -411,6 +412,7 @@ class TaskPlaced:
     cpu_milli: int
     memory_mib: int
     provenance: Provenance
+    job_id: Optional[str] = None  # the job the task is a member of (TaskSubmitted.job_id)
 
 
 @_record
@@ -425,6 +427,7 @@ class TaskPending:
     reasons: tuple[PendingReason, ...]
     queue_position: int          # 0 = head of the queue
     provenance: Provenance
+    job_id: Optional[str] = None  # the job the task is a member of (TaskSubmitted.job_id)
 
 
 @_record
@@ -438,6 +441,7 @@ class TaskUnschedulable:
     cell: str
     reasons: tuple[PendingReason, ...]
     provenance: Provenance
+    job_id: Optional[str] = None  # the job the task is a member of (TaskSubmitted.job_id)
 
 
 @_record
@@ -453,6 +457,7 @@ class TaskReleased:
     cause: str                   # COMPLETED | FAILED | CANCELLED | PREEMPTED
     gpu_devices: tuple[int, ...] = ()
     provenance: Provenance
+    job_id: Optional[str] = None  # the job the task is a member of (TaskSubmitted.job_id)
 
 
 @_record
@@ -471,6 +476,7 @@ class TaskPreempted:
     grace_ms: int = 0
     work_lost_ms: int = 0
     victims: tuple[str, ...] = ()
+    job_id: Optional[str] = None  # the job the task is a member of (TaskSubmitted.job_id)
 
 
 @_record
@@ -492,6 +498,7 @@ class TaskMigrated:
     elapsed_ms: int = 0
     reserve_first: bool = False
     preempted: tuple[str, ...] = ()
+    job_id: Optional[str] = None  # the job the task is a member of (TaskSubmitted.job_id)
 
 
 @_record
@@ -508,6 +515,7 @@ class TaskLost:
     gpu_devices: tuple[int, ...] = ()
     reason: str
     provenance: Provenance
+    job_id: Optional[str] = None  # the job the task is a member of (TaskSubmitted.job_id)
 
 
 @_record
@@ -614,6 +622,7 @@ class DispatchCommand:
     issued_at: int
     env: Mapping[str, str] = field(default_factory=_empty_map)
     model: Optional[ModelRef] = None
+    job_id: Optional[str] = None  # the task's job (TaskSubmitted.job_id): SUANLI_JOB_ID
 
 
 @_record
@@ -715,6 +724,39 @@ class LinkMetrics:
 
 @_record
 @dataclass(**_FROZEN)
+class JobLinkBytes:
+    src_site: str
+    dst_site: str
+    bytes: int
+
+
+@_record
+@dataclass(**_FROZEN)
+class JobRound:
+    """One round of a job of many tasks (a federated training round), as reported: in the
+    cell log so that the job's history is replayable; the core keeps nothing of it yet."""
+    KIND: ClassVar[str] = "JobRound"
+    event_id: str
+    job_id: str
+    tenant: str
+    cell: str
+    round: int
+    loss: Optional[float] = None
+    accuracy: Optional[float] = None
+    aggregated: bool = True
+    clients: tuple[str, ...] = ()
+    bytes_up: Mapping[str, int] = field(default_factory=_empty_map)
+    bytes_down: Mapping[str, int] = field(default_factory=_empty_map)
+    links: tuple[JobLinkBytes, ...] = ()
+    secagg: bool = False
+    quantise: str = "none"
+    aggregator_node: str = ""
+    wall_ms: int = 0
+    at: int
+
+
+@_record
+@dataclass(**_FROZEN)
 class ReservationBid:
     KIND: ClassVar[str] = "ReservationBid"
     event_id: str
@@ -746,7 +788,8 @@ class PrewarmCommand:
 
 # =========================================================================== kinds, once
 CellInput = Union[NodeRegistered, NodeStatusChanged, TaskSubmitted, TaskCancelled, TaskStatusChanged,
-                  PolicyChanged, CellTick, NodeHeartbeat, NodeConditionChanged, LinkMetrics, ReservationBid]
+                  PolicyChanged, CellTick, NodeHeartbeat, NodeConditionChanged, LinkMetrics, ReservationBid,
+                  JobRound]
 Decision = Union[TaskPlaced, TaskPending, TaskUnschedulable, TaskReleased, TaskPreempted, TaskMigrated,
                  TaskLost, NodeHealthChanged, ReservationGranted, ReservationRejected, ReservationExpired,
                  ReservationReleased]
@@ -865,13 +908,14 @@ class Task:
     command: Optional[tuple[str, ...]] = None
     env: Mapping[str, str] = field(default_factory=_empty_map)
     profile: Optional[TaskProfile] = None
+    job_id: Optional[str] = None  # the job it is a member of (TaskSubmitted.job_id)
 
     @classmethod
     def of(cls, e: TaskSubmitted) -> "Task":
         return cls(task_id=e.task_id, tenant=e.tenant, request=Request.of(e.resources), qos_tier=e.qos_tier,
                    priority=e.priority, labels=e.labels, submitted_at=e.submitted_at, deadline=e.deadline,
                    duration_estimate_ms=e.duration_estimate_ms, command=e.command or None, env=e.env,
-                   profile=e.profile)
+                   profile=e.profile, job_id=e.job_id)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (snapshots); :meth:`from_json` inverts it."""
@@ -885,7 +929,9 @@ class Task:
                 "submitted_at": self.submitted_at, "deadline": self.deadline,
                 "duration_estimate_ms": self.duration_estimate_ms,
                 "command": list(self.command) if self.command is not None else None, "env": dict(self.env),
-                "profile": to_avro(self.profile) if self.profile is not None else None}
+                "profile": to_avro(self.profile) if self.profile is not None else None,
+                # only when set: a task of no job snapshots byte for byte as before issue 22
+                **({"job_id": self.job_id} if self.job_id is not None else {})}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Task":
@@ -900,7 +946,8 @@ class Task:
                    submitted_at=d["submitted_at"], deadline=d["deadline"],
                    duration_estimate_ms=d["duration_estimate_ms"],
                    command=tuple(d["command"]) if d["command"] is not None else None, env=dict(d["env"]),
-                   profile=from_avro(TaskProfile, d["profile"]) if d["profile"] is not None else None)
+                   profile=from_avro(TaskProfile, d["profile"]) if d["profile"] is not None else None,
+                   job_id=d.get("job_id"))
 
 
 @dataclass(**_FROZEN)

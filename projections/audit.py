@@ -25,6 +25,7 @@ keys of one prefix sort by time):
     ix   NUL node     NUL node_id  NUL tenant NUL TS NUL event_id
     ix   NUL strategy NUL name     NUL tenant NUL TS NUL event_id
     ix   NUL kind     NUL kind     NUL tenant NUL TS NUL event_id
+    ix   NUL job      NUL job_id   NUL tenant NUL TS NUL event_id   (members of a job only)
     ix   NUL tenant   NUL tenant   NUL TS NUL event_id
     ix   NUL time     NUL TS NUL event_id
 
@@ -149,6 +150,7 @@ class AuditQuery:
     until: int | None = None
     limit: int | None = 1000
     preempted_by: str | None = None     # only preemptions of which this task was the preemptor
+    job: str | None = None              # only decisions about members of this job (issue 22)
 
 
 def normalize_kind(kind: str | None) -> str | None:
@@ -228,8 +230,10 @@ def entry(kind: str, payload: dict[str, Any], record: tuple[str, int, int]) -> d
         row["notes"] = list(prov["notes"])
     if prov.get("profile") is not None:
         row["profile"] = dict(prov["profile"])
+    if payload.get("job_id"):
+        row["job_id"] = payload["job_id"]       # a member of a job; rows of other tasks are as before
     detail = {k: v for k, v in payload.items()
-              if k not in ("event_id", "decision_id", "task_id", "tenant", "cell", "node_id", "provenance")}
+              if k not in ("event_id", "decision_id", "task_id", "tenant", "cell", "node_id", "provenance", "job_id")}
     if detail:
         row["detail"] = detail
     return row
@@ -246,6 +250,7 @@ def payload_of(row: dict[str, Any]) -> dict[str, Any]:
     if row["event"] in _HAS_NODE_ID:
         out["node_id"] = row["node_id"]
     out.update(row.get("detail") or {})
+    out["job_id"] = row.get("job_id")           # every task decision has it (null: a task of no job)
     inp = row["input"]
     out["provenance"] = {
         "input": {"topic": inp["topic"], "partition": inp["partition"], "offset": inp["offset"]},
@@ -267,6 +272,8 @@ def index_keys(row: dict[str, Any]) -> list[bytes]:
         _key(_IX, "tenant", tenant, ts, eid),
         _key(_IX, "time", ts, eid),
     ]
+    if row.get("job_id"):
+        keys.append(_key(_IX, "job", row["job_id"], tenant, ts, eid))
     nodes = {row["node_id"]}
     if row["kind"] == "migration":
         nodes.add((row.get("detail") or {}).get("from_node", ""))
@@ -312,7 +319,7 @@ def raw_index_keys(event: str, fields: tuple) -> list[bytes]:
     ``index_keys(entry(event, payload, ...))`` of the same record decoded (checked by
     tests/projections/test_audit_raw.py). Runs for every record: escaping is inlined for
     the common case (no backslash, no NUL) and each key is one concatenation."""
-    eid, task, tenant, node, from_node, strategy, decided_at = fields
+    eid, task, tenant, node, from_node, strategy, decided_at, job = fields
     if b"\\" in eid or SEP in eid:
         eid = _esc(eid)
     if b"\\" in tenant or SEP in tenant:
@@ -326,6 +333,8 @@ def raw_index_keys(event: str, fields: tuple) -> list[bytes]:
     keys = [b"ix\x00task\x00" + task + tail, b"ix\x00strategy\x00" + strategy + tail,
             b"ix\x00kind\x00" + _KIND_PART[event] + tail, b"ix\x00tenant\x00" + tenant + SEP + ts_eid,
             b"ix\x00time\x00" + ts_eid]
+    if job:
+        keys.append(b"ix\x00job\x00" + _esc(job) + tail)
     if node:
         keys.append(b"ix\x00node\x00" + _esc(node) + tail)
     if from_node and from_node != node and event == _MIGRATED:
@@ -588,6 +597,8 @@ class AuditIndex:
         # The most selective index that the query names; its tenant part narrows it further.
         if q.task is not None:
             dim, value = "task", q.task
+        elif q.job is not None:
+            dim, value = "job", q.job
         elif q.node is not None:
             dim, value = "node", q.node
         elif q.strategy is not None:
@@ -671,6 +682,8 @@ def _matches(row: dict[str, Any], q: AuditQuery, kind: str | None) -> bool:
     if q.tenant is not None and row["tenant"] != q.tenant:
         return False
     if q.task is not None and row["task_id"] != q.task:
+        return False
+    if q.job is not None and row.get("job_id") != q.job:
         return False
     if q.node is not None and q.node != row["node_id"] and q.node != (row.get("detail") or {}).get("from_node"):
         return False

@@ -1,7 +1,7 @@
 """The audit index's fields straight from Avro bodies, without decoding the record.
 
-The audit fold needs eight values of a decision (event id, task, tenant, node, to/from
-node, strategy name, decided_at) to write its index keys; the stored row can be the
+The audit fold needs nine values of a decision (event id, task, tenant, node, to/from
+node, strategy name, decided_at, job id) to write its index keys; the stored row can be the
 record's own bytes (see ``AuditIndex.apply_raw``). Decoding the whole record with fastavro
 (about 35 us here, most of it building dicts for candidates and filters nobody reads
 during a fold) was the rebuild's largest cost, so :func:`compile_extractor` turns a writer
@@ -47,6 +47,7 @@ class Fields(NamedTuple):
     from_node: bytes     # TaskMigrated's from_node, b"" for every other kind
     strategy: bytes      # provenance.strategy.name
     decided_at: int      # provenance.decided_at
+    job_id: bytes        # job_id (issue 22), b"" when null or when the schema has none
 
 
 Extractor = Callable[[bytes], tuple]   # -> the values of a Fields, as a plain tuple
@@ -250,21 +251,40 @@ def compile_extractor(schema: dict[str, Any]) -> Extractor | None:
             raise _Unsupported("provenance is not a plain record")
         gen.record_fields(depth, resolved, ns, {}, {"strategy": strategy, "decided_at": decided_at})
 
+    def job(depth: int, ftype: Any, namespace: str) -> None:
+        _nullable_string(gen, depth, ftype, "f_job", "job_id")
+
     try:
-        gen.record_fields(1, schema, "", dict(_TOP), {"provenance": provenance})
+        gen.record_fields(1, schema, "", dict(_TOP), {"provenance": provenance, "job_id": job})
     except (_Unsupported, KeyError, TypeError) as exc:
         del exc
         return None
     head = ["def extract(buf):", "    pos = 5", "    end = len(buf)",
-            "    f_eid = f_task = f_tenant = f_node = f_to = f_from = f_strategy = b''", "    f_at = 0"]
+            "    f_eid = f_task = f_tenant = f_node = f_to = f_from = f_strategy = f_job = b''", "    f_at = 0"]
     tail = ["    if pos != end: raise ValueError('trailing or missing bytes')",
-            "    return (f_eid, f_task, f_tenant, f_node or f_to, f_from, f_strategy, f_at)"]
+            "    return (f_eid, f_task, f_tenant, f_node or f_to, f_from, f_strategy, f_at, f_job)"]
     source = "\n".join(head + gen.lines + tail)
     namespace: dict[str, Any] = {"_long_slow": read_long}
     exec(compile(source, f"<audit extractor {schema.get('name')}>", "exec"), namespace)  # noqa: S102 - our own code
     fn = namespace["extract"]
     fn.source = source  # for debugging: what the walker does
     return fn
+
+
+def _nullable_string(gen: _Gen, depth: int, ftype: Any, target: str, name: str) -> None:
+    """Code that reads a string or a ``["null", "string"]`` union into ``target`` (left as
+    it was when null)."""
+    t = ftype.get("type") if isinstance(ftype, dict) and len(ftype) == 1 else ftype
+    if t == "string":
+        gen.string(depth, target)
+    elif isinstance(t, list) and sorted(b for b in t if isinstance(b, str)) == ["null", "string"] and len(t) == 2:
+        idx = gen.var("u")
+        gen.long(depth, idx)
+        gen.emit(depth, f"if {idx} == {t.index('string')}:")
+        gen.string(depth + 1, target)
+        gen.emit(depth, f"elif {idx} != {t.index('null')}: raise ValueError('union index out of range')")
+    else:
+        raise _Unsupported(f"field {name} is not a string or a nullable string")
 
 
 def compile_field_reader(schema: dict[str, Any], name: str) -> Callable[[bytes], bytes | None] | None:
@@ -281,17 +301,7 @@ def compile_field_reader(schema: dict[str, Any], name: str) -> Callable[[bytes],
     gen = _Gen()
 
     def capture(depth: int, ftype: Any, namespace: str) -> None:
-        t = ftype.get("type") if isinstance(ftype, dict) and len(ftype) == 1 else ftype
-        if t == "string":
-            gen.string(depth, "f_value")
-        elif isinstance(t, list) and sorted(b for b in t if isinstance(b, str)) == ["null", "string"] and len(t) == 2:
-            idx = gen.var("u")
-            gen.long(depth, idx)
-            gen.emit(depth, f"if {idx} == {t.index('string')}:")
-            gen.string(depth + 1, "f_value")
-            gen.emit(depth, f"elif {idx} != {t.index('null')}: raise ValueError('union index out of range')")
-        else:
-            raise _Unsupported(f"field {name} is not a string or a nullable string")
+        _nullable_string(gen, depth, ftype, "f_value", name)
 
     try:
         gen.record_fields(1, schema, "", {}, {name: capture})

@@ -76,7 +76,7 @@ def _audit_list(args: argparse.Namespace) -> int:
     query = AuditQuery(tenant=args.tenant, task=args.task, node=args.node, strategy=args.strategy,
                        kind=normalize_kind(args.kind), since=parse_time(args.since, now),
                        until=parse_time(args.until, now), limit=args.limit or None,
-                       preempted_by=args.preempted_by)
+                       preempted_by=args.preempted_by, job=args.job)
 
     async def run() -> tuple[list, Any]:
         async with opened_index(settings()) as (index, stats):
@@ -174,8 +174,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     why.add_argument("--json", action="store_true", help="print JSON")
     why.set_defaults(func=_audit_why, needs=STACK)
 
-    ls = asub.add_parser("list", help="decisions filtered by task, node, tenant, strategy, kind and time")
+    ls = asub.add_parser("list", help="decisions filtered by task, job, node, tenant, strategy, kind and time")
     ls.add_argument("--task")
+    ls.add_argument("--job", help="decisions about the member tasks of this job (their submission's job)")
     ls.add_argument("--node", help="decisions about this node (placements, releases, migrations from/to)")
     ls.add_argument("--tenant", help="only this tenant's decisions")
     ls.add_argument("--strategy", help="strategy name, e.g. fgd")

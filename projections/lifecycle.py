@@ -35,6 +35,13 @@ new copy runs.)
 Nodes carry their health from ``NodeHealthChanged`` (READY, SUSPECT, DOWN) and their status
 from ``NodeStatusChanged`` (READY, CORDONED, DRAINING, DOWN: what the operator or the
 connector said, e.g. ``suanli nodes drain``).
+
+Jobs (issue 22): a task submitted with ``job_id`` is a member of that job; ``jobs`` indexes
+member task ids by job id in submission order (:meth:`LifecycleView.job_tasks`), and each
+:class:`TaskView` carries its ``job_id`` (also taken from a decision that names it, should a
+decision be read before its submission). A job's rounds (``JobRound``, from the cell log:
+a federated job's accuracy, loss and bytes per round) are kept by job and round
+(:meth:`LifecycleView.rounds_of`).
 """
 from __future__ import annotations
 
@@ -84,6 +91,7 @@ class TaskView:
     migrations: list[dict[str, Any]] = field(default_factory=list)    # each: at, from, to, cause, elapsed_ms, ...
     moving_from: str = ""                # a reserve-first move's old node while its old copy still holds it
     dispatch_id: str = ""                # the current copy's: the decision id of its TaskPlaced / TaskMigrated
+    job_id: str = ""                     # the job it is a member of (TaskSubmitted.job_id), "" for none
 
 
 @dataclass
@@ -102,6 +110,7 @@ class NodeView:
     last_heartbeat_at: int = 0           # as the latest health decision saw it
     status: str = "READY"                # READY | CORDONED | DRAINING | DOWN (NodeStatusChanged)
     status_reason: str = ""
+    site: str = ""                       # from its registration (placement of a job's tasks by site)
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,8 @@ class LifecycleView:
 
     def __init__(self) -> None:
         self.tasks: dict[str, TaskView] = {}
+        self.jobs: dict[str, list[str]] = {}      # job id -> member task ids, in submission order
+        self.job_rounds: dict[str, dict[int, dict[str, Any]]] = {}   # job id -> round -> its JobRound
         self.nodes: dict[tuple[str, str], NodeView] = {}   # (cell, node_id): ids repeat across cells
         self.dead_letters = 0
         self.dead_letter_reasons: dict[str, int] = {}
@@ -173,7 +184,28 @@ class LifecycleView:
         view = self.tasks.get(p["task_id"])
         if view is None:
             view = self.tasks[p["task_id"]] = TaskView(p["task_id"], p.get("tenant", ""), p.get("cell", ""))
+        job = p.get("job_id")
+        if job and not view.job_id:
+            view.job_id = job
+            self.jobs.setdefault(job, []).append(view.task_id)
         return view
+
+    def job_tasks(self, job_id: str, tenant: str | None = None) -> list[TaskView]:
+        """The member tasks of ``job_id`` (of ``tenant``, if given), in submission order
+        (members whose submission has not been read yet last)."""
+        views = [self.tasks[t] for t in self.jobs.get(job_id, ())]
+        if tenant is not None:
+            views = [v for v in views if v.tenant == tenant]
+        return sorted(views, key=lambda v: (v.seq == 0, v.seq))
+
+    def _on_JobRound(self, p: dict[str, Any]) -> None:
+        """A job's round (``JobRound``): the newest report of each round number is kept."""
+        self.job_rounds.setdefault(p["job_id"], {})[p["round"]] = p
+
+    def rounds_of(self, job_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
+        """The JobRound payloads of ``job_id`` (of ``tenant``, if given), by round number."""
+        rounds = self.job_rounds.get(job_id, {})
+        return [rounds[r] for r in sorted(rounds) if tenant is None or rounds[r]["tenant"] == tenant]
 
     def _on_TaskSubmitted(self, p: dict[str, Any]) -> None:
         view = self._task(p)
@@ -198,7 +230,7 @@ class LifecycleView:
             gpus[0]["model"] if gpus else "", p.get("connector", ""),
             cpu_used=old.cpu_used if old else 0, memory_used=old.memory_used if old else 0,
             gpu_used=old.gpu_used if old else [0] * count, health=old.health if old else "READY",
-            last_heartbeat_at=old.last_heartbeat_at if old else 0)
+            last_heartbeat_at=old.last_heartbeat_at if old else 0, site=p.get("site") or "")
 
     def _on_TaskStatusChanged(self, p: dict[str, Any]) -> None:
         view = self._task(p)

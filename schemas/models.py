@@ -59,6 +59,7 @@ class TaskSubmittedModel(_Model):
     deadline: int | None = None
     duration_estimate_ms: int | None = Field(None, ge=0)
     env: dict[str, str] = {}
+    job_id: str | None = Field(None, min_length=1, max_length=256, description="the job the task is a member of")
 
     @field_validator("qos_tier")
     @classmethod
@@ -145,6 +146,25 @@ class DispatchAckModel(_Model):
     node_id: str = NonEmpty
 
 
+class JobRoundModel(_Model):
+    job_id: str = NonEmpty
+    tenant: str = NonEmpty
+    cell: str = NonEmpty
+    round: int = Field(ge=1, description="round number, from 1")
+    accuracy: float | None = Field(None, ge=0, le=1)
+    bytes_up: dict[str, int] = {}
+    bytes_down: dict[str, int] = {}
+    wall_ms: int = Field(0, ge=0)
+
+    @field_validator("bytes_up", "bytes_down")
+    @classmethod
+    def _counts(cls, v: dict[str, int]) -> dict[str, int]:
+        bad = sorted(k for k, n in v.items() if n < 0)
+        if bad:
+            raise ValueError(f"byte counts may not be negative (clients {', '.join(bad)})")
+        return v
+
+
 MODELS: dict[str, type[_Model]] = {
     "TaskSubmitted": TaskSubmittedModel,
     "TaskCancelled": TaskCancelledModel,
@@ -155,6 +175,7 @@ MODELS: dict[str, type[_Model]] = {
     "NodeStatusChanged": NodeEventModel,
     "PolicyChanged": PolicyChangedModel,
     "DispatchAck": DispatchAckModel,
+    "JobRound": JobRoundModel,
 }
 
 

@@ -25,6 +25,8 @@ Example::
       uri: file:///models/llama-3-8b.bin   # where the weights are (file:// for the local connector)
       size: 15Gi                 # Ki/Mi/Gi/Ti (or size_mib)
     parallelism: 4               # cooperating workers (the profile's parallelism)
+    job: fl-round-7              # optional: the job this task is a member of (issue 22); every member
+                                 # names the same id; shown by `suanli job show fl-round-7`
 
 The bid form (``suanli reserve -f bid.yaml``; :class:`BidForm`) asks for advance capacity
 (a ``ReservationBid``, cleared by the cell's auction)::
@@ -184,6 +186,8 @@ class TaskSpec(BaseModel):
                                                 "id): written as the label 'reservation'")
     model: ModelSpec | None = Field(None, description="model weights loaded before the command starts (C11)")
     parallelism: int = Field(1, ge=1, le=100_000, description="cooperating workers")
+    job: str | None = Field(None, description="The job this task is a member of (an id like a task id: letters, "
+                                              "digits and . _ : @ + -); its member tasks share it")
 
     @field_validator("command", mode="before")
     @classmethod
@@ -245,6 +249,14 @@ class TaskSpec(BaseModel):
             raise ValueError(f"reservation: {self.reservation!r} contradicts labels.reservation: {lab!r}; give one")
         return self
 
+    @field_validator("job")
+    @classmethod
+    def _job(cls, v: str | None) -> str | None:
+        if v is not None and not _ID.fullmatch(v):
+            raise ValueError(f"{v!r} is not a valid job id: use 1-204 letters, digits and . _ : @ + - (starting with "
+                             "a letter or digit)")
+        return v
+
     @field_validator("reservation")
     @classmethod
     def _reservation(cls, v: str | None) -> str | None:
@@ -272,7 +284,7 @@ class TaskSpec(BaseModel):
             "labels": {**self.labels, **({"scheduling": self.scheduling} if self.scheduling else {}),
                        **({"reservation": self.reservation} if self.reservation else {})},
             "deadline": self.deadline_ms, "duration_estimate_ms": duration, "command": self.command,
-            "profile": self._profile(), "env": dict(self.env),
+            "profile": self._profile(), "env": dict(self.env), "job_id": self.job,
         }
 
     def _profile(self) -> dict[str, Any] | None:

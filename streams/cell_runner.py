@@ -166,7 +166,7 @@ class CellRunner:
             accelerators=_assigned_accelerators(state, placed.task_id, node_id),
             cpu_milli=req.cpu, memory_mib=req.mem, command=task.command, env=task.env,
             duration_estimate_ms=task.duration_estimate_ms, issued_at=placed.provenance.decided_at,
-            model=task.profile.model if task.profile is not None else None)
+            model=task.profile.model if task.profile is not None else None, job_id=task.job_id)
         return OutRecord(self.topics.dispatch(connector), node_id.encode(),
                          self.codec.encode(command.KIND, model.to_avro(command)))
 

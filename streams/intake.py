@@ -35,7 +35,7 @@ def dead_letter(codec: Codec, record: RawRecord, topics: TopicNames, error_kind:
     return OutRecord(topics.dead_letters, record.key, codec.encode("DeadLetter", payload))
 
 
-TENANT_KINDS = ("TaskSubmitted", "TaskCancelled", "ReservationBid")
+TENANT_KINDS = ("TaskSubmitted", "TaskCancelled", "ReservationBid", "JobRound")
 
 
 def tenant_problem(kind: str, payload: dict, owner: str, topic: str) -> str | None:

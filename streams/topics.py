@@ -107,6 +107,7 @@ RAW_ROUTES: dict[str, tuple[str, str]] = {
     "NodeStatusChanged": ("raw_nodes", "node_id"),
     "TaskStatusChanged": ("raw_status", "task_id"),
     "DispatchAck": ("raw_status", "task_id"),
+    "JobRound": ("raw_status", "job_id"),
     "PolicyChanged": ("raw_policy", "cell"),
 }
 

@@ -94,6 +94,10 @@ def status_lines(view: Any, task: Any) -> list[str]:
     from suanli.projections.audit import utc_text
 
     out = [f"{task.task_id}  {task.status}  (tenant {task.tenant}, cell {task.cell}, {task.qos_tier or '-'})"]
+    if task.job_id:
+        members = len(view.jobs.get(task.job_id, ())) if hasattr(view, "jobs") else 0
+        out.append(f"  job {task.job_id}" + (f" ({members} member tasks: `suanli job show {task.job_id}`)"
+                                             if members else ""))
     if task.node_id:
         devices = f", GPU {task.gpu_devices} x {task.gpu_milli} milli" if task.gpu_devices else ""
         out.append(f"  node {task.node_id}{devices}")

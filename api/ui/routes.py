@@ -179,16 +179,18 @@ def _router(ui: Dashboard) -> APIRouter:
                                 fragment="/ui/queues?fragment=1"))
 
     @router.get("/tasks")
-    async def tasks_page(request: Request, status: str | None = None, q: str = "", fragment: int = 0) -> Response:
+    async def tasks_page(request: Request, status: str | None = None, q: str = "", fragment: int = 0,
+                         job: str = "") -> Response:
         tenant = _tenant(request)
         if tenant is None:
             return _unauthorized() if fragment else _to_login(request)
         await ready(request)
         status = status.upper() if status else None
-        body = views.tasks(state, tenant, status, q[:200])
+        body = views.tasks(state, tenant, status, q[:200], job=job[:204])
         if fragment:
             return _html(body)
-        here = f"/ui/tasks?fragment=1&status={quote(status or '')}&q={quote(q[:200])}"
+        here = f"/ui/tasks?fragment=1&status={quote(status or '')}&q={quote(q[:200])}" + \
+            (f"&job={quote(job[:204], safe='')}" if job else "")
         return _html(views.page("Tasks", "tasks", tenant, body, stream="/ui/events?page=tasks", fragment=here))
 
     @router.get("/reservations")

@@ -13,6 +13,7 @@ from html import escape
 from pathlib import Path
 from string import Template
 from typing import Any, Iterable
+from urllib.parse import quote
 
 from suanli.api.redact import OTHER_TENANT  # noqa: F401  (the pages' wording)
 from suanli.api.redact import Redactor as _BaseRedactor
@@ -312,18 +313,23 @@ def _hidden_status(status: str | None) -> str:
     return f'<input type="hidden" name="status" value="{e(status)}">' if status else ""
 
 
-def tasks(state: DashboardState, tenant: str, status: str | None, query: str, limit: int = 300) -> str:
+def tasks(state: DashboardState, tenant: str, status: str | None, query: str, limit: int = 300,
+          job: str = "") -> str:
+    """The tenant's tasks; ``job``: only the member tasks of that job (issue 22)."""
     lifecycle = state.model.lifecycle
     rows: list[Any] = [t for t in lifecycle.tasks.values() if t.tenant == tenant]
     rows += [s for s in state.model.submissions.values() if s.tenant == tenant and s.task_id not in lifecycle.tasks]
+    if job:
+        rows = [t for t in rows if getattr(t, "job_id", "") == job]
+    keep = f"&job={e(quote(job, safe=''))}" if job else ""
     counts: dict[str, int] = {}
     for t in rows:
         st = getattr(t, "status", "SUBMITTED")
         counts[st] = counts.get(st, 0) + 1
-    chips = [f'<a href="/ui/tasks"{_on(not status)}>all <span>{len(rows)}</span></a>']
+    chips = [f'<a href="/ui/tasks{"?" + keep[1:] if keep else ""}"{_on(not status)}>all <span>{len(rows)}</span></a>']
     for st in STATUS_ORDER:
         if counts.get(st):
-            chips.append(f'<a href="/ui/tasks?status={st}"{_on(status == st)}>'
+            chips.append(f'<a href="/ui/tasks?status={st}{keep}"{_on(status == st)}>'
                          f'{st.lower()} <span>{counts[st]}</span></a>')
     if status:
         rows = [t for t in rows if getattr(t, "status", "SUBMITTED") == status]
@@ -334,19 +340,24 @@ def tasks(state: DashboardState, tenant: str, status: str | None, query: str, li
     out = [f'<section class="card"><h1>Your tasks <small>tenant {e(tenant)}</small></h1>'
            f'<form class="search" method="get" action="/ui/tasks">'
            f'{_hidden_status(status)}'
-           f'<input name="q" value="{e(query)}" placeholder="find a task id" aria-label="task id"></form>'
-           f'<nav class="chips">{"".join(chips)}</nav>']
+           f'<input name="q" value="{e(query)}" placeholder="find a task id" aria-label="task id">'
+           f'<input name="job" value="{e(job)}" placeholder="job id" aria-label="job id" id="job-filter"></form>'
+           + (f'<p class="dim" id="job-shown">the member tasks of job <b>{e(job)}</b> · '
+              f'<a href="/ui/tasks">all tasks</a></p>' if job else "")
+           + f'<nav class="chips">{"".join(chips)}</nav>']
     if not shown:
         out.append('<p class="empty">No task here.</p>')
     else:
         out.append('<table class="tasks"><thead><tr><th>task</th><th>status</th><th>cell</th><th>tier</th>'
-                   '<th>node</th><th>submitted</th></tr></thead><tbody>')
+                   '<th>node</th><th>job</th><th>submitted</th></tr></thead><tbody>')
         for t in shown:
             st = getattr(t, "status", "SUBMITTED")
+            tj = getattr(t, "job_id", "")
+            job_cell = f'<a href="/ui/tasks?job={e(quote(tj, safe=""))}" class="job">{e(tj)}</a>' if tj else ""
             out.append(f'<tr><td><a href="/ui/tasks/{e(t.task_id)}">{e(t.task_id)}</a></td>'
                        f'<td><span class="st st-{e(st.lower())}">{e(st)}</span></td><td>{e(t.cell)}</td>'
                        f'<td>{e((t.qos_tier or "").upper())}</td><td>{e(getattr(t, "node_id", ""))}</td>'
-                       f'<td>{fmt_time(t.submitted_at)}</td></tr>')
+                       f'<td>{job_cell}</td><td>{fmt_time(t.submitted_at)}</td></tr>')
         out.append("</tbody></table>")
         if len(rows) > len(shown):
             out.append(f'<p class="dim">{len(rows) - len(shown)} older tasks not shown: find one by its id.</p>')
@@ -445,6 +456,9 @@ def task(state: DashboardState, view: Any, records: list[Any], selected: int | N
     facts = [("status", f'<span class="st st-{e(status.lower())}" id="task-status">{e(status)}</span>'),
              ("cell", e(view.cell)), ("tenant", e(view.tenant)), ("QoS tier", e((view.qos_tier or "").upper() or "–")),
              ("priority", e(view.priority)), ("submitted", fmt_time(view.submitted_at))]
+    if getattr(view, "job_id", ""):
+        facts.append(("job", f'<a href="/ui/tasks?job={e(quote(view.job_id, safe=""))}" id="task-job">'
+                             f'{e(view.job_id)}</a>'))
     if status in ACTIVE:
         gpus = getattr(view, "gpu_devices", [])
         facts.append(("node", f'{e(view.node_id)}' + (f' · GPU {e(",".join(map(str, gpus)))} × {view.gpu_milli} milli'

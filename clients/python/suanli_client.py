@@ -62,6 +62,7 @@ class TaskSubmitted(TypedDict, total=False):
     command: list[str] | None
     profile: dict[str, Any] | None
     env: dict[str, str]                # environment of the command (process connectors)
+    job_id: str | None                 # the job it is a member of (issue 22); None: no job
 
 
 class ReservationBid(TypedDict):

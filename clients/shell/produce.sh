@@ -19,7 +19,7 @@
 #           --gpu-milli N --gpu-model M (repeatable) --gpu-memory-mib N
 #   task:   --qos GOLD|SILVER|BRONZE --priority N --label k=v (repeatable) --deadline MS
 #           --duration-ms N --arg A (repeatable: the command line) --no-args (command = [])
-#           --env NAME=VALUE (repeatable: the command's environment)
+#           --env NAME=VALUE (repeatable: the command's environment) --job ID (the job it is a member of)
 #   bid:    --start-at MS --duration-ms N --price X --latest-start MS (default: none, a fixed
 #           window) --gang true|false (default true: all GPUs or none)
 #   cancel: --reason TEXT
@@ -83,7 +83,7 @@ enum() {  # enum VALUE SYMBOL...
 (( $# >= 1 )) || { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 MODE=$1; shift
 BROKERS=127.0.0.1:19092 REGISTRY=http://127.0.0.1:18081/apis/ccompat/v7 TOPIC=suanli.raw.tasks
-KEY="" SCHEMA="" PRINT_HEX=0 VECTOR=""
+KEY="" SCHEMA="" PRINT_HEX=0 VECTOR="" JOB=""
 EVENT_ID="" TASK_ID="" BID_ID="" TENANT=default CELL=openb AT="" CPU=1000 MEM=1024 GPUS=0 MILLI=0
 GPU_MEM=0 QOS=SILVER PRIO=0 DEADLINE="" DURATION="" START_AT="" PRICE=0 REASON="" ARGS_SET=0
 LATEST_START="" GANG=true
@@ -121,6 +121,7 @@ while (( $# > 0 )); do
     --qos) QOS=${2^^} ;; --priority) PRIO=$2 ;; --deadline) DEADLINE=$2 ;; --duration-ms) DURATION=$2 ;;
     --label) [[ $2 == *=* ]] || die "--label $2: want key=value"; map_put LABEL_KEYS LABEL_VALUES "${2%%=*}" "${2#*=}" ;;
     --env) [[ $2 == *=* ]] || die "--env $2: want NAME=VALUE"; map_put ENV_KEYS ENV_VALUES "${2%%=*}" "${2#*=}" ;;
+    --job) JOB=$2 ;;
     --arg) ARGS+=("$2"); ARGS_SET=1 ;; --no-args) ARGS_SET=1; shift; continue ;;
     --start-at) START_AT=$2 ;; --price) PRICE=$2 ;; --reason) REASON=$2 ;; --latest-start) LATEST_START=$2 ;;
     --gang) [[ $2 == true || $2 == false ]] || die "--gang $2: want true or false"; GANG=$2 ;;
@@ -149,7 +150,8 @@ case $MODE in
     if [[ -n $DURATION ]]; then HEX+=02; long "$DURATION"; else HEX+=00; fi
     if (( ARGS_SET )); then HEX+=02; str_array ${ARGS[@]+"${ARGS[@]}"}; else HEX+=00; fi
     HEX+=00                                                      # profile: null
-    str_map ENV_KEYS ENV_VALUES ;;                               # env
+    str_map ENV_KEYS ENV_VALUES                                  # env
+    if [[ -n $JOB ]]; then HEX+=02; str "$JOB"; else HEX+=00; fi ;;   # job_id
   bid)
     [[ -n $BID_ID ]] || die "bid needs --bid-id"
     SUBJECT=io.suanli.events.ReservationBid KEY=${KEY:-$BID_ID}

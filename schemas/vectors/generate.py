@@ -46,7 +46,8 @@ def _resources(**kw: Any) -> dict[str, Any]:
 def _task(task_id: str, **kw: Any) -> dict[str, Any]:
     event = {"event_id": f"submit/{task_id}", "task_id": task_id, "tenant": "vision", "cell": "openb",
              "submitted_at": T0, "resources": _resources(), "qos_tier": "SILVER", "priority": 0, "labels": {},
-             "deadline": None, "duration_estimate_ms": None, "command": None, "profile": None, "env": {}}
+             "deadline": None, "duration_estimate_ms": None, "command": None, "profile": None, "env": {},
+             "job_id": None}
     event.update(kw)
     return event
 
@@ -60,7 +61,7 @@ VECTORS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("task-whole-gpus-full", "TaskSubmitted",
      "Four whole GPUs with model and memory constraints, an NPU request, several labels (non-ASCII, "
      "integer-like keys: map order is by key code point), every optional field set, a profile, an environment "
-     "(keys out of order, a non-ASCII value, an empty value).",
+     "(keys out of order, a non-ASCII value, an empty value), a job id.",
      _task("vec-whole-gpus", tenant="视觉-team", resources=_resources(
                cpu_milli=32000, memory_mib=262144, gpu_count=4, gpu_milli=1000, gpu_models=["A100", "H800"],
                gpu_memory_mib=40960, accelerators=[{"kind": "NPU", "model": "Ascend910", "count": 2}]),
@@ -71,7 +72,8 @@ VECTORS: list[tuple[str, str, str, dict[str, Any]]] = [
            profile={"duration_class": "long", "io_intensity": 0.25, "parallelism": 8, "sla_level": "gold",
                     "model_arch": "resnet50", "data_locations": ["site-a", "site-b"],
                     "extra": {"flops": 1.5e12, "mem_bw": 0.75, "zero": 0.0, "neg": -3.125}},
-           env={"PYTHONUNBUFFERED": "1", "DATA_DIR": "/mnt/数据", "CUDA_VISIBLE_DEVICES": "", "A": "x=y"})),
+           env={"PYTHONUNBUFFERED": "1", "DATA_DIR": "/mnt/数据", "CUDA_VISIBLE_DEVICES": "", "A": "x=y"},
+           job_id="fl-round-7")),
     ("task-optional-null", "TaskSubmitted",
      "CPU only: every optional field null, every array and map empty, defaults elsewhere.",
      _task("vec-optional-null", qos_tier="BRONZE", resources=_resources(cpu_milli=500, memory_mib=256))),

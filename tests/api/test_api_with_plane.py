@@ -83,6 +83,42 @@ def test_task_submitted_over_rest_is_placed(plane_api):
         assert http.post(f"/v1/tasks/{task}/cancel").status_code == 409
 
 
+def test_a_job_of_three_tasks_reads_back_by_job_and_through_the_audit(plane_api):
+    """Issue 22: three tasks submitted over REST with one ``job`` are placed; ``GET /v1/jobs/{id}``
+    lists exactly them with status and node, each task's status names the job, and the audit
+    filtered by the job holds their placements, each carrying the job id; another tenant sees
+    no such job."""
+    plane, api = plane_api
+    job = f"fl-{uuid.uuid4().hex[:8]}"
+    tasks = [f"{job}-client-{i}" for i in range(3)]
+    with api.client("alpha") as http:
+        for task in tasks:
+            doc = {"id": task, "cell": plane.cell, "resources": {"cpu": 1, "memory": "1Gi"}, "duration": "1h",
+                   "job": job}
+            assert http.post("/v1/tasks", json=doc).status_code == 202
+        http.post("/v1/tasks", json={"id": f"{job}-outsider", "cell": plane.cell,
+                                     "resources": {"cpu": 1, "memory": "1Gi"}, "duration": "1h"})
+        for task in tasks:
+            status = _wait_status(http, task, lambda s: s["placed"])
+            assert status["job_id"] == job and status["node_id"]
+        view = http.get(f"/v1/jobs/{job}")
+        assert view.status_code == 200, view.text
+        body = view.json()
+        assert sorted(t["task_id"] for t in body["tasks"]) == tasks
+        assert all(t["node_id"] and t["job_id"] == job and t["placed"] for t in body["tasks"])
+        assert sum(body["counts"].values()) == 3
+        audit = http.get("/v1/audit", params={"job": job})
+        assert audit.status_code == 200, audit.text
+        decisions = audit.json()["decisions"]
+        placed = [d for d in decisions if d["kind"] == "TaskPlaced"]
+        assert sorted(d["task_id"] for d in placed) == tasks
+        assert {d["job_id"] for d in decisions} == {job}
+        assert {d["task_id"] for d in decisions} == set(tasks)
+    with api.client("beta") as http:
+        assert http.get(f"/v1/jobs/{job}").status_code == 404
+        assert http.get("/v1/audit", params={"job": job}).json()["decisions"] == []
+
+
 def test_a_task_that_does_not_fit_says_why(plane_api):
     plane, api = plane_api
     task = f"big-{uuid.uuid4().hex[:8]}"

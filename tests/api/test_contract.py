@@ -138,6 +138,7 @@ FED_BY = {
     "resources.gpu_memory_mib": ["resources.gpu_memory_mib", "resources.gpu_memory"],
     "resources.accelerators": ["resources.accelerators"],
     "profile": ["model", "parallelism"],
+    "job_id": ["job"],
 }
 SET_BY_SERVER = {"event_id", "submitted_at", "tenant"}         # tenant: always the token's
 NOT_OFFERED: set[str] = set()                                 # every field is in the task form

@@ -181,6 +181,22 @@ def test_each_tenant_sees_only_its_own_tasks(client):
     assert client.get("/ui/tasks/a1/audit.json", headers=ALPHA).json()["decisions"][0]["position"]["offset"] == 6
 
 
+def test_the_task_list_and_page_show_the_job_and_filter_by_it(model, client):
+    """Issue 22: a member task's job in the list (a link that filters by it) and on its page."""
+    for task, job in (("fl-c1", "fl-7"), ("fl-c2", "fl-7"), ("solo", None)):
+        role, kind, payload = submitted(task, "alpha")
+        feed(model, (role, kind, {**payload, "job_id": job}))
+    listed = client.get("/ui/tasks", headers=ALPHA).text
+    assert 'href="/ui/tasks?job=fl-7" class="job">fl-7</a>' in listed and ">solo<" in listed
+    only = client.get("/ui/tasks?job=fl-7", headers=ALPHA).text
+    assert ">fl-c1<" in only and ">fl-c2<" in only and ">solo<" not in only and ">a1<" not in only
+    assert 'id="job-shown"' in only and 'value="fl-7"' in only
+    assert client.get("/ui/tasks?job=fl-7", headers=BETA).text.count("fl-c1") == 0
+    page = client.get("/ui/tasks/fl-c1", headers=ALPHA).text
+    assert '<a href="/ui/tasks?job=fl-7" id="task-job">fl-7</a>' in page
+    assert 'id="task-job"' not in client.get("/ui/tasks/solo", headers=ALPHA).text
+
+
 def test_task_page_draws_the_decision_tree_with_the_chosen_node(client):
     html = client.get("/ui/tasks/a1", headers=ALPHA).text
     svg = html[html.index("<svg"):html.index("</svg>")]

@@ -170,6 +170,8 @@ def shell_argv(kind: str, event: dict[str, Any]) -> list[str]:
             argv += ["--no-args"] + [x for arg in event["command"] for x in ("--arg", arg)]
         for name, value in event.get("env", {}).items():
             argv += ["--env", f"{name}={value}"]
+        if event.get("job_id") is not None:
+            argv += ["--job", event["job_id"]]
     elif kind == "ReservationBid":
         argv = ["bid", "--bid-id", event["bid_id"], "--event-id", event["event_id"], "--tenant", event["tenant"],
                 "--cell", event["cell"], *_resources_flags(event["resources"]), "--start-at", event["start_at"],

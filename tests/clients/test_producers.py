@@ -57,7 +57,8 @@ def _events(lang: str, run_id: str, cell: str) -> dict[str, dict]:
         "event_id": f"submit/{run_id}-{lang}-flags", "task_id": f"{run_id}-{lang}-flags", "tenant": f"tenant-{lang}",
         "cell": cell, "submitted_at": T0 + 1, "resources": _resources(6000, 12288, 1, 460, ("V100M16", "V100M32")),
         "qos_tier": "GOLD", "priority": 3, "labels": {"team": "vision", "lang": lang}, "deadline": None,
-        "duration_estimate_ms": 7_200_000, "command": None, "profile": None, "env": {}}
+        "duration_estimate_ms": 7_200_000, "command": None, "profile": None, "env": {},
+        "job_id": None}
     file_task = {
         "event_id": f"submit/{run_id}-{lang}-file", "task_id": f"{run_id}-{lang}-file", "tenant": "视觉",
         "cell": cell, "submitted_at": T0 + 2,
@@ -66,7 +67,7 @@ def _events(lang: str, run_id: str, cell: str) -> dict[str, dict]:
         "deadline": T0 + 86_400_000, "duration_estimate_ms": None, "command": ["python", "train.py", "--epochs=3"],
         "profile": {"duration_class": "long", "io_intensity": 0.5, "parallelism": 2, "sla_level": "", "model_arch": "bert",
                     "data_locations": ["site-a"], "extra": {"b": 2.5, "a": -1.0}},
-        "env": {"EPOCHS": "3", "DATA_DIR": "/mnt/数据"}}
+        "env": {"EPOCHS": "3", "DATA_DIR": "/mnt/数据"}, "job_id": f"job-{run_id}-{lang}"}
     if lang == "shell":
         file_task["profile"] = None  # the shell encoder writes no profile
     bid = {"event_id": f"bid/{run_id}-{lang}-bid", "bid_id": f"{run_id}-{lang}-bid", "tenant": f"tenant-{lang}",

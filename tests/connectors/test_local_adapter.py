@@ -79,6 +79,17 @@ def test_the_tasks_environment_reaches_the_process_and_cannot_replace_the_suanli
     assert out.read_text().splitlines() == ["GREETING=ni hao 算力", "EMPTY=", "SUANLI_TASK_ID=tenv", "HOME=/task/home"]
 
 
+def test_a_job_members_process_gets_suanli_job_id(local):
+    """Issue 22: SUANLI_JOB_ID for a member of a job (set last: the task's env cannot spoof it);
+    a task of no job does not get one."""
+    from suanli.connectors.local_process import LocalProcesses as Adapter
+
+    base = {**_command(["true"], i="job"), "env": {"SUANLI_JOB_ID": "spoofed"}}
+    assert Adapter.environment({**base, "job_id": "fl-round-7"})["SUANLI_JOB_ID"] == "fl-round-7"
+    assert Adapter.environment({**_command(["true"], i="nojob"), "job_id": None}).get("SUANLI_JOB_ID") == \
+        __import__("os").environ.get("SUANLI_JOB_ID")
+
+
 def test_the_program_is_looked_up_on_the_tasks_path(local, tmp_path):
     tool = tmp_path / "bin" / "only-on-task-path"
     tool.parent.mkdir()

@@ -157,3 +157,24 @@ def test_statuses_read_before_the_decisions_go_to_the_placement_on_their_node():
     a = view.tasks["a"]
     assert (a.status, a.node_id) == ("RUNNING", "n2") and view.violations == []
     assert view.nodes[("c", "n1")].gpu_used == [0, 0] and view.nodes[("c", "n2")].gpu_used == [500, 0]
+
+
+def test_tasks_are_indexed_by_job():
+    """Issue 22: ``jobs`` holds each job's member tasks in submission order; a decision that
+    names the job (read before the submission) indexes its task too; tasks of no job are in none."""
+    from suanli.projections.lifecycle import LifecycleView
+
+    view = LifecycleView()
+    res = {"cpu_milli": 1000, "memory_mib": 512}
+    for i, (task, tenant, job) in enumerate([("a", "t1", "j1"), ("b", "t1", None), ("c", "t1", "j1"),
+                                             ("d", "t2", "j1")]):
+        view.apply("TaskSubmitted", {"event_id": f"s{i}", "task_id": task, "tenant": tenant, "cell": "c",
+                                     "submitted_at": i, "resources": res, "job_id": job})
+    view.apply("TaskPending", {"event_id": "p-e", "decision_id": "c/x/0/9/0", "task_id": "e", "tenant": "t1",
+                               "cell": "c", "reasons": [], "queue_position": 0, "job_id": "j2",
+                               "provenance": {"decided_at": 5, "path": []}})
+    assert view.jobs == {"j1": ["a", "c", "d"], "j2": ["e"]}
+    assert [t.task_id for t in view.job_tasks("j1")] == ["a", "c", "d"]
+    assert [t.task_id for t in view.job_tasks("j1", tenant="t1")] == ["a", "c"]
+    assert view.tasks["a"].job_id == "j1" and view.tasks["b"].job_id == ""
+    assert view.job_tasks("none") == []

@@ -175,7 +175,7 @@ def test_a_record_naming_another_tenant_on_a_tenants_topic_is_dead_lettered_with
     cancel = {"event_id": "c", "task_id": "t0", "tenant": "b", "cell": "c1", "reason": "", "at": 2}
     assert _on(codec, TOPICS.tenant_raw("a"), codec.encode("TaskCancelled", cancel))[0][1] == "INVALID"
     [(_t, kind, reason)] = _on(codec, TOPICS.tenant_raw("a"), codec.encode("NodeRegistered", node()))
-    assert kind == "INVALID" and "carries only TaskSubmitted, TaskCancelled, ReservationBid, not NodeRegistered" in reason
+    assert kind == "INVALID" and "carries only TaskSubmitted, TaskCancelled, ReservationBid, JobRound, not NodeRegistered" in reason
 
 
 def test_the_shared_raw_topic_keeps_believing_the_payload(codec):

@@ -48,7 +48,8 @@ type TaskSubmitted struct {
 	DurationEstimateMs *int64            `json:"duration_estimate_ms"`
 	Command            []string          `json:"command"` // nil is null
 	Profile            *TaskProfile      `json:"profile"`
-	Env                map[string]string `json:"env,omitempty"` // the command's environment; empty is {}
+	Env                map[string]string `json:"env,omitempty"`    // the command's environment; empty is {}
+	JobID              *string           `json:"job_id,omitempty"` // the job it is a member of; nil is null
 }
 
 // ReservationBid is io.suanli.events.ReservationBid: GPUs for DurationMs, starting between

@@ -55,6 +55,7 @@ type TaskSpec struct {
 	Reservation   *string                `protobuf:"bytes,14,opt,name=reservation,proto3,oneof" json:"reservation,omitempty"`                                                     // a reservation token (rsv-<bid id>, or the bid id): the label 'reservation'
 	Model         *ModelSpec             `protobuf:"bytes,15,opt,name=model,proto3" json:"model,omitempty"`                                                                       // weights loaded before the command starts (C11)
 	Parallelism   *int32                 `protobuf:"varint,16,opt,name=parallelism,proto3,oneof" json:"parallelism,omitempty"`                                                    // cooperating workers (default 1)
+	Job           *string                `protobuf:"bytes,17,opt,name=job,proto3,oneof" json:"job,omitempty"`                                                                     // the job this task is a member of (an id like a task id)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -199,6 +200,13 @@ func (x *TaskSpec) GetParallelism() int32 {
 		return *x.Parallelism
 	}
 	return 0
+}
+
+func (x *TaskSpec) GetJob() string {
+	if x != nil && x.Job != nil {
+		return *x.Job
+	}
+	return ""
 }
 
 type ModelSpec struct {
@@ -945,6 +953,110 @@ func (x *GetAuditRequest) GetTaskId() string {
 	return ""
 }
 
+type ListAuditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *string                `protobuf:"bytes,1,opt,name=job,proto3,oneof" json:"job,omitempty"`                     // only decisions about members of this job
+	TaskId        *string                `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3,oneof" json:"task_id,omitempty"` // only decisions about this task
+	Limit         *int32                 `protobuf:"varint,3,opt,name=limit,proto3,oneof" json:"limit,omitempty"`                // the newest this many (default 1000)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_suanli_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListAuditRequest) GetJob() string {
+	if x != nil && x.Job != nil {
+		return *x.Job
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetTaskId() string {
+	if x != nil && x.TaskId != nil {
+		return *x.TaskId
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetLimit() int32 {
+	if x != nil && x.Limit != nil {
+		return *x.Limit
+	}
+	return 0
+}
+
+type GetJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobRequest) Reset() {
+	*x = GetJobRequest{}
+	mi := &file_suanli_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobRequest) ProtoMessage() {}
+
+func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
+func (*GetJobRequest) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
 type SubmitBidRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Bid           *BidSpec               `protobuf:"bytes,1,opt,name=bid,proto3" json:"bid,omitempty"`
@@ -954,7 +1066,7 @@ type SubmitBidRequest struct {
 
 func (x *SubmitBidRequest) Reset() {
 	*x = SubmitBidRequest{}
-	mi := &file_suanli_proto_msgTypes[13]
+	mi := &file_suanli_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1078,7 @@ func (x *SubmitBidRequest) String() string {
 func (*SubmitBidRequest) ProtoMessage() {}
 
 func (x *SubmitBidRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[13]
+	mi := &file_suanli_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1091,7 @@ func (x *SubmitBidRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidRequest.ProtoReflect.Descriptor instead.
 func (*SubmitBidRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{13}
+	return file_suanli_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubmitBidRequest) GetBid() *BidSpec {
@@ -999,7 +1111,7 @@ type ListBidsRequest struct {
 
 func (x *ListBidsRequest) Reset() {
 	*x = ListBidsRequest{}
-	mi := &file_suanli_proto_msgTypes[14]
+	mi := &file_suanli_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1123,7 @@ func (x *ListBidsRequest) String() string {
 func (*ListBidsRequest) ProtoMessage() {}
 
 func (x *ListBidsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[14]
+	mi := &file_suanli_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1136,7 @@ func (x *ListBidsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsRequest.ProtoReflect.Descriptor instead.
 func (*ListBidsRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{14}
+	return file_suanli_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListBidsRequest) GetCell() string {
@@ -1050,7 +1162,7 @@ type GetBidRequest struct {
 
 func (x *GetBidRequest) Reset() {
 	*x = GetBidRequest{}
-	mi := &file_suanli_proto_msgTypes[15]
+	mi := &file_suanli_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1174,7 @@ func (x *GetBidRequest) String() string {
 func (*GetBidRequest) ProtoMessage() {}
 
 func (x *GetBidRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[15]
+	mi := &file_suanli_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1187,7 @@ func (x *GetBidRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBidRequest.ProtoReflect.Descriptor instead.
 func (*GetBidRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{15}
+	return file_suanli_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetBidRequest) GetBidId() string {
@@ -1097,7 +1209,7 @@ type ListReservationsRequest struct {
 
 func (x *ListReservationsRequest) Reset() {
 	*x = ListReservationsRequest{}
-	mi := &file_suanli_proto_msgTypes[16]
+	mi := &file_suanli_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1221,7 @@ func (x *ListReservationsRequest) String() string {
 func (*ListReservationsRequest) ProtoMessage() {}
 
 func (x *ListReservationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[16]
+	mi := &file_suanli_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1234,7 @@ func (x *ListReservationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReservationsRequest.ProtoReflect.Descriptor instead.
 func (*ListReservationsRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{16}
+	return file_suanli_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListReservationsRequest) GetCell() string {
@@ -1163,7 +1275,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_suanli_proto_msgTypes[17]
+	mi := &file_suanli_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1287,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[17]
+	mi := &file_suanli_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1300,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{17}
+	return file_suanli_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListNodesRequest) GetCell() string {
@@ -1216,7 +1328,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_suanli_proto_msgTypes[18]
+	mi := &file_suanli_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1340,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[18]
+	mi := &file_suanli_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1353,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{18}
+	return file_suanli_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeStatusRequest) GetCell() string {
@@ -1269,7 +1381,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1393,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1406,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{19}
+	return file_suanli_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DrainNodeRequest) GetNodeId() string {
@@ -1329,7 +1441,7 @@ type UncordonNodeRequest struct {
 
 func (x *UncordonNodeRequest) Reset() {
 	*x = UncordonNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1453,7 @@ func (x *UncordonNodeRequest) String() string {
 func (*UncordonNodeRequest) ProtoMessage() {}
 
 func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1466,7 @@ func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*UncordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{20}
+	return file_suanli_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UncordonNodeRequest) GetNodeId() string {
@@ -1389,7 +1501,7 @@ type LogPosition struct {
 
 func (x *LogPosition) Reset() {
 	*x = LogPosition{}
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1513,7 @@ func (x *LogPosition) String() string {
 func (*LogPosition) ProtoMessage() {}
 
 func (x *LogPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1526,7 @@ func (x *LogPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogPosition.ProtoReflect.Descriptor instead.
 func (*LogPosition) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{21}
+	return file_suanli_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LogPosition) GetTopic() string {
@@ -1448,7 +1560,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1572,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1585,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{22}
+	return file_suanli_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PendingReason) GetReason() string {
@@ -1502,7 +1614,7 @@ type AcceleratorRequest struct {
 
 func (x *AcceleratorRequest) Reset() {
 	*x = AcceleratorRequest{}
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1626,7 @@ func (x *AcceleratorRequest) String() string {
 func (*AcceleratorRequest) ProtoMessage() {}
 
 func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1639,7 @@ func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceleratorRequest.ProtoReflect.Descriptor instead.
 func (*AcceleratorRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{23}
+	return file_suanli_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AcceleratorRequest) GetKind() string {
@@ -1573,7 +1685,7 @@ type TaskResources struct {
 
 func (x *TaskResources) Reset() {
 	*x = TaskResources{}
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1697,7 @@ func (x *TaskResources) String() string {
 func (*TaskResources) ProtoMessage() {}
 
 func (x *TaskResources) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1710,7 @@ func (x *TaskResources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResources.ProtoReflect.Descriptor instead.
 func (*TaskResources) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{24}
+	return file_suanli_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TaskResources) GetCpuMilli() int32 {
@@ -1661,7 +1773,7 @@ type StrategyRef struct {
 
 func (x *StrategyRef) Reset() {
 	*x = StrategyRef{}
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1785,7 @@ func (x *StrategyRef) String() string {
 func (*StrategyRef) ProtoMessage() {}
 
 func (x *StrategyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1798,7 @@ func (x *StrategyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StrategyRef.ProtoReflect.Descriptor instead.
 func (*StrategyRef) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{25}
+	return file_suanli_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StrategyRef) GetName() string {
@@ -1721,7 +1833,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1845,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1858,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{26}
+	return file_suanli_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Candidate) GetNodeId() string {
@@ -1781,7 +1893,7 @@ type FilterOutcome struct {
 
 func (x *FilterOutcome) Reset() {
 	*x = FilterOutcome{}
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1905,7 @@ func (x *FilterOutcome) String() string {
 func (*FilterOutcome) ProtoMessage() {}
 
 func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1918,7 @@ func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterOutcome.ProtoReflect.Descriptor instead.
 func (*FilterOutcome) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{27}
+	return file_suanli_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FilterOutcome) GetReason() string {
@@ -1847,7 +1959,7 @@ type Provenance struct {
 
 func (x *Provenance) Reset() {
 	*x = Provenance{}
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1971,7 @@ func (x *Provenance) String() string {
 func (*Provenance) ProtoMessage() {}
 
 func (x *Provenance) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1984,7 @@ func (x *Provenance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provenance.ProtoReflect.Descriptor instead.
 func (*Provenance) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{28}
+	return file_suanli_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Provenance) GetInput() *LogPosition {
@@ -2021,7 +2133,7 @@ type TaskProfile struct {
 
 func (x *TaskProfile) Reset() {
 	*x = TaskProfile{}
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2145,7 @@ func (x *TaskProfile) String() string {
 func (*TaskProfile) ProtoMessage() {}
 
 func (x *TaskProfile) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2158,7 @@ func (x *TaskProfile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskProfile.ProtoReflect.Descriptor instead.
 func (*TaskProfile) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{29}
+	return file_suanli_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskProfile) GetDurationClass() string {
@@ -2577,7 +2689,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2701,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2714,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{30}
+	return file_suanli_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Health) GetReady() bool {
@@ -2633,7 +2745,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2757,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2770,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{31}
+	return file_suanli_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubmitTaskResponse) GetTaskId() string {
@@ -2714,7 +2826,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2838,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2851,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{32}
+	return file_suanli_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelTaskResponse) GetTaskId() string {
@@ -2776,7 +2888,7 @@ type SubmitBidResponse struct {
 
 func (x *SubmitBidResponse) Reset() {
 	*x = SubmitBidResponse{}
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +2900,7 @@ func (x *SubmitBidResponse) String() string {
 func (*SubmitBidResponse) ProtoMessage() {}
 
 func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +2913,7 @@ func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBidResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{33}
+	return file_suanli_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SubmitBidResponse) GetBidId() string {
@@ -2861,13 +2973,14 @@ type TaskStatus struct {
 	Strategy      string                 `protobuf:"bytes,18,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	Path          []string               `protobuf:"bytes,19,rep,name=path,proto3" json:"path,omitempty"`
 	Message       string                 `protobuf:"bytes,20,opt,name=message,proto3" json:"message,omitempty"`
+	JobId         *string                `protobuf:"bytes,21,opt,name=job_id,json=jobId,proto3,oneof" json:"job_id,omitempty"` // the job it is a member of
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2879,7 +2992,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2892,7 +3005,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{34}
+	return file_suanli_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TaskStatus) GetTaskId() string {
@@ -3035,6 +3148,13 @@ func (x *TaskStatus) GetMessage() string {
 	return ""
 }
 
+func (x *TaskStatus) GetJobId() string {
+	if x != nil && x.JobId != nil {
+		return *x.JobId
+	}
+	return ""
+}
+
 type ListTasksResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tasks         []*TaskStatus          `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
@@ -3044,7 +3164,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3176,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3189,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{35}
+	return file_suanli_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskStatus {
@@ -3098,7 +3218,7 @@ type WhyPendingResponse struct {
 
 func (x *WhyPendingResponse) Reset() {
 	*x = WhyPendingResponse{}
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3230,7 @@ func (x *WhyPendingResponse) String() string {
 func (*WhyPendingResponse) ProtoMessage() {}
 
 func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3243,7 @@ func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingResponse.ProtoReflect.Descriptor instead.
 func (*WhyPendingResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{36}
+	return file_suanli_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WhyPendingResponse) GetTaskId() string {
@@ -3232,7 +3352,7 @@ type BidView struct {
 
 func (x *BidView) Reset() {
 	*x = BidView{}
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3244,7 +3364,7 @@ func (x *BidView) String() string {
 func (*BidView) ProtoMessage() {}
 
 func (x *BidView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3257,7 +3377,7 @@ func (x *BidView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidView.ProtoReflect.Descriptor instead.
 func (*BidView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{37}
+	return file_suanli_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BidView) GetBidId() string {
@@ -3416,7 +3536,7 @@ type ListBidsResponse struct {
 
 func (x *ListBidsResponse) Reset() {
 	*x = ListBidsResponse{}
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3428,7 +3548,7 @@ func (x *ListBidsResponse) String() string {
 func (*ListBidsResponse) ProtoMessage() {}
 
 func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3441,7 +3561,7 @@ func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsResponse.ProtoReflect.Descriptor instead.
 func (*ListBidsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{38}
+	return file_suanli_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListBidsResponse) GetBids() []*BidView {
@@ -3487,7 +3607,7 @@ type ReservationView struct {
 
 func (x *ReservationView) Reset() {
 	*x = ReservationView{}
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3499,7 +3619,7 @@ func (x *ReservationView) String() string {
 func (*ReservationView) ProtoMessage() {}
 
 func (x *ReservationView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3512,7 +3632,7 @@ func (x *ReservationView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationView.ProtoReflect.Descriptor instead.
 func (*ReservationView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{39}
+	return file_suanli_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReservationView) GetReservationId() string {
@@ -3699,7 +3819,7 @@ type ListReservationsResponse struct {
 
 func (x *ListReservationsResponse) Reset() {
 	*x = ListReservationsResponse{}
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3831,7 @@ func (x *ListReservationsResponse) String() string {
 func (*ListReservationsResponse) ProtoMessage() {}
 
 func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +3844,7 @@ func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReservationsResponse.ProtoReflect.Descriptor instead.
 func (*ListReservationsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{40}
+	return file_suanli_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListReservationsResponse) GetReservations() []*ReservationView {
@@ -3754,7 +3874,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3766,7 +3886,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3779,7 +3899,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{41}
+	return file_suanli_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeView) GetNodeId() string {
@@ -3875,7 +3995,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3887,7 +4007,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3900,7 +4020,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{42}
+	return file_suanli_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeView {
@@ -3930,13 +4050,14 @@ type AuditDecision struct {
 	Cause         string                 `protobuf:"bytes,14,opt,name=cause,proto3" json:"cause,omitempty"` // ReleaseCause symbol
 	Provenance    *Provenance            `protobuf:"bytes,15,opt,name=provenance,proto3" json:"provenance,omitempty"`
 	Position      *LogPosition           `protobuf:"bytes,16,opt,name=position,proto3" json:"position,omitempty"`
+	JobId         *string                `protobuf:"bytes,17,opt,name=job_id,json=jobId,proto3,oneof" json:"job_id,omitempty"` // the job the task is a member of
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AuditDecision) Reset() {
 	*x = AuditDecision{}
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3948,7 +4069,7 @@ func (x *AuditDecision) String() string {
 func (*AuditDecision) ProtoMessage() {}
 
 func (x *AuditDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3961,7 +4082,7 @@ func (x *AuditDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditDecision.ProtoReflect.Descriptor instead.
 func (*AuditDecision) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{43}
+	return file_suanli_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AuditDecision) GetKind() string {
@@ -4076,6 +4197,127 @@ func (x *AuditDecision) GetPosition() *LogPosition {
 	return nil
 }
 
+func (x *AuditDecision) GetJobId() string {
+	if x != nil && x.JobId != nil {
+		return *x.JobId
+	}
+	return ""
+}
+
+// Decisions matching ListAudit's filters, in log order.
+type AuditList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Decisions     []*AuditDecision       `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditList) Reset() {
+	*x = AuditList{}
+	mi := &file_suanli_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditList) ProtoMessage() {}
+
+func (x *AuditList) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditList.ProtoReflect.Descriptor instead.
+func (*AuditList) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *AuditList) GetDecisions() []*AuditDecision {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
+// A job's member tasks, in submission order; `counts`: members per status.
+type JobView struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Tenant        string                 `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Tasks         []*TaskStatus          `protobuf:"bytes,3,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Counts        map[string]int32       `protobuf:"bytes,4,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobView) Reset() {
+	*x = JobView{}
+	mi := &file_suanli_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobView) ProtoMessage() {}
+
+func (x *JobView) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobView.ProtoReflect.Descriptor instead.
+func (*JobView) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *JobView) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobView) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *JobView) GetTasks() []*TaskStatus {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *JobView) GetCounts() map[string]int32 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
 type AuditTrail struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -4089,7 +4331,7 @@ type AuditTrail struct {
 
 func (x *AuditTrail) Reset() {
 	*x = AuditTrail{}
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4101,7 +4343,7 @@ func (x *AuditTrail) String() string {
 func (*AuditTrail) ProtoMessage() {}
 
 func (x *AuditTrail) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4114,7 +4356,7 @@ func (x *AuditTrail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditTrail.ProtoReflect.Descriptor instead.
 func (*AuditTrail) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{44}
+	return file_suanli_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AuditTrail) GetTaskId() string {
@@ -4162,7 +4404,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_suanli_proto_msgTypes[45]
+	mi := &file_suanli_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4174,7 +4416,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[45]
+	mi := &file_suanli_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4187,7 +4429,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{45}
+	return file_suanli_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *FieldError) GetField() string {
@@ -4215,7 +4457,7 @@ type ErrorResponse struct {
 
 func (x *ErrorResponse) Reset() {
 	*x = ErrorResponse{}
-	mi := &file_suanli_proto_msgTypes[46]
+	mi := &file_suanli_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4469,7 @@ func (x *ErrorResponse) String() string {
 func (*ErrorResponse) ProtoMessage() {}
 
 func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[46]
+	mi := &file_suanli_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4482,7 @@ func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorResponse.ProtoReflect.Descriptor instead.
 func (*ErrorResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{46}
+	return file_suanli_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ErrorResponse) GetDetail() string {
@@ -4273,7 +4515,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_suanli_proto_msgTypes[47]
+	mi := &file_suanli_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4285,7 +4527,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[47]
+	mi := &file_suanli_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4298,7 +4540,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{47}
+	return file_suanli_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NodeStatusResponse) GetNodeId() string {
@@ -4347,7 +4589,7 @@ var File_suanli_proto protoreflect.FileDescriptor
 
 const file_suanli_proto_rawDesc = "" +
 	"\n" +
-	"\fsuanli.proto\x12\tsuanli.v1\"\xd3\x06\n" +
+	"\fsuanli.proto\x12\tsuanli.v1\"\xf2\x06\n" +
 	"\bTaskSpec\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x1b\n" +
 	"\x06tenant\x18\x02 \x01(\tH\x01R\x06tenant\x88\x01\x01\x12\x17\n" +
@@ -4370,7 +4612,8 @@ const file_suanli_proto_rawDesc = "" +
 	"\vreservation\x18\x0e \x01(\tH\tR\vreservation\x88\x01\x01\x12*\n" +
 	"\x05model\x18\x0f \x01(\v2\x14.suanli.v1.ModelSpecR\x05model\x12%\n" +
 	"\vparallelism\x18\x10 \x01(\x05H\n" +
-	"R\vparallelism\x88\x01\x01\x1a9\n" +
+	"R\vparallelism\x88\x01\x01\x12\x15\n" +
+	"\x03job\x18\x11 \x01(\tH\vR\x03job\x88\x01\x01\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a6\n" +
@@ -4387,7 +4630,8 @@ const file_suanli_proto_rawDesc = "" +
 	"\f_deadline_msB\r\n" +
 	"\v_schedulingB\x0e\n" +
 	"\f_reservationB\x0e\n" +
-	"\f_parallelism\"\x8d\x01\n" +
+	"\f_parallelismB\x06\n" +
+	"\x04_job\"\x8d\x01\n" +
 	"\tModelSpec\x12\x12\n" +
 	"\x04arch\x18\x01 \x01(\tR\x04arch\x12\x15\n" +
 	"\x03uri\x18\x02 \x01(\tH\x00R\x03uri\x88\x01\x01\x12\x17\n" +
@@ -4473,7 +4717,17 @@ const file_suanli_proto_rawDesc = "" +
 	"\x11WhyPendingRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\"*\n" +
 	"\x0fGetAuditRequest\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\"8\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\"\x80\x01\n" +
+	"\x10ListAuditRequest\x12\x15\n" +
+	"\x03job\x18\x01 \x01(\tH\x00R\x03job\x88\x01\x01\x12\x1c\n" +
+	"\atask_id\x18\x02 \x01(\tH\x01R\x06taskId\x88\x01\x01\x12\x19\n" +
+	"\x05limit\x18\x03 \x01(\x05H\x02R\x05limit\x88\x01\x01B\x06\n" +
+	"\x04_jobB\n" +
+	"\n" +
+	"\b_task_idB\b\n" +
+	"\x06_limit\"&\n" +
+	"\rGetJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"8\n" +
 	"\x10SubmitBidRequest\x12$\n" +
 	"\x03bid\x18\x01 \x01(\v2\x12.suanli.v1.BidSpecR\x03bid\"X\n" +
 	"\x0fListBidsRequest\x12\x17\n" +
@@ -4667,7 +4921,7 @@ const file_suanli_proto_rawDesc = "" +
 	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x12\n" +
 	"\x04cell\x18\x03 \x01(\tR\x04cell\x12\x19\n" +
 	"\bevent_id\x18\x04 \x01(\tR\aeventId\x122\n" +
-	"\bposition\x18\x05 \x01(\v2\x16.suanli.v1.LogPositionR\bposition\"\xd3\x04\n" +
+	"\bposition\x18\x05 \x01(\v2\x16.suanli.v1.LogPositionR\bposition\"\xfa\x04\n" +
 	"\n" +
 	"TaskStatus\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
@@ -4694,7 +4948,9 @@ const file_suanli_proto_rawDesc = "" +
 	"decided_at\x18\x11 \x01(\x03R\tdecidedAt\x12\x1a\n" +
 	"\bstrategy\x18\x12 \x01(\tR\bstrategy\x12\x12\n" +
 	"\x04path\x18\x13 \x03(\tR\x04path\x12\x18\n" +
-	"\amessage\x18\x14 \x01(\tR\amessage\"@\n" +
+	"\amessage\x18\x14 \x01(\tR\amessage\x12\x1a\n" +
+	"\x06job_id\x18\x15 \x01(\tH\x00R\x05jobId\x88\x01\x01B\t\n" +
+	"\a_job_id\"@\n" +
 	"\x11ListTasksResponse\x12+\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x15.suanli.v1.TaskStatusR\x05tasks\"\xef\x02\n" +
 	"\x12WhyPendingResponse\x12\x17\n" +
@@ -4798,7 +5054,7 @@ const file_suanli_proto_rawDesc = "" +
 	"\x06status\x18\v \x01(\tR\x06status\x12\x16\n" +
 	"\x06health\x18\f \x01(\tR\x06health\">\n" +
 	"\x11ListNodesResponse\x12)\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x13.suanli.v1.NodeViewR\x05nodes\"\x93\x04\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x13.suanli.v1.NodeViewR\x05nodes\"\xba\x04\n" +
 	"\rAuditDecision\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\x12\x1f\n" +
@@ -4821,7 +5077,19 @@ const file_suanli_proto_rawDesc = "" +
 	"\n" +
 	"provenance\x18\x0f \x01(\v2\x15.suanli.v1.ProvenanceR\n" +
 	"provenance\x122\n" +
-	"\bposition\x18\x10 \x01(\v2\x16.suanli.v1.LogPositionR\bposition\"\xa1\x01\n" +
+	"\bposition\x18\x10 \x01(\v2\x16.suanli.v1.LogPositionR\bposition\x12\x1a\n" +
+	"\x06job_id\x18\x11 \x01(\tH\x00R\x05jobId\x88\x01\x01B\t\n" +
+	"\a_job_id\"C\n" +
+	"\tAuditList\x126\n" +
+	"\tdecisions\x18\x01 \x03(\v2\x18.suanli.v1.AuditDecisionR\tdecisions\"\xd8\x01\n" +
+	"\aJobView\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12+\n" +
+	"\x05tasks\x18\x03 \x03(\v2\x15.suanli.v1.TaskStatusR\x05tasks\x126\n" +
+	"\x06counts\x18\x04 \x03(\v2\x1e.suanli.v1.JobView.CountsEntryR\x06counts\x1a9\n" +
+	"\vCountsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xa1\x01\n" +
 	"\n" +
 	"AuditTrail\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
@@ -4842,7 +5110,7 @@ const file_suanli_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\tR\x06status\x12\x1a\n" +
 	"\bprevious\x18\x04 \x01(\tR\bprevious\x12\x19\n" +
 	"\bevent_id\x18\x05 \x01(\tR\aeventId\x122\n" +
-	"\bposition\x18\x06 \x01(\v2\x16.suanli.v1.LogPositionR\bposition2\xe9\a\n" +
+	"\bposition\x18\x06 \x01(\v2\x16.suanli.v1.LogPositionR\bposition2\xe1\b\n" +
 	"\x06Suanli\x128\n" +
 	"\tGetHealth\x12\x18.suanli.v1.HealthRequest\x1a\x11.suanli.v1.Health\x12I\n" +
 	"\n" +
@@ -4853,7 +5121,9 @@ const file_suanli_proto_rawDesc = "" +
 	"CancelTask\x12\x1c.suanli.v1.CancelTaskRequest\x1a\x1d.suanli.v1.CancelTaskResponse\x12I\n" +
 	"\n" +
 	"WhyPending\x12\x1c.suanli.v1.WhyPendingRequest\x1a\x1d.suanli.v1.WhyPendingResponse\x12=\n" +
-	"\bGetAudit\x12\x1a.suanli.v1.GetAuditRequest\x1a\x15.suanli.v1.AuditTrail\x12F\n" +
+	"\bGetAudit\x12\x1a.suanli.v1.GetAuditRequest\x1a\x15.suanli.v1.AuditTrail\x12>\n" +
+	"\tListAudit\x12\x1b.suanli.v1.ListAuditRequest\x1a\x14.suanli.v1.AuditList\x126\n" +
+	"\x06GetJob\x12\x18.suanli.v1.GetJobRequest\x1a\x12.suanli.v1.JobView\x12F\n" +
 	"\tSubmitBid\x12\x1b.suanli.v1.SubmitBidRequest\x1a\x1c.suanli.v1.SubmitBidResponse\x12C\n" +
 	"\bListBids\x12\x1a.suanli.v1.ListBidsRequest\x1a\x1b.suanli.v1.ListBidsResponse\x126\n" +
 	"\x06GetBid\x12\x18.suanli.v1.GetBidRequest\x1a\x12.suanli.v1.BidView\x12[\n" +
@@ -4874,7 +5144,7 @@ func file_suanli_proto_rawDescGZIP() []byte {
 	return file_suanli_proto_rawDescData
 }
 
-var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_suanli_proto_goTypes = []any{
 	(*TaskSpec)(nil),                 // 0: suanli.v1.TaskSpec
 	(*ModelSpec)(nil),                // 1: suanli.v1.ModelSpec
@@ -4889,110 +5159,122 @@ var file_suanli_proto_goTypes = []any{
 	(*CancelTaskRequest)(nil),        // 10: suanli.v1.CancelTaskRequest
 	(*WhyPendingRequest)(nil),        // 11: suanli.v1.WhyPendingRequest
 	(*GetAuditRequest)(nil),          // 12: suanli.v1.GetAuditRequest
-	(*SubmitBidRequest)(nil),         // 13: suanli.v1.SubmitBidRequest
-	(*ListBidsRequest)(nil),          // 14: suanli.v1.ListBidsRequest
-	(*GetBidRequest)(nil),            // 15: suanli.v1.GetBidRequest
-	(*ListReservationsRequest)(nil),  // 16: suanli.v1.ListReservationsRequest
-	(*ListNodesRequest)(nil),         // 17: suanli.v1.ListNodesRequest
-	(*NodeStatusRequest)(nil),        // 18: suanli.v1.NodeStatusRequest
-	(*DrainNodeRequest)(nil),         // 19: suanli.v1.DrainNodeRequest
-	(*UncordonNodeRequest)(nil),      // 20: suanli.v1.UncordonNodeRequest
-	(*LogPosition)(nil),              // 21: suanli.v1.LogPosition
-	(*PendingReason)(nil),            // 22: suanli.v1.PendingReason
-	(*AcceleratorRequest)(nil),       // 23: suanli.v1.AcceleratorRequest
-	(*TaskResources)(nil),            // 24: suanli.v1.TaskResources
-	(*StrategyRef)(nil),              // 25: suanli.v1.StrategyRef
-	(*Candidate)(nil),                // 26: suanli.v1.Candidate
-	(*FilterOutcome)(nil),            // 27: suanli.v1.FilterOutcome
-	(*Provenance)(nil),               // 28: suanli.v1.Provenance
-	(*TaskProfile)(nil),              // 29: suanli.v1.TaskProfile
-	(*Health)(nil),                   // 30: suanli.v1.Health
-	(*SubmitTaskResponse)(nil),       // 31: suanli.v1.SubmitTaskResponse
-	(*CancelTaskResponse)(nil),       // 32: suanli.v1.CancelTaskResponse
-	(*SubmitBidResponse)(nil),        // 33: suanli.v1.SubmitBidResponse
-	(*TaskStatus)(nil),               // 34: suanli.v1.TaskStatus
-	(*ListTasksResponse)(nil),        // 35: suanli.v1.ListTasksResponse
-	(*WhyPendingResponse)(nil),       // 36: suanli.v1.WhyPendingResponse
-	(*BidView)(nil),                  // 37: suanli.v1.BidView
-	(*ListBidsResponse)(nil),         // 38: suanli.v1.ListBidsResponse
-	(*ReservationView)(nil),          // 39: suanli.v1.ReservationView
-	(*ListReservationsResponse)(nil), // 40: suanli.v1.ListReservationsResponse
-	(*NodeView)(nil),                 // 41: suanli.v1.NodeView
-	(*ListNodesResponse)(nil),        // 42: suanli.v1.ListNodesResponse
-	(*AuditDecision)(nil),            // 43: suanli.v1.AuditDecision
-	(*AuditTrail)(nil),               // 44: suanli.v1.AuditTrail
-	(*FieldError)(nil),               // 45: suanli.v1.FieldError
-	(*ErrorResponse)(nil),            // 46: suanli.v1.ErrorResponse
-	(*NodeStatusResponse)(nil),       // 47: suanli.v1.NodeStatusResponse
-	nil,                              // 48: suanli.v1.TaskSpec.LabelsEntry
-	nil,                              // 49: suanli.v1.TaskSpec.EnvEntry
-	nil,                              // 50: suanli.v1.TaskProfile.ExtraEntry
+	(*ListAuditRequest)(nil),         // 13: suanli.v1.ListAuditRequest
+	(*GetJobRequest)(nil),            // 14: suanli.v1.GetJobRequest
+	(*SubmitBidRequest)(nil),         // 15: suanli.v1.SubmitBidRequest
+	(*ListBidsRequest)(nil),          // 16: suanli.v1.ListBidsRequest
+	(*GetBidRequest)(nil),            // 17: suanli.v1.GetBidRequest
+	(*ListReservationsRequest)(nil),  // 18: suanli.v1.ListReservationsRequest
+	(*ListNodesRequest)(nil),         // 19: suanli.v1.ListNodesRequest
+	(*NodeStatusRequest)(nil),        // 20: suanli.v1.NodeStatusRequest
+	(*DrainNodeRequest)(nil),         // 21: suanli.v1.DrainNodeRequest
+	(*UncordonNodeRequest)(nil),      // 22: suanli.v1.UncordonNodeRequest
+	(*LogPosition)(nil),              // 23: suanli.v1.LogPosition
+	(*PendingReason)(nil),            // 24: suanli.v1.PendingReason
+	(*AcceleratorRequest)(nil),       // 25: suanli.v1.AcceleratorRequest
+	(*TaskResources)(nil),            // 26: suanli.v1.TaskResources
+	(*StrategyRef)(nil),              // 27: suanli.v1.StrategyRef
+	(*Candidate)(nil),                // 28: suanli.v1.Candidate
+	(*FilterOutcome)(nil),            // 29: suanli.v1.FilterOutcome
+	(*Provenance)(nil),               // 30: suanli.v1.Provenance
+	(*TaskProfile)(nil),              // 31: suanli.v1.TaskProfile
+	(*Health)(nil),                   // 32: suanli.v1.Health
+	(*SubmitTaskResponse)(nil),       // 33: suanli.v1.SubmitTaskResponse
+	(*CancelTaskResponse)(nil),       // 34: suanli.v1.CancelTaskResponse
+	(*SubmitBidResponse)(nil),        // 35: suanli.v1.SubmitBidResponse
+	(*TaskStatus)(nil),               // 36: suanli.v1.TaskStatus
+	(*ListTasksResponse)(nil),        // 37: suanli.v1.ListTasksResponse
+	(*WhyPendingResponse)(nil),       // 38: suanli.v1.WhyPendingResponse
+	(*BidView)(nil),                  // 39: suanli.v1.BidView
+	(*ListBidsResponse)(nil),         // 40: suanli.v1.ListBidsResponse
+	(*ReservationView)(nil),          // 41: suanli.v1.ReservationView
+	(*ListReservationsResponse)(nil), // 42: suanli.v1.ListReservationsResponse
+	(*NodeView)(nil),                 // 43: suanli.v1.NodeView
+	(*ListNodesResponse)(nil),        // 44: suanli.v1.ListNodesResponse
+	(*AuditDecision)(nil),            // 45: suanli.v1.AuditDecision
+	(*AuditList)(nil),                // 46: suanli.v1.AuditList
+	(*JobView)(nil),                  // 47: suanli.v1.JobView
+	(*AuditTrail)(nil),               // 48: suanli.v1.AuditTrail
+	(*FieldError)(nil),               // 49: suanli.v1.FieldError
+	(*ErrorResponse)(nil),            // 50: suanli.v1.ErrorResponse
+	(*NodeStatusResponse)(nil),       // 51: suanli.v1.NodeStatusResponse
+	nil,                              // 52: suanli.v1.TaskSpec.LabelsEntry
+	nil,                              // 53: suanli.v1.TaskSpec.EnvEntry
+	nil,                              // 54: suanli.v1.TaskProfile.ExtraEntry
+	nil,                              // 55: suanli.v1.JobView.CountsEntry
 }
 var file_suanli_proto_depIdxs = []int32{
 	2,  // 0: suanli.v1.TaskSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	48, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
-	49, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
+	52, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
+	53, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
 	1,  // 3: suanli.v1.TaskSpec.model:type_name -> suanli.v1.ModelSpec
 	3,  // 4: suanli.v1.ResourcesSpec.accelerators:type_name -> suanli.v1.AcceleratorSpec
 	2,  // 5: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
 	0,  // 6: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
 	4,  // 7: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
-	23, // 8: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
-	21, // 9: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
-	25, // 10: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
-	26, // 11: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
-	27, // 12: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
-	29, // 13: suanli.v1.Provenance.profile:type_name -> suanli.v1.TaskProfile
-	50, // 14: suanli.v1.TaskProfile.extra:type_name -> suanli.v1.TaskProfile.ExtraEntry
-	21, // 15: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
-	21, // 16: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
-	21, // 17: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
-	22, // 18: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
-	34, // 19: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
-	22, // 20: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
-	24, // 21: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
-	37, // 22: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
-	39, // 23: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
-	41, // 24: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
-	22, // 25: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
-	28, // 26: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
-	21, // 27: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
-	43, // 28: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
-	45, // 29: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
-	21, // 30: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
-	6,  // 31: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
-	7,  // 32: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
-	8,  // 33: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
-	9,  // 34: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
-	10, // 35: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
-	11, // 36: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
-	12, // 37: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
-	13, // 38: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
-	14, // 39: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
-	15, // 40: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
-	16, // 41: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
-	17, // 42: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
-	19, // 43: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
-	20, // 44: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
-	30, // 45: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
-	31, // 46: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
-	35, // 47: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
-	34, // 48: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
-	32, // 49: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
-	36, // 50: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
-	44, // 51: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
-	33, // 52: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
-	38, // 53: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
-	37, // 54: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
-	40, // 55: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
-	42, // 56: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
-	47, // 57: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
-	47, // 58: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
-	45, // [45:59] is the sub-list for method output_type
-	31, // [31:45] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	25, // 8: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
+	23, // 9: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
+	27, // 10: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
+	28, // 11: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
+	29, // 12: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
+	31, // 13: suanli.v1.Provenance.profile:type_name -> suanli.v1.TaskProfile
+	54, // 14: suanli.v1.TaskProfile.extra:type_name -> suanli.v1.TaskProfile.ExtraEntry
+	23, // 15: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
+	23, // 16: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
+	23, // 17: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
+	24, // 18: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
+	36, // 19: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
+	24, // 20: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
+	26, // 21: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
+	39, // 22: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
+	41, // 23: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
+	43, // 24: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
+	24, // 25: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
+	30, // 26: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
+	23, // 27: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
+	45, // 28: suanli.v1.AuditList.decisions:type_name -> suanli.v1.AuditDecision
+	36, // 29: suanli.v1.JobView.tasks:type_name -> suanli.v1.TaskStatus
+	55, // 30: suanli.v1.JobView.counts:type_name -> suanli.v1.JobView.CountsEntry
+	45, // 31: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
+	49, // 32: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
+	23, // 33: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
+	6,  // 34: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
+	7,  // 35: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
+	8,  // 36: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
+	9,  // 37: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
+	10, // 38: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
+	11, // 39: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
+	12, // 40: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
+	13, // 41: suanli.v1.Suanli.ListAudit:input_type -> suanli.v1.ListAuditRequest
+	14, // 42: suanli.v1.Suanli.GetJob:input_type -> suanli.v1.GetJobRequest
+	15, // 43: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
+	16, // 44: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
+	17, // 45: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
+	18, // 46: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
+	19, // 47: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
+	21, // 48: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
+	22, // 49: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
+	32, // 50: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
+	33, // 51: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
+	37, // 52: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
+	36, // 53: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
+	34, // 54: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
+	38, // 55: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
+	48, // 56: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
+	46, // 57: suanli.v1.Suanli.ListAudit:output_type -> suanli.v1.AuditList
+	47, // 58: suanli.v1.Suanli.GetJob:output_type -> suanli.v1.JobView
+	35, // 59: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
+	40, // 60: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
+	39, // 61: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
+	42, // 62: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
+	44, // 63: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
+	51, // 64: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
+	51, // 65: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
+	50, // [50:66] is the sub-list for method output_type
+	34, // [34:50] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_suanli_proto_init() }
@@ -5006,22 +5288,25 @@ func file_suanli_proto_init() {
 	file_suanli_proto_msgTypes[3].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[4].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[8].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[14].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[13].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[16].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[17].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[18].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[19].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[20].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[28].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[37].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[21].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[22].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[30].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[36].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[39].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[41].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[45].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_suanli_proto_rawDesc), len(file_suanli_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -40,6 +40,8 @@ const (
 	Suanli_CancelTask_FullMethodName       = "/suanli.v1.Suanli/CancelTask"
 	Suanli_WhyPending_FullMethodName       = "/suanli.v1.Suanli/WhyPending"
 	Suanli_GetAudit_FullMethodName         = "/suanli.v1.Suanli/GetAudit"
+	Suanli_ListAudit_FullMethodName        = "/suanli.v1.Suanli/ListAudit"
+	Suanli_GetJob_FullMethodName           = "/suanli.v1.Suanli/GetJob"
 	Suanli_SubmitBid_FullMethodName        = "/suanli.v1.Suanli/SubmitBid"
 	Suanli_ListBids_FullMethodName         = "/suanli.v1.Suanli/ListBids"
 	Suanli_GetBid_FullMethodName           = "/suanli.v1.Suanli/GetBid"
@@ -60,6 +62,10 @@ type SuanliClient interface {
 	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
 	WhyPending(ctx context.Context, in *WhyPendingRequest, opts ...grpc.CallOption) (*WhyPendingResponse, error)
 	GetAudit(ctx context.Context, in *GetAuditRequest, opts ...grpc.CallOption) (*AuditTrail, error)
+	// Decisions about your tasks filtered by job (issue 22), in log order.
+	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*AuditList, error)
+	// A job's member tasks (those submitted with `job`), with their status and node.
+	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*JobView, error)
 	SubmitBid(ctx context.Context, in *SubmitBidRequest, opts ...grpc.CallOption) (*SubmitBidResponse, error)
 	ListBids(ctx context.Context, in *ListBidsRequest, opts ...grpc.CallOption) (*ListBidsResponse, error)
 	GetBid(ctx context.Context, in *GetBidRequest, opts ...grpc.CallOption) (*BidView, error)
@@ -150,6 +156,26 @@ func (c *suanliClient) GetAudit(ctx context.Context, in *GetAuditRequest, opts .
 	return out, nil
 }
 
+func (c *suanliClient) ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*AuditList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AuditList)
+	err := c.cc.Invoke(ctx, Suanli_ListAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *suanliClient) GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*JobView, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JobView)
+	err := c.cc.Invoke(ctx, Suanli_GetJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *suanliClient) SubmitBid(ctx context.Context, in *SubmitBidRequest, opts ...grpc.CallOption) (*SubmitBidResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SubmitBidResponse)
@@ -231,6 +257,10 @@ type SuanliServer interface {
 	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
 	WhyPending(context.Context, *WhyPendingRequest) (*WhyPendingResponse, error)
 	GetAudit(context.Context, *GetAuditRequest) (*AuditTrail, error)
+	// Decisions about your tasks filtered by job (issue 22), in log order.
+	ListAudit(context.Context, *ListAuditRequest) (*AuditList, error)
+	// A job's member tasks (those submitted with `job`), with their status and node.
+	GetJob(context.Context, *GetJobRequest) (*JobView, error)
 	SubmitBid(context.Context, *SubmitBidRequest) (*SubmitBidResponse, error)
 	ListBids(context.Context, *ListBidsRequest) (*ListBidsResponse, error)
 	GetBid(context.Context, *GetBidRequest) (*BidView, error)
@@ -271,6 +301,12 @@ func (UnimplementedSuanliServer) WhyPending(context.Context, *WhyPendingRequest)
 }
 func (UnimplementedSuanliServer) GetAudit(context.Context, *GetAuditRequest) (*AuditTrail, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetAudit not implemented")
+}
+func (UnimplementedSuanliServer) ListAudit(context.Context, *ListAuditRequest) (*AuditList, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
+}
+func (UnimplementedSuanliServer) GetJob(context.Context, *GetJobRequest) (*JobView, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetJob not implemented")
 }
 func (UnimplementedSuanliServer) SubmitBid(context.Context, *SubmitBidRequest) (*SubmitBidResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitBid not implemented")
@@ -440,6 +476,42 @@ func _Suanli_GetAudit_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Suanli_ListAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SuanliServer).ListAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Suanli_ListAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SuanliServer).ListAudit(ctx, req.(*ListAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Suanli_GetJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SuanliServer).GetJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Suanli_GetJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SuanliServer).GetJob(ctx, req.(*GetJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Suanli_SubmitBid_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SubmitBidRequest)
 	if err := dec(in); err != nil {
@@ -600,6 +672,14 @@ var Suanli_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetAudit",
 			Handler:    _Suanli_GetAudit_Handler,
+		},
+		{
+			MethodName: "ListAudit",
+			Handler:    _Suanli_ListAudit_Handler,
+		},
+		{
+			MethodName: "GetJob",
+			Handler:    _Suanli_GetJob_Handler,
 		},
 		{
 			MethodName: "SubmitBid",
