@@ -20,7 +20,7 @@ def task_submitted(task_id: str = "t-1") -> dict:
                       "gpu_models": ["V100M16", "V100M32"], "gpu_memory_mib": 0, "accelerators": []},
         "qos_tier": "GOLD", "priority": 3, "labels": {"team": "vision", "workload": "training"},
         "deadline": None, "duration_estimate_ms": 3_600_000, "command": ["python", "train.py"],
-        "profile": None, "env": {"OMP_NUM_THREADS": "4", "DATA": "/mnt/data"},
+        "profile": None, "env": {"OMP_NUM_THREADS": "4", "DATA": "/mnt/data"}, "job_id": "fl-7",
     }
 
 
