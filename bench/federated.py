@@ -212,11 +212,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 figures[key]["round_2"] = next((r for r in result.rounds if r["round"] == 2), None)
     finally:
         plane.stop()
-    if "comm-home" in figures and "comm-suanli" in figures:
+    if all(figures.get(k, {}).get("ok") for k in ("comm-home", "comm-suanli")):
         home, suanli = figures["comm-home"], figures["comm-suanli"]
         figures["comm_cross_site_change_pct"] = round(
             100 * (suanli["cross_site_bytes_per_round"] / max(1, home["cross_site_bytes_per_round"]) - 1), 1)
-    if "main" in figures and "plain" in figures:
+    if all(figures.get(k, {}).get("ok") for k in ("main", "plain")):
         figures["secagg_bytes_ratio"] = round(figures["main"]["bytes_per_round"]
                                               / max(1, figures["plain"]["bytes_per_round"]), 2)
     return figures

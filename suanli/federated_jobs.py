@@ -27,9 +27,10 @@ data partitions are numbered 0..N-1 in cloud order. Commands run the Flower runt
 (``connectors/flower/``) with the Python of its own venv (``deploy/flower.py``): it pins
 versions of FastAPI and friends that the control plane's own venv cannot share.
 
-**The run** (:class:`FederatedRunner`, the I/O edge): submits the clients, then the
-aggregator, through the API's service (the checks of ``POST /v1/tasks``), and follows the
-namespace's log with the API's read model. Each round the aggregator appends to its report
+**The run** (:class:`FederatedRunner`, the I/O edge): submits the clients and, once each
+has a decision (so that the scheduler knows where the job's data is), the aggregator,
+through the API's service (the checks of ``POST /v1/tasks``); it follows the namespace's
+log with the API's read model. Each round the aggregator appends to its report
 file (``<job dir>/rounds.jsonl``) becomes a ``JobRound`` event on the raw status topic
 (intake forwards it to the cell log): the loss and accuracy, the contributing client tasks,
 the bytes each moved, and those bytes per site pair from where the tasks ran. A client
@@ -383,10 +384,23 @@ class FederatedRunner:
         assert self._changed is not None
         for c in self.plan.clients:
             await self._submit(service, c)
+        deadline = started + self.job.timeout_s
+        # The aggregator goes last, once every client has a decision: the scheduler places it
+        # by the clients the cell log has shown, and submissions on several raw partitions
+        # may reach the cell log in another order than they were sent.
+        while any(getattr(model.lifecycle.tasks.get(c.task_id), "status", "SUBMITTED") == "SUBMITTED"
+                  for c in self.plan.clients):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise JobError(f"timed out after {self.job.timeout_s:g} s waiting for the clients' decisions")
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                pass
+            self._changed.clear()
         agg = self.plan.aggregator
         await self._submit(service, agg)
         seen: dict[str, tuple[str, str]] = {}
-        deadline = started + self.job.timeout_s
         while True:
             for tid in sorted(self._watching):
                 view = model.lifecycle.tasks.get(tid)

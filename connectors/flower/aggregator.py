@@ -86,7 +86,7 @@ def _toml(v: object) -> str:
     return json.dumps(v) if isinstance(v, (str, bool)) else repr(v)   # JSON strings/bools are TOML
 
 
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 180.0) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if proc.poll() is not None:
