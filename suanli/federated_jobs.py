@@ -325,46 +325,25 @@ class FederatedRunner:
             self._changed.set()
 
     async def run(self) -> FederatedResult:
-        from suanli.api.audit import FollowerAuditSource
-        from suanli.api.readmodel import LogFollower
-        from suanli.api.service import ApiService
-        from suanli.api.sink import KafkaSink
-        from suanli.schemas.codec import Codec
-        from suanli.schemas.registry import RegistryClient
-        from suanli.streams.kafka_io import EventProducer, ensure_topics
-        from suanli.streams.topics import core_topics
+        from suanli.jobs import api_session
 
-        s, p = self.settings, self.plan
+        p = self.plan
         started = time.monotonic()
         self._changed = asyncio.Event()
         result = FederatedResult(p.job_id, str(p.job_dir))
         p.job_dir.mkdir(parents=True, exist_ok=True)
         p.report.unlink(missing_ok=True)
-        await ensure_topics(s.bootstrap_servers, core_topics(s.partitions, s.namespace))
-        with RegistryClient(s.registry_url) as registry:
-            codec = Codec(registry)
-            follower = LogFollower(s, codec)
-            follower.model.listeners.append(self._listen)
-            await follower.start()
+        async with api_session(self.settings, self._listen, self.ready_timeout_s) as (service, model, sink):
+            self.say(f"job {p.job_id}: {len(p.clients)} clients in {len(self.job.clouds)} clouds, "
+                     f"{self.job.rounds} rounds, secagg {'on' if self.job.secagg else 'off'}, "
+                     f"quantise {self.job.quantise}, aggregator by {self.job.aggregator}; directory {p.job_dir}")
             try:
-                await follower.wait_ready(self.ready_timeout_s)
-                async with EventProducer(s.bootstrap_servers, codec, linger_ms=0, namespace=s.namespace) as producer:
-                    sink = KafkaSink(producer, s.namespace)
-                    service = ApiService(follower.model, sink, FollowerAuditSource(follower.model),
-                                         namespace=s.namespace, follower=follower)
-                    self.say(f"job {p.job_id}: {len(p.clients)} clients in {len(self.job.clouds)} clouds, "
-                             f"{self.job.rounds} rounds, secagg {'on' if self.job.secagg else 'off'}, "
-                             f"quantise {self.job.quantise}, aggregator by {self.job.aggregator}; "
-                             f"directory {p.job_dir}")
-                    try:
-                        await self._follow(service, sink, follower.model, result, started)
-                    except JobError as exc:
-                        result.reason = str(exc)
-                    finally:
-                        await self._cancel_rest(service, follower.model)
-                        self._placement(follower.model, result)
+                await self._follow(service, sink, model, result, started)
+            except JobError as exc:
+                result.reason = str(exc)
             finally:
-                await follower.stop()
+                await self._cancel_rest(service, model)
+                self._placement(model, result)
         result.seconds = round(time.monotonic() - started, 3)
         (p.job_dir / "job.json").write_text(json.dumps(result.to_json(), indent=1))
         self.say(f"job {p.job_id}: " + (f"COMPLETED, {len(result.rounds)} rounds in {result.seconds:.1f} s"

@@ -66,9 +66,10 @@ import re
 import sys
 import time
 import uuid
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, AsyncIterator, Callable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError as PydanticValidationError, model_validator
 
@@ -337,6 +338,39 @@ class JobResult:
         return asdict(self)
 
 
+@asynccontextmanager
+async def api_session(settings: Any, listener: Callable[..., None],
+                      ready_timeout_s: float) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """``(service, read model, sink)`` on the namespace of ``settings``: the API's own service
+    (the checks of ``POST /v1/tasks``) writing through an idempotent producer, and its read
+    model following the namespace's log, caught up with it (``ready_timeout_s``) and calling
+    ``listener`` on every record. Stopped on exit. Job runners drive jobs through it."""
+    from suanli.api.audit import FollowerAuditSource
+    from suanli.api.readmodel import LogFollower
+    from suanli.api.service import ApiService
+    from suanli.api.sink import KafkaSink
+    from suanli.schemas.codec import Codec
+    from suanli.schemas.registry import RegistryClient
+    from suanli.streams.kafka_io import EventProducer, ensure_topics
+    from suanli.streams.topics import core_topics
+
+    s = settings
+    await ensure_topics(s.bootstrap_servers, core_topics(s.partitions, s.namespace))
+    with RegistryClient(s.registry_url) as registry:
+        codec = Codec(registry)
+        follower = LogFollower(s, codec)
+        follower.model.listeners.append(listener)
+        await follower.start()
+        try:
+            await follower.wait_ready(ready_timeout_s)
+            async with EventProducer(s.bootstrap_servers, codec, linger_ms=0, namespace=s.namespace) as producer:
+                sink = KafkaSink(producer, s.namespace)
+                yield (ApiService(follower.model, sink, FollowerAuditSource(follower.model), namespace=s.namespace,
+                                  follower=follower), follower.model, sink)
+        finally:
+            await follower.stop()
+
+
 class JobRunner:
     """Runs a planned job against the namespace of ``settings`` (module docstring).
 
@@ -378,47 +412,24 @@ class JobRunner:
             self._changed.set()
 
     async def run(self) -> JobResult:
-        from suanli.api.audit import FollowerAuditSource
-        from suanli.api.readmodel import LogFollower
-        from suanli.api.service import ApiService
-        from suanli.api.sink import KafkaSink
-        from suanli.schemas.codec import Codec
-        from suanli.schemas.registry import RegistryClient
-        from suanli.streams.kafka_io import EventProducer, ensure_topics
-        from suanli.streams.topics import core_topics
-
-        s = self.settings
         started = time.monotonic()
         self._changed = asyncio.Event()
         result = JobResult(self.job_id, str(self.job_dir), ok=False)
         self.job_dir.mkdir(parents=True, exist_ok=True)
-        await ensure_topics(s.bootstrap_servers, core_topics(s.partitions, s.namespace))
-        with RegistryClient(s.registry_url) as registry:
-            codec = Codec(registry)
-            follower = LogFollower(s, codec)
-            follower.model.listeners.append(self._listen)
-            await follower.start()
+        async with api_session(self.settings, self._listen, self.ready_timeout_s) as (service, model, _sink):
+            self.say(f"job {self.job_id}: {len(self.steps)} steps in cell {self.job.cell}, "
+                     f"directory {self.job_dir}")
             try:
-                await follower.wait_ready(self.ready_timeout_s)
-                async with EventProducer(s.bootstrap_servers, codec, linger_ms=0, namespace=s.namespace) as producer:
-                    service = ApiService(follower.model, KafkaSink(producer, s.namespace),
-                                         FollowerAuditSource(follower.model), namespace=s.namespace,
-                                         follower=follower)
-                    self.say(f"job {self.job_id}: {len(self.steps)} steps in cell {self.job.cell}, "
-                             f"directory {self.job_dir}")
-                    try:
-                        for step in self.steps:
-                            step_result = await self._run_step(service, follower.model, step)
-                            result.steps.append(step_result)
-                            if step_result.status != "COMPLETED":
-                                result.reason = f"step {step.index} {step.name!r} {step_result.message}"
-                                break
-                        else:
-                            result.ok = True
-                    except JobError as exc:
-                        result.reason = str(exc)
-            finally:
-                await follower.stop()
+                for step in self.steps:
+                    step_result = await self._run_step(service, model, step)
+                    result.steps.append(step_result)
+                    if step_result.status != "COMPLETED":
+                        result.reason = f"step {step.index} {step.name!r} {step_result.message}"
+                        break
+                else:
+                    result.ok = True
+            except JobError as exc:
+                result.reason = str(exc)
         result.seconds = round(time.monotonic() - started, 3)
         (self.job_dir / "job.json").write_text(json.dumps(result.to_json(), indent=1))
         self.say(f"job {self.job_id}: " + (f"COMPLETED, {len(result.steps)} steps in {result.seconds:.1f} s"

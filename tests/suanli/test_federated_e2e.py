@@ -69,14 +69,15 @@ def clouds(stack, tmp_path_factory):
             service.stop()
 
 
-def _cell_log(lp: LocalPlane) -> list:
+def _topic(lp: LocalPlane, name: str) -> list:
+    """Every record of the namespace's topic ``name`` (a TopicNames attribute) up to its end offsets now."""
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
 
     async def read() -> list:
         with RegistryClient(lp.s.registry_url) as registry:
             async with EventConsumer(lp.s.bootstrap_servers, Codec(registry),
-                                     [TopicNames(lp.s.namespace).cell_log]) as consumer:
+                                     [getattr(TopicNames(lp.s.namespace), name)]) as consumer:
                 return await consumer.read_until_end()
 
     return asyncio.run(read())
@@ -102,7 +103,7 @@ def test_three_clients_with_secagg_train_for_three_rounds_placed_by_data_site_an
     assert placed[f"{job_id}-agg"]["node"] == nodes["cloud-b"], placed
 
     # every round is on the cell log as a JobRound, with who contributed and what they sent
-    records = _cell_log(lp)
+    records = _topic(lp, "cell_log")
     rounds = sorted((r.payload for r in records if r.kind == "JobRound" and r.payload["job_id"] == job_id),
                     key=lambda e: e["round"])
     assert [e["round"] for e in rounds] == [1, 2, 3]
@@ -115,7 +116,7 @@ def test_three_clients_with_secagg_train_for_three_rounds_placed_by_data_site_an
     assert accuracy[-1] > accuracy[0] and accuracy[-1] > 0.5, accuracy
 
     # the aggregator's placement says why it went where it went
-    placed_agg = next(d.payload for d in _decisions(lp) if d.kind == "TaskPlaced"
+    placed_agg = next(d.payload for d in _topic(lp, "decisions") if d.kind == "TaskPlaced"
                       and d.payload["task_id"] == f"{job_id}-agg")
     assert "cloud-b" in json.dumps(placed_agg["provenance"]), placed_agg["provenance"]
 
@@ -124,15 +125,3 @@ def test_three_clients_with_secagg_train_for_three_rounds_placed_by_data_site_an
         status = lp.task(tid)
         assert status is not None and status["status"] in ("COMPLETED", "CANCELLED"), (tid, status)
 
-
-def _decisions(lp: LocalPlane) -> list:
-    from suanli.schemas.codec import Codec
-    from suanli.schemas.registry import RegistryClient
-
-    async def read() -> list:
-        with RegistryClient(lp.s.registry_url) as registry:
-            async with EventConsumer(lp.s.bootstrap_servers, Codec(registry),
-                                     [TopicNames(lp.s.namespace).decisions]) as consumer:
-                return await consumer.read_until_end()
-
-    return asyncio.run(read())
