@@ -45,7 +45,7 @@ def _raw_ends(api: ApiProcess) -> dict[int, int]:
 def test_rest_submission_is_a_task_submitted_on_the_raw_topic(api):
     doc = {"id": f"rest-{uuid.uuid4().hex[:8]}", "cell": "c1", "resources": {"cpu": 6, "memory": "12Gi", "gpu": 0.46,
            "gpu_models": ["V100M16", "V100M32"]}, "qos": "gold", "labels": {"workload": "training"},
-           "duration": "2h", "env": {"EPOCHS": "3"}}
+           "duration": "2h", "env": {"EPOCHS": "3"}, "job": "fl-7"}
     with api.client("alpha") as http:
         r = http.post("/v1/tasks", json=doc)
     assert r.status_code == 202, r.text
@@ -59,7 +59,8 @@ def test_rest_submission_is_a_task_submitted_on_the_raw_topic(api):
         "resources": {"cpu_milli": 6000, "memory_mib": 12288, "gpu_count": 1, "gpu_milli": 460,
                       "gpu_models": ["V100M16", "V100M32"], "gpu_memory_mib": 0, "accelerators": []},
         "qos_tier": "GOLD", "priority": 0, "labels": {"workload": "training"}, "deadline": None,
-        "duration_estimate_ms": 7_200_000, "command": None, "profile": None, "env": {"EPOCHS": "3"}}
+        "duration_estimate_ms": 7_200_000, "command": None, "profile": None, "env": {"EPOCHS": "3"},
+        "job_id": "fl-7"}
     # byte for byte what a direct producer writes with the shared codec (Confluent framing)
     assert record.value == reencoded and record.value[0] == 0
 

@@ -48,6 +48,7 @@ def _task(i: int) -> dict:
                       "gpu_models": [], "gpu_memory_mib": 0, "accelerators": []},
         "qos_tier": "SILVER", "priority": 0, "labels": {}, "deadline": None,
         "duration_estimate_ms": None, "command": None, "profile": None, "env": {"RANK": str(i)},
+        "job_id": f"job-{i % 3}" if i % 2 else None,
     }
 
 
