@@ -2,8 +2,9 @@
 
 :func:`sandboxed_module` wraps a discovered strategy: the cell's own filters run in
 process (they are ours), and the strategy's *scoring* runs in a fresh Python subprocess
-under ``RLIMIT_CPU`` (CPU seconds), ``RLIMIT_AS`` (address space) and a wall-clock
-timeout. The child receives the request and the feasible nodes (free CPU, memory, GPU
+under ``RLIMIT_CPU`` (CPU seconds, counted from when the child has loaded the
+scheduler's own modules: its start-up is ours, not the strategy's), ``RLIMIT_AS``
+(address space) and a wall-clock timeout. The child receives the request and the feasible nodes (free CPU, memory, GPU
 devices, what each node registered as) as JSON on stdin, rebuilds a small :class:`CellState`, runs
 the strategy's ``build(config)`` profile scorers and prints the totals.
 
@@ -86,7 +87,13 @@ from importlib import import_module
 from suanli.processors.state import CellState, TaskRecord
 from suanli.processors.framework import CycleContext, _normalize
 from suanli.processors.model import Node, Request
+import math, resource
 msg = json.loads(sys.stdin.read())
+# The CPU budget is the strategy's: it starts here, after this child's own imports
+# (~0.8 CPU s, more on a loaded machine), which the parent capped generously.
+used = resource.getrusage(resource.RUSAGE_SELF)
+cap = math.ceil(used.ru_utime + used.ru_stime) + msg["cpu_seconds"]
+resource.setrlimit(resource.RLIMIT_CPU, (cap, cap + 1))
 mod_name, _, attr = msg["entry"].partition(":")
 mod = import_module(mod_name)
 for part in filter(None, attr.split(".")):
@@ -115,11 +122,20 @@ sys.stdout.write(json.dumps({"scores": [float(v) for v in total]}))
 """
 
 
-def _limits(cpu_s: float, mem_mb: int):
+# CPU seconds the child may spend on its own imports before the strategy's budget starts
+# (it then lowers the limit to what it used plus the budget; the wall clock bounds both).
+_STARTUP_CPU_SECONDS = 30
+
+
+def _cpu_budget(cpu_s: float) -> int:
+    return max(1, int(round(cpu_s)))
+
+
+def _limits(mem_mb: int):
     def apply() -> None:
         import resource
 
-        c = max(1, int(round(cpu_s)))
+        c = _STARTUP_CPU_SECONDS
         resource.setrlimit(resource.RLIMIT_CPU, (c, c + 1))
         b = int(mem_mb) * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (b, b))
@@ -154,12 +170,13 @@ def run_scoring(entry: str, ctx: CycleContext, rows: np.ndarray, limits: Any = N
                    "models": list(r.models)},
            "seed": int(ctx.seed), "config": {k: v for k, v in ctx.config.items() if k != "sandbox"}}
     lim = explicit(parse_args(SandboxLimits, limits, "the sandbox limits"))
+    msg["cpu_seconds"] = _cpu_budget(float(lim["cpu_seconds"]))
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
         proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env,
-                                preexec_fn=_limits(float(lim["cpu_seconds"]), int(lim["memory_mb"])))
+                                preexec_fn=_limits(int(lim["memory_mb"])))
     except OSError as exc:
         raise SandboxError(f"could not start the sandbox: {exc}") from None
     try:

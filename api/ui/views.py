@@ -341,7 +341,9 @@ def tasks(state: DashboardState, tenant: str, status: str | None, query: str, li
            f'<form class="search" method="get" action="/ui/tasks">'
            f'{_hidden_status(status)}'
            f'<input name="q" value="{e(query)}" placeholder="find a task id" aria-label="task id">'
-           f'<input name="job" value="{e(job)}" placeholder="job id" aria-label="job id" id="job-filter"></form>'
+           f'<input name="job" value="{e(job)}" placeholder="job id" aria-label="job id" id="job-filter">'
+           # (with two fields, a form submits on Enter only if it has a submit button)
+           f'<button type="submit">find</button></form>'
            + (f'<p class="dim" id="job-shown">the member tasks of job <b>{e(job)}</b> · '
               f'<a href="/ui/tasks">all tasks</a></p>' if job else "")
            + f'<nav class="chips">{"".join(chips)}</nav>']
