@@ -45,7 +45,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -486,15 +485,9 @@ class FederatedRunner:
 
 def read_spec_file(path: Path, overrides: Mapping[str, Any] | None = None) -> FederatedJobSpec:
     """A federated job file (YAML; ``-`` for stdin) with ``overrides`` over its top-level keys."""
-    import yaml
+    from suanli.jobs import read_yaml_document
 
-    try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text()
-        doc = yaml.safe_load(text)
-    except OSError as exc:
-        raise SuanliError(f"cannot read {path}: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise ValidationError(f"{path}: not YAML: {exc}") from None
+    doc = read_yaml_document(path)
     if not isinstance(doc, dict):
         raise ValidationError(f"{path}: a federated job file is a mapping (name, clouds, rounds, ...)")
     return load_spec({**doc, **(overrides or {})})

@@ -539,18 +539,24 @@ def run_job(job: JobSpec, *, settings: Any, base_dir: Path, job_dir: Path | None
     return asyncio.run(runner.run())
 
 
-def read_job_file(path: Path, overrides: Mapping[str, Any] | None = None) -> JobSpec:
-    """A job file (YAML; ``-`` for stdin), with ``overrides`` (e.g. another cell) over its
-    top-level keys, validated."""
+def read_yaml_document(path: Path) -> Any:
+    """The YAML document in the file at ``path`` (``-``: stdin), as parsed; SuanliError if it
+    cannot be read, ValidationError naming the file if it is not YAML."""
     import yaml
 
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text()
-        doc = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except OSError as exc:
         raise SuanliError(f"cannot read {path}: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ValidationError(f"{path} is not valid YAML: {exc}") from exc
+        raise ValidationError(f"{path} is not valid YAML: {exc}") from None
+
+
+def read_job_file(path: Path, overrides: Mapping[str, Any] | None = None) -> JobSpec:
+    """A job file (YAML; ``-`` for stdin), with ``overrides`` (e.g. another cell) over its
+    top-level keys, validated."""
+    doc = read_yaml_document(path)
     if overrides and isinstance(doc, dict):
         doc = {**doc, **overrides}
     return load_job(doc)
