@@ -371,7 +371,9 @@ class NodeStatusResponse(_Out):
 class AuditDecision(_Out):
     """One scheduling decision about a task, as recorded on the decisions topic.
 
-    ``kind`` is TaskPlaced, TaskPending, TaskUnschedulable or TaskReleased; the fields a
+    ``kind`` is TaskPlaced, TaskPending, TaskUnschedulable, TaskReleased, TaskPreempted,
+    TaskMigrated, TaskLost or JobResized (an elastic job resized: filed under its task that
+    carries the policy; the change and its reason are in ``provenance.path``); the fields a
     kind does not have are left empty. ``position`` is where the decision itself is stored.
     """
 

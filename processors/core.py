@@ -36,7 +36,7 @@ from suanli.errors import ModelError, RejectedInput, StrategyError
 import bisect
 
 from . import auction, matching, preemption, reservations, rng
-from . import model_cache, prewarm
+from . import elastic_jobs, model_cache, prewarm
 from .accelerators import fits_devices, refusal
 from . import model as m
 from .framework import Code, CycleContext, CycleResult, Status, default_devices, run_cycle
@@ -340,6 +340,8 @@ _EVOLVE: dict[type, Any] = {
     m.ReservationGranted: lambda s, e: reservations.granted(s, e, reservation_args_of(s)),
     m.ReservationReleased: lambda s, e: reservations.released(s, e),
     m.ReservationExpired: lambda s, e: reservations.expired(s, e),
+    m.JobRound: elastic_jobs.fold_round,
+    m.JobResized: elastic_jobs.fold_resize,
 }
 
 # facts that may free GPUs on a node (or leave part of one free beside new work), and which
@@ -1130,6 +1132,17 @@ class _Decider:
             if not self.schedule(item[-1], retry=True) and s.clock == clock:
                 failed.add(alike)
 
+    def resize_job(self, e: m.JobRound) -> None:
+        """The elastic policy's step after an elastic job's round: a ``JobResized`` when the
+        job's size or batch size changes (elastic_jobs.py); nothing otherwise."""
+        step = elastic_jobs.next_step(self.s, e)
+        if step is None or not step.changes:
+            return
+        eid, did = self._ids(m.JobResized.KIND)
+        path = [step.inputs, f"{step.decision.action}: {step.decision.reason}"]
+        self.emit(elastic_jobs.resized(step, event_id=eid, decision_id=did, cell=self.s.cell, at=self.s.now,
+                                       provenance=self.provenance(None, path, task_id=step.head.task.task_id)))
+
     def release(self, task_id: str, cause: str) -> None:
         s, t = self.s, self.s.tasks[task_id]
         eid, did = self._ids(m.TaskReleased.KIND)
@@ -1156,9 +1169,12 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
     if type(event).__name__ not in m.CELL_INPUT_KINDS:
         return state, []
     if isinstance(event, m.JobRound):
-        # a job's report, in the log for its history; its ``at`` is the reporter's clock, not
-        # cell time, and nothing in the core folds it (yet: the elastic policy will)
-        return state, []
+        # a job's report: its ``at`` is the reporter's clock, not cell time, so the clock
+        # stays; an elastic job's round may resize it (elastic_jobs.py)
+        evolve(state, event)
+        d = _Decider(state, position, state.now)
+        d.resize_job(event)
+        return state, d.outs
     at = event_time(event)
     if at > state.now:
         state.now = at                   # the cell clock: the largest event time the log has shown

@@ -21,16 +21,26 @@ cell state); no clock, no randomness.
    **hold** when no slot is free or the job is at its maximum.
 
 Every decision's ``reason`` names the figures it rests on.
+
+**The job's policy travels on its aggregator task** as the label ``elastic`` (the key
+:data:`ELASTIC_LABEL`): a compact JSON object of :class:`ElasticArgs` keys plus
+``batch_size``, the starting batch size per client (:func:`elastic_label` writes it,
+:func:`parse_label` reads it; the API refuses a submission whose label does not parse).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
-from .args import Invalid, arg, parse_args
+from suanli.errors import StrategyConfigError
+
+from .args import Invalid, arg, explicit, parse_args
 
 Action = Literal["grow", "shrink", "hold"]
+ELASTIC_LABEL = "elastic"
+"""The label of a federated job's aggregator task that turns the elastic policy on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,3 +158,31 @@ def decide(loss_history: Sequence[float], current_clients: int, free_slots: int,
     to = grow_to(a.max_clients)
     return ElasticDecision("grow", to, b, f"{trend}: improving and {free_slots} slots free: grow {n} -> {to} "
                            f"clients (max {a.max_clients})")
+
+
+def elastic_label(args: ElasticArgs, batch_size: int) -> str:
+    """The value of the ``elastic`` label for ``args`` and the starting ``batch_size``."""
+    if not args.min_batch <= batch_size <= args.max_batch:
+        raise StrategyConfigError(f"elastic: bad value for batch_size: {batch_size}; allowed: "
+                                  f"from min_batch ({args.min_batch}) to max_batch ({args.max_batch})")
+    return json.dumps({**explicit(args), "batch_size": batch_size}, sort_keys=True, separators=(",", ":"))
+
+
+def parse_label(text: str) -> tuple[ElasticArgs, int]:
+    """The policy and the starting batch size in an ``elastic`` label; StrategyConfigError
+    naming what is wrong (not JSON, an unknown key, a bad value)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise StrategyConfigError(f"elastic: the label is not a JSON object: {text[:80]!r}") from None
+    if not isinstance(doc, dict):
+        raise StrategyConfigError(f"elastic: the label is not a JSON object: {text[:80]!r}")
+    doc = dict(doc)
+    batch = doc.pop("batch_size", None)
+    args = ElasticArgs.parse(doc)
+    if batch is None:
+        batch = args.min_batch
+    if isinstance(batch, bool) or not isinstance(batch, int) or not args.min_batch <= batch <= args.max_batch:
+        raise StrategyConfigError(f"elastic: bad value for batch_size: {batch!r}; allowed: an integer from "
+                                  f"min_batch ({args.min_batch}) to max_batch ({args.max_batch})")
+    return args, batch

@@ -757,6 +757,29 @@ class JobRound:
 
 @_record
 @dataclass(**_FROZEN)
+class JobResized:
+    """The elastic policy changed a job's size or batch size after a round (processors/elastic.py);
+    ``task_id`` is the job's task carrying the policy (its aggregator)."""
+    KIND: ClassVar[str] = "JobResized"
+    event_id: str
+    decision_id: str
+    task_id: str
+    job_id: str
+    tenant: str
+    cell: str
+    action: str                  # grow | shrink | hold
+    clients_from: int
+    clients_to: int
+    batch_size_from: int
+    batch_size_to: int
+    round: int
+    reason: str
+    at: int
+    provenance: Provenance
+
+
+@_record
+@dataclass(**_FROZEN)
 class ReservationBid:
     KIND: ClassVar[str] = "ReservationBid"
     event_id: str
@@ -792,7 +815,7 @@ CellInput = Union[NodeRegistered, NodeStatusChanged, TaskSubmitted, TaskCancelle
                   JobRound]
 Decision = Union[TaskPlaced, TaskPending, TaskUnschedulable, TaskReleased, TaskPreempted, TaskMigrated,
                  TaskLost, NodeHealthChanged, ReservationGranted, ReservationRejected, ReservationExpired,
-                 ReservationReleased]
+                 ReservationReleased, JobResized]
 
 CELL_INPUT_KINDS: frozenset[str] = frozenset(c.KIND for c in typing.get_args(CellInput))
 """What intake forwards to the cell log and the scheduler consumes."""
@@ -800,8 +823,9 @@ DECISION_KINDS: frozenset[str] = frozenset(c.KIND for c in typing.get_args(Decis
 """What the scheduler writes to the decisions topic (with provenance)."""
 TASK_DECISION_KINDS: frozenset[str] = frozenset(
     {TaskPlaced.KIND, TaskPending.KIND, TaskUnschedulable.KIND, TaskReleased.KIND, TaskPreempted.KIND,
-     TaskMigrated.KIND, TaskLost.KIND})
-"""Decisions about one task (they carry ``task_id``)."""
+     TaskMigrated.KIND, TaskLost.KIND, JobResized.KIND})
+"""Decisions about one task (they carry ``task_id``; a ``JobResized`` names the job's task
+that carries its elastic policy)."""
 NODE_EVENT_KINDS: frozenset[str] = frozenset({NodeStatusChanged.KIND, TaskStatusChanged.KIND, NodeHeartbeat.KIND,
                                               NodeConditionChanged.KIND})
 """Cell inputs that name a node which must already be registered in the cell."""

@@ -191,6 +191,7 @@ class CellState:
         self.model_caches: dict[str, ModelCache] = {}   # node -> its model cache (model_cache.py), once it holds one
         self.prewarm: dict[str, Any] = {}       # the prewarm planner's book (prewarm.py): demand, budget, next run
         self.profiler: Optional[Profiler] = None  # task profiles (profiler.py): made while the policy turns them on
+        self.elastic: dict[str, Any] = {}       # elastic jobs' books (elastic_jobs.py): losses, size, batch size
         self._derived: dict[Any, Any] = {}
 
     def derived_recent(self, group: str, key: Any, compute: Callable[[], Any], keep: int = 64) -> Any:
@@ -668,6 +669,8 @@ class CellState:
             **({"prewarm": json.loads(json.dumps(self.prewarm))} if self.prewarm else {}),
             # only when it exists: a cell that never profiled snapshots as before
             **({"profiler": self.profiler.to_json()} if self.profiler is not None else {}),
+            # elastic jobs' books only when there are any: other cells snapshot as before
+            **({"elastic": json.loads(json.dumps(self.elastic, sort_keys=True))} if self.elastic else {}),
         }
 
     @classmethod
@@ -714,6 +717,7 @@ class CellState:
         s.model_caches = {n: ModelCache.from_json(c) for n, c in (snap.get("model_caches") or {}).items()}
         s.prewarm = json.loads(json.dumps(snap.get("prewarm") or {}))
         s.profiler = Profiler.from_json(snap["profiler"]) if snap.get("profiler") is not None else None
+        s.elastic = json.loads(json.dumps(snap.get("elastic") or {}))
         s._derived = {}
         return s
 

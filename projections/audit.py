@@ -1,7 +1,8 @@
 """Audit read model: the decision history, indexed for queries, rebuilt from the log.
 
 Source: the decisions topic (TaskPlaced, TaskPending, TaskUnschedulable, TaskReleased,
-TaskPreempted, TaskMigrated, each with its provenance). Nothing here reads Kafka, a clock
+TaskPreempted, TaskMigrated, TaskLost, and JobResized, filed under the job's task that carries
+its elastic policy; each with its provenance). Nothing here reads Kafka, a clock
 or a file: :class:`AuditIndex` folds ``(topic, partition, offset, kind, payload)`` records
 into any :class:`~suanli.projections.audit_store.Store` and answers queries from it. The
 Kafka edge (catch-up, follower, rebuild) is ``projections/audit_follower.py``.
@@ -74,9 +75,10 @@ KINDS: dict[str, str] = {
     m.TaskUnschedulable.KIND: "rejection",
     m.TaskReleased.KIND: "release",
     m.TaskLost.KIND: "lost",
+    m.JobResized.KIND: "resize",          # under the job's task that carries its elastic policy
 }
 KIND_ALIASES = {"unschedulable": "rejection", "placed": "placement", "released": "release",
-                "preempted": "preemption", "migrated": "migration", **{k.lower(): v for k, v in KINDS.items()}}
+                "preempted": "preemption", "migrated": "migration", "resized": "resize", **{k.lower(): v for k, v in KINDS.items()}}
 
 SEP = b"\x00"
 _POS, _META, _ROW, _IX, _SCHEMA = b"pos", b"meta", b"row", b"ix", b"schema"

@@ -150,6 +150,7 @@ class LifecycleView:
         self.tasks: dict[str, TaskView] = {}
         self.jobs: dict[str, list[str]] = {}      # job id -> member task ids, in submission order
         self.job_rounds: dict[str, dict[int, dict[str, Any]]] = {}   # job id -> round -> its JobRound
+        self.job_resizes: dict[str, list[dict[str, Any]]] = {}       # job id -> its JobResized, in log order
         self.nodes: dict[tuple[str, str], NodeView] = {}   # (cell, node_id): ids repeat across cells
         self.dead_letters = 0
         self.dead_letter_reasons: dict[str, int] = {}
@@ -201,6 +202,14 @@ class LifecycleView:
     def _on_JobRound(self, p: dict[str, Any]) -> None:
         """A job's round (``JobRound``): the newest report of each round number is kept."""
         self.job_rounds.setdefault(p["job_id"], {})[p["round"]] = p
+
+    def _on_JobResized(self, p: dict[str, Any]) -> None:
+        """The elastic policy resized a job (``JobResized``; duplicates dropped by event id)."""
+        self.job_resizes.setdefault(p["job_id"], []).append(p)
+
+    def resizes_of(self, job_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
+        """The JobResized payloads of ``job_id`` (of ``tenant``, if given), in log order."""
+        return [p for p in self.job_resizes.get(job_id, ()) if tenant is None or p["tenant"] == tenant]
 
     def rounds_of(self, job_id: str, tenant: str | None = None) -> list[dict[str, Any]]:
         """The JobRound payloads of ``job_id`` (of ``tenant``, if given), by round number."""

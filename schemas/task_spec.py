@@ -249,6 +249,21 @@ class TaskSpec(BaseModel):
             raise ValueError(f"reservation: {self.reservation!r} contradicts labels.reservation: {lab!r}; give one")
         return self
 
+    @field_validator("labels")
+    @classmethod
+    def _elastic_label(cls, v: dict[str, str]) -> dict[str, str]:
+        # the elastic policy of a federated job (processors/elastic.py): refused here, by
+        # name, rather than ignored by the scheduler
+        text = v.get("elastic")
+        if text is not None:
+            from suanli.errors import StrategyConfigError
+            from suanli.processors.elastic import parse_label
+            try:
+                parse_label(text)
+            except StrategyConfigError as exc:
+                raise ValueError(f"labels: {exc}") from None
+        return v
+
     @field_validator("job")
     @classmethod
     def _job(cls, v: str | None) -> str | None:

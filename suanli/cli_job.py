@@ -60,10 +60,12 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def job_lines(job_id: str, tasks: list, rounds: list | None = None, sites: dict | None = None) -> list[str]:
+def job_lines(job_id: str, tasks: list, rounds: list | None = None, sites: dict | None = None,
+              resizes: list | None = None) -> list[str]:
     """``suanli job show`` as text lines (pure): the member task views, then the job's rounds
-    (JobRound payloads: accuracy, loss, clients, bytes) and its traffic per site pair.
-    ``sites``: node id -> site, for the placement column."""
+    (JobRound payloads: accuracy, loss, clients, bytes), its traffic per site pair and the
+    elastic policy's resizes (JobResized payloads). ``sites``: node id -> site, for the
+    placement column."""
     counts: dict[str, int] = {}
     for t in tasks:
         counts[t.status] = counts.get(t.status, 0) + 1
@@ -91,6 +93,11 @@ def job_lines(job_id: str, tasks: list, rounds: list | None = None, sites: dict 
         out.append(f"  bytes per site pair over {len(rounds)} round(s) ({', '.join(sorted(flags))}):")
         for (a, b), n in sorted(pairs.items()):
             out.append(f"    {a} -> {b}: {n / 1024:.1f} KiB" + ("" if a != b else " (inside the site)"))
+    if resizes:
+        out.append(f"  resized {len(resizes)} time(s) by the elastic policy:")
+        for r in resizes:
+            out.append(f"    after round {r['round']}: {r['action']} {r['clients_from']} -> {r['clients_to']} clients, "
+                       f"batch {r['batch_size_from']} -> {r['batch_size_to']}: {r['reason']}")
     return out
 
 
@@ -102,6 +109,7 @@ def _show(args: argparse.Namespace) -> int:
     view = _view()
     tasks = view.job_tasks(args.job, tenant=args.tenant)
     rounds = view.rounds_of(args.job, tenant=args.tenant)
+    resizes = view.resizes_of(args.job, tenant=args.tenant)
     if not tasks:
         print(f"suanli: no task of job {args.job!r} in the log of namespace {settings().namespace!r}", file=sys.stderr)
         return 1
@@ -111,9 +119,9 @@ def _show(args: argparse.Namespace) -> int:
         print(json.dumps({"job_id": args.job, "tasks": [
             {"task_id": t.task_id, "tenant": t.tenant, "cell": t.cell, "status": t.status, "node_id": t.node_id,
              "site": sites.get(t.node_id, ""), "submitted_at": t.submitted_at, "decision_id": t.decision_id}
-            for t in tasks], "rounds": rounds}, indent=2))
+            for t in tasks], "rounds": rounds, "resizes": resizes}, indent=2))
         return 0
-    print("\n".join(job_lines(args.job, tasks, rounds, sites)))
+    print("\n".join(job_lines(args.job, tasks, rounds, sites, resizes)))
     return 0
 
 

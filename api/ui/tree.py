@@ -98,6 +98,9 @@ def outcome(kind: str, p: dict[str, Any]) -> str:
         return f"lost: {p.get('node_id')} went DOWN"
     if kind == "TaskPreempted":
         return f"preempted on {p.get('node_id')} by {p.get('preempted_by') or '?'}"
+    if kind == "JobResized":
+        return (f"job {p.get('job_id')} {p.get('action')}: {p.get('clients_from')} -> {p.get('clients_to')} clients, "
+                f"batch {p.get('batch_size_from')} -> {p.get('batch_size_to')} (round {p.get('round')})")
     return kind
 
 

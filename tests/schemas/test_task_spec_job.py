@@ -53,3 +53,13 @@ def test_an_old_submission_without_job_id_reads_as_none():
     fastavro.schemaless_writer(body, parse_plain(writer), event)
     back = fastavro.schemaless_reader(io.BytesIO(body.getvalue()), parse_plain(writer), parse_plain(schema))
     assert back["job_id"] is None
+
+
+def test_an_elastic_label_that_does_not_parse_is_refused_by_name():
+    ok = task_from_document({**BASE, "job": "j", "labels": {"elastic": '{"min_clients": 3, "batch_size": 32}'}}, 0)
+    assert ok["labels"]["elastic"]
+    for bad, says in (("{not json", "not a JSON object"), ('{"min_clients": 0}', "min_clients"),
+                      ('{"batch_size": 4}', "batch_size"), ('{"speed": 1}', "unknown argument 'speed'")):
+        with pytest.raises(ValidationError) as err:
+            task_from_document({**BASE, "labels": {"elastic": bad}}, 0)
+        assert "labels" in str(err.value) and says in str(err.value), str(err.value)
