@@ -181,7 +181,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     ls.add_argument("--tenant", help="only this tenant's decisions")
     ls.add_argument("--strategy", help="strategy name, e.g. fgd")
     ls.add_argument("--kind", help="placement, pending, preemption, migration, rejection (unschedulable), release, "
-                                   "lost")
+                                   "lost, resize (an elastic job's JobResized)")
     ls.add_argument("--preempted-by", metavar="TASK", help="the preemptions of which TASK was the preemptor")
     ls.add_argument("--since", help="decided at or after: 1h, 30m, 2d (ago), ISO 8601, or epoch ms")
     ls.add_argument("--until", help="decided before (same forms as --since)")

@@ -1,10 +1,11 @@
 """``suanli job fed run | plan FED.yaml``: federated training jobs (``suanli/federated_jobs.py``).
 
 ``run`` sets up the Flower venv if needed (``deploy/flower.py``), submits the aggregator and
-the clients, prints each round (accuracy, loss, bytes, bytes across sites) as it comes, and
-exits 0 when every round completed, 1 when the job failed (the reason printed), 2 for an
-invalid job file. ``plan`` validates the file and prints the tasks, their sites and labels,
-without services.
+the clients, prints each round (accuracy, loss, bytes, bytes across sites) and, for an
+elastic job, each resize as it comes, and exits 0 when every round completed, 1 when the job
+failed (the reason printed), 2 for an invalid job file. ``plan`` validates the file and
+prints the tasks, their sites and labels (an elastic job: the clients it starts with and the
+order growth adds the others in), without services.
 """
 from __future__ import annotations
 
@@ -29,15 +30,27 @@ def _plan(args: argparse.Namespace) -> int:
     planned = plan(job, job_id=job_id, job_dir=Path(args.dir or f"<home>/jobs/{job_id}"), ports=ports,
                    python="<flower venv>/bin/python")
     tasks = [*planned.clients, planned.aggregator]
+    later = planned.order[len(planned.clients):]          # elastic: the partitions growth adds, in order
     if args.json:
         print(json.dumps([{"role": t.role, "task_id": t.task_id, "site": t.site, "partition": t.partition,
                            "task": t.spec.model_dump(exclude_none=True)} for t in tasks], indent=2))
         return 0
-    print(f"federated job {job_id}: {n} clients in {len(job.clouds)} clouds, {job.rounds} rounds, secagg "
-          f"{'on (threshold %d)' % job.secagg_threshold if job.secagg else 'off'}, quantise {job.quantise}; "
-          f"cell {job.cell}, tenant {job.tenant}")
+    e = job.elastic
+    if e is None:
+        secagg = f"on (threshold {job.secagg_threshold})" if job.secagg else "off"
+        print(f"federated job {job_id}: {n} clients in {len(job.clouds)} clouds, {job.rounds} rounds, secagg "
+              f"{secagg}, quantise {job.quantise}; cell {job.cell}, tenant {job.tenant}")
+    else:
+        a = e.policy
+        secagg = "on (shares: every client of the round, threshold: 3/5 of them, >= 2)" if job.secagg else "off"
+        print(f"federated job {job_id}: elastic, {e.start_clients} clients at the start, {a.min_clients}..{a.max_clients} "
+              f"of {n} data partitions in {len(job.clouds)} clouds, batch size {e.batch_size} "
+              f"({a.min_batch}..{a.max_batch}), {job.rounds} rounds, secagg {secagg}, quantise {job.quantise}; "
+              f"cell {job.cell}, tenant {job.tenant}")
     for t in planned.clients:
         print(f"  client {t.task_id}: partition {t.partition}, pinned to site {t.site}")
+    if later:
+        print("  growth adds, in this order: " + ", ".join(f"partition {pt} ({site})" for pt, site in later))
     where = (f"pinned to the home cloud {job.home_site}" if job.aggregator == "home" else
              f"placed by the scheduler where the clients' traffic costs least (home cloud {job.home_site})")
     print(f"  aggregator {planned.aggregator.task_id}: {where}")

@@ -17,15 +17,36 @@ A federated job file (``suanli job fed run fed.yaml``)::
     client_resources: {cpu: 0.2, memory: 384Mi}
     aggregator_resources: {cpu: 0.3, memory: 512Mi}
     timeout: 30m                  # the longest the whole job may take
+    elastic:                      # optional (C15): the scheduler resizes the job between rounds
+      min_clients: 2              # the keys of processors/elastic.py's ElasticArgs (its defaults:
+      max_clients: 6              #   min 2, max 16, window 5, plateau 0.01, batch 16..1024, step 2)
+      batch_size: 32              # starting batch size per client (default 32, moved into min..max_batch)
+      start_clients: 3            # clients at the start (default min_clients; min..max_clients)
 
 **Planning** (pure, :func:`plan`): the job's tasks, each a normal Suanli task carrying the
 job id (``job``) and the labels the core's federated plugins read
 (``processors/plugins/federated.py``): ``federated-role=client|aggregator``; a client's
 ``data-site=<its cloud's site>`` (it may run only there) and ``partition``; the aggregator's
 ``home-site``, and with ``aggregator: home`` also ``data-site=<home>``. The clients'
-data partitions are numbered 0..N-1 in cloud order. Commands run the Flower runtime
-(``connectors/flower/``) with the Python of its own venv (``deploy/flower.py``): it pins
-versions of FastAPI and friends that the control plane's own venv cannot share.
+data partitions are numbered 0..N-1 in cloud order (N = the clouds' ``clients``, every client
+is told N). Commands run the Flower runtime (``connectors/flower/``) with the Python of its
+own venv (``deploy/flower.py``): it pins versions of FastAPI and friends that the control
+plane's own venv cannot share.
+
+**Elastic jobs** (``elastic:``; without it all N clients start and the job never resizes).
+The block is checked by ``ElasticArgs.parse`` (an unknown key or a bad value is refused by
+name), and ``max_clients`` must not exceed N: the clouds' ``clients`` are the data
+partitions, the most clients the job can run. With SecAgg+, ``min_clients`` must be >= 2
+and ``threshold`` is refused (it follows each round's clients). The partitions are ordered
+round-robin over the clouds, in file order (:func:`growth_order`: cloud-a's first, cloud-b's
+first, cloud-a's second, ...); the job starts with the first ``start_clients`` of that order
+and grows onto the next ones. The aggregator gets the label ``elastic`` =
+``elastic_label(policy, batch_size)`` (the core folds the job's rounds into the policy and
+answers ``JobResized`` decisions) and runs Flower with ``--min-clients min_clients`` (every
+round samples every connected client, waiting for at least that many), SecAgg+
+``--num-shares 1.0 --threshold 0.6`` (fractions of each round's sampled clients: all of them
+share, 3/5 rounded and at least 2 reconstruct), ``--batch-size batch_size`` and
+``--control <job dir>/control.json``.
 
 **The run** (:class:`FederatedRunner`, the I/O edge): submits the clients and, once each
 has a decision (so that the scheduler knows where the job's data is), the aggregator,
@@ -35,15 +56,24 @@ file (``<job dir>/rounds.jsonl``) becomes a ``JobRound`` event on the raw status
 (intake forwards it to the cell log): the loss and accuracy, the contributing client tasks,
 the bytes each moved, and those bytes per site pair from where the tasks ran. A client
 task that ends while the aggregator runs (killed, its node lost) is reported and, with
-``replace_lost`` (default), submitted again for the same partition and site; the
-scheduler places the replacement. When the aggregator ends, the clients still running
-(Flower's SuperNodes never exit on their own) are cancelled. The summary, with every
-round and the placement, goes to ``<job dir>/job.json``.
+``replace_lost`` (default), submitted again for the same partition and site (task id
+``...-r<n>``); the scheduler places the replacement. A ``JobResized`` decision about the
+job (decisions topic) is applied by the follow loop, in order: its ``clients_to`` is the
+number of clients to run. Growing submits clients for the first partitions of the order
+that no client runs (a partition released earlier gets a new task, ``...-r<n>``); shrinking
+cancels the most recently added clients (reason ``job <id> shrinks: <reason>``), and their
+end is not a loss: they are not replaced. A new ``batch_size_to`` is written to the control
+file (atomically: temp file + rename), which the ServerApp reads when the next round starts.
+Each is printed (``[job] grow 3 -> 5 clients: <reason>``) and kept in the
+result's ``resizes``. When the aggregator ends, the clients still running (Flower's
+SuperNodes never exit on their own) are cancelled. The summary, with every round, the
+placement and the resizes, goes to ``<job dir>/job.json``.
 """
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -62,6 +92,9 @@ ROLE, DATA_SITE, HOME_SITE, PARTITION = "federated-role", "data-site", "home-sit
 REPO = Path(__file__).resolve().parent.parent
 FLOWER_DIR = REPO / "connectors" / "flower"
 ENDED = ("COMPLETED", "FAILED", "CANCELLED", "UNSCHEDULABLE")
+ELASTIC_SHARES, ELASTIC_THRESHOLD = 1.0, 0.6   # SecAgg+ of an elastic job: fractions of each round's clients
+DEFAULT_BATCH = 32                             # the aggregator's --batch-size default
+_ELASTIC_EXTRA = ("batch_size", "start_clients")
 
 
 class CloudSpec(BaseModel):
@@ -70,6 +103,67 @@ class CloudSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     site: str = Field(..., pattern=_SITE)
     clients: int = Field(..., ge=1, le=10)
+
+
+class ElasticSpec(BaseModel):
+    """The ``elastic:`` block (module docstring): the keys of
+    :class:`suanli.processors.elastic.ElasticArgs` (checked by ``ElasticArgs.parse``), the
+    starting ``batch_size`` and ``start_clients``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    policy: Any                  # ElasticArgs
+    batch_size: int
+    start_clients: int
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, doc: Any) -> Any:
+        from suanli.errors import StrategyConfigError
+        from suanli.processors.elastic import ElasticArgs, elastic_label
+
+        if isinstance(doc, ElasticSpec):
+            return {"policy": doc.policy, "batch_size": doc.batch_size, "start_clients": doc.start_clients}
+        if not isinstance(doc, Mapping):
+            raise ValueError(f"a mapping of {', '.join(_elastic_keys())} (or leave elastic out), not {doc!r}")
+        doc = dict(doc)
+        unknown = sorted(str(k) for k in doc if k not in _elastic_keys())
+        if unknown:
+            raise ValueError(f"unknown key {unknown[0]!r}; allowed: {', '.join(_elastic_keys())}")
+        extra = {k: doc.pop(k) for k in _ELASTIC_EXTRA if k in doc}
+        try:
+            args = ElasticArgs.parse(doc)
+        except StrategyConfigError as exc:
+            raise ValueError(str(exc).removeprefix("elastic: ")) from None
+        batch = extra.get("batch_size")
+        if batch is None:
+            batch = min(max(DEFAULT_BATCH, args.min_batch), args.max_batch)
+        if isinstance(batch, bool) or not isinstance(batch, int):
+            raise ValueError(f"bad value for batch_size: {batch!r}; allowed: an integer from min_batch "
+                             f"({args.min_batch}) to max_batch ({args.max_batch})")
+        try:
+            elastic_label(args, batch)
+        except StrategyConfigError as exc:
+            raise ValueError(str(exc).removeprefix("elastic: ")) from None
+        start = extra.get("start_clients")
+        if start is None:
+            start = args.min_clients
+        if isinstance(start, bool) or not isinstance(start, int) or not args.min_clients <= start <= args.max_clients:
+            raise ValueError(f"bad value for start_clients: {start!r}; allowed: an integer from min_clients "
+                             f"({args.min_clients}) to max_clients ({args.max_clients})")
+        return {"policy": args, "batch_size": batch, "start_clients": start}
+
+    @property
+    def label(self) -> str:
+        """The aggregator's ``elastic`` label (``processors/elastic.py``)."""
+        from suanli.processors.elastic import elastic_label
+        return elastic_label(self.policy, self.batch_size)
+
+
+def _elastic_keys() -> tuple[str, ...]:
+    from dataclasses import fields
+
+    from suanli.processors.elastic import ElasticArgs
+    return (*(f.name for f in fields(ElasticArgs)), *_ELASTIC_EXTRA)
 
 
 class FederatedJobSpec(BaseModel):
@@ -92,6 +186,7 @@ class FederatedJobSpec(BaseModel):
     aggregator_resources: dict[str, Any] = Field(default_factory=lambda: {"cpu": 0.3, "memory": "512Mi"})
     timeout: str | int = "30m"
     replace_lost: bool = True
+    elastic: ElasticSpec | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> FederatedJobSpec:
@@ -103,6 +198,18 @@ class FederatedJobSpec(BaseModel):
         if self.quantise != "none" and self.secagg:
             raise ValueError(f"quantise: {self.quantise} needs secagg: false (SecAgg+ re-encodes every update "
                              "into its own 32-bit masked field, so quantising cannot shrink it)")
+        if self.elastic is not None:
+            e, n = self.elastic.policy, self.num_clients
+            if e.max_clients > n:
+                raise ValueError(f"elastic.max_clients: {e.max_clients} is more than the job's {n} data partitions "
+                                 "(the clouds' clients; each client trains one): lower it (its default is 16) "
+                                 "or give the clouds more clients")
+            if self.secagg and e.min_clients < 2:
+                raise ValueError(f"elastic.min_clients: {e.min_clients}, but SecAgg+ needs at least 2 clients in "
+                                 "a round")
+            if self.threshold is not None:
+                raise ValueError(f"threshold: {self.threshold}, but with elastic the SecAgg+ threshold follows "
+                                 "each round's clients (3/5 of them, at least 2): leave threshold out")
         if self.threshold is not None and self.threshold > self.num_clients:
             raise ValueError(f"threshold: {self.threshold} is more than the job's {self.num_clients} clients")
         if _duration_ms(self.timeout) <= 0:
@@ -111,7 +218,13 @@ class FederatedJobSpec(BaseModel):
 
     @property
     def num_clients(self) -> int:
+        """The data partitions (the clouds' clients): the most clients the job can run."""
         return sum(c.clients for c in self.clouds)
+
+    @property
+    def start_clients(self) -> int:
+        """The clients submitted at the start: all of them, or elastic's ``start_clients``."""
+        return self.elastic.start_clients if self.elastic is not None else self.num_clients
 
     @property
     def home_site(self) -> str:
@@ -148,8 +261,10 @@ class FederatedPlan:
     job_id: str
     job_dir: Path
     report: Path                 # the aggregator's per-round JSON lines
-    clients: tuple[PlannedTask, ...]
+    clients: tuple[PlannedTask, ...]            # the clients submitted at the start
     aggregator: PlannedTask
+    order: tuple[tuple[int, str], ...] = ()     # every (partition, site), in the order clients are added
+    control: Path | None = None  # elastic: the aggregator's control file ({"batch_size": N})
 
 
 def load_spec(doc: Any) -> FederatedJobSpec:
@@ -174,7 +289,8 @@ def client_task(job: FederatedJobSpec, job_id: str, *, partition: int, site: str
                 clientappio_port: int, python: str, job_dir: Path, attempt: int = 0) -> PlannedTask:
     """The client task of ``partition`` (pinned to ``site``): a SuperNode talking to the
     SuperLink on ``fleet_port``, its ClientApp on ``clientappio_port``. ``attempt`` > 0: a
-    replacement (task id ``...-r<attempt>``)."""
+    later task of the same partition (task id ``...-r<attempt>``): the replacement of a lost
+    client, or an elastic job growing back onto a partition it released."""
     task_id = f"{job_id}-c{partition}" + (f"-r{attempt}" if attempt else "")
     command = [python, str(FLOWER_DIR / "client.py"), "--superlink", f"127.0.0.1:{fleet_port}",
                "--clientappio-port", str(clientappio_port),
@@ -186,33 +302,64 @@ def client_task(job: FederatedJobSpec, job_id: str, *, partition: int, site: str
 
 
 def aggregator_task(job: FederatedJobSpec, job_id: str, *, ports: Ports, python: str, report: Path,
-                    work_dir: Path) -> PlannedTask:
+                    work_dir: Path, control: Path | None = None) -> PlannedTask:
+    """The aggregator task. Elastic (``control`` given): Flower waits for ``min_clients``,
+    SecAgg+'s shares and threshold are fractions of each round's clients, the batch size
+    starts at the spec's and follows ``control``, and the task carries the ``elastic`` label."""
     task_id = f"{job_id}-agg"
-    command = [python, str(FLOWER_DIR / "aggregator.py"), "--fleet-port", str(ports.fleet), "--rounds", str(job.rounds), "--min-clients", str(job.num_clients),
-               "--secagg" if job.secagg else "--no-secagg", "--num-shares", str(job.num_clients),
-               "--threshold", str(job.secagg_threshold),
+    e = job.elastic
+    if e is None:
+        flex = ["--min-clients", str(job.num_clients), "--num-shares", str(job.num_clients),
+                "--threshold", str(job.secagg_threshold)]
+    else:
+        if control is None:
+            raise ValidationError("an elastic job's aggregator needs its control file")
+        flex = ["--min-clients", str(e.policy.min_clients), "--num-shares", str(ELASTIC_SHARES),
+                "--threshold", str(ELASTIC_THRESHOLD), "--batch-size", str(e.batch_size), "--control", str(control)]
+    command = [python, str(FLOWER_DIR / "aggregator.py"), "--fleet-port", str(ports.fleet), "--rounds", str(job.rounds),
+               *flex[:2], "--secagg" if job.secagg else "--no-secagg", *flex[2:],
                "--quantise", job.quantise, "--report", str(report), "--work-dir", str(work_dir)]
     labels = {ROLE: "aggregator", HOME_SITE: job.home_site}
     if job.aggregator == "home":
         labels[DATA_SITE] = job.home_site
+    if e is not None:
+        from suanli.processors.elastic import ELASTIC_LABEL
+        labels[ELASTIC_LABEL] = e.label
     return PlannedTask("aggregator", task_id, job.home_site, None,
                        _task(job, job_id, task_id, job.aggregator_resources, labels, command, {}))
+
+
+def partition_sites(job: FederatedJobSpec) -> list[tuple[int, str]]:
+    """Every (partition, site): partitions numbered 0..N-1 in cloud order."""
+    return [(i, site) for i, site in enumerate(c.site for c in job.clouds for _ in range(c.clients))]
+
+
+def growth_order(job: FederatedJobSpec) -> list[tuple[int, str]]:
+    """Every (partition, site) in the order an elastic job adds clients: round-robin over
+    the clouds in file order, each cloud's partitions in number order (deterministic)."""
+    per_cloud: list[list[tuple[int, str]]] = [[] for _ in job.clouds]
+    index = {c.site: i for i, c in enumerate(job.clouds)}
+    for partition, site in partition_sites(job):
+        per_cloud[index[site]].append((partition, site))
+    order = []
+    for depth in range(max(len(c) for c in per_cloud)):
+        order += [c[depth] for c in per_cloud if depth < len(c)]
+    return order
 
 
 def plan(job: FederatedJobSpec, *, job_id: str, job_dir: Path, ports: Ports, python: str) -> FederatedPlan:
     """The job's tasks (module docstring). Pure: ``ports`` and the Flower venv's ``python`` are given."""
     if len(ports.clients) < job.num_clients:
         raise ValidationError(f"{job.num_clients} clients need as many client ports, got {len(ports.clients)}")
-    clients, partition = [], 0
-    for cloud in job.clouds:
-        for _ in range(cloud.clients):
-            clients.append(client_task(job, job_id, partition=partition, site=cloud.site, fleet_port=ports.fleet,
-                                       clientappio_port=ports.clients[partition], python=python,
-                                       job_dir=job_dir))
-            partition += 1
+    order = growth_order(job) if job.elastic is not None else partition_sites(job)
+    clients = [client_task(job, job_id, partition=partition, site=site, fleet_port=ports.fleet,
+                           clientappio_port=ports.clients[partition], python=python, job_dir=job_dir)
+               for partition, site in order[:job.start_clients]]
     report = job_dir / "rounds.jsonl"
-    agg = aggregator_task(job, job_id, ports=ports, python=python, report=report, work_dir=job_dir / "aggregator")
-    return FederatedPlan(job_id, job_dir, report, tuple(clients), agg)
+    control = job_dir / "control.json" if job.elastic is not None else None
+    agg = aggregator_task(job, job_id, ports=ports, python=python, report=report, work_dir=job_dir / "aggregator",
+                          control=control)
+    return FederatedPlan(job_id, job_dir, report, tuple(clients), agg, tuple(order), control)
 
 
 def free_ports(n: int) -> list[int]:
@@ -283,6 +430,47 @@ def round_line(e: Mapping[str, Any], rounds: int) -> str:
             f"{e['wall_ms'] / 1000:.1f} s")
 
 
+# ------------------------------------------------------------------------------ elastic
+def partitions_to_add(order: Sequence[int], running: Sequence[int], target: int) -> list[int]:
+    """The partitions to start so that ``target`` clients run: the first of ``order`` not
+    running (fewer when ``order`` runs out; none when ``target`` clients already run)."""
+    busy = set(running)
+    need = target - len(running)
+    return [p for p in order if p not in busy][:need] if need > 0 else []
+
+
+def partitions_to_release(running: Sequence[int], target: int) -> list[int]:
+    """The partitions to stop so that ``target`` clients run: the most recently added
+    (``running`` is in the order they were added), newest first."""
+    extra = len(running) - max(target, 0)
+    return list(reversed(running))[:extra] if extra > 0 else []
+
+
+def write_control(path: Path, batch_size: int) -> None:
+    """Write the aggregator's control file ``{"batch_size": N}`` atomically (temp + rename):
+    the ServerApp reads it at the start of every round."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({"batch_size": int(batch_size)}))
+    os.replace(tmp, path)
+
+
+def resize_record(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a ``JobResized`` decision a :class:`FederatedResult` keeps."""
+    return {"action": str(payload.get("action", "")), "clients_from": int(payload["clients_from"]),
+            "clients_to": int(payload["clients_to"]), "batch_size_from": int(payload["batch_size_from"]),
+            "batch_size_to": int(payload["batch_size_to"]), "round": int(payload.get("round", 0)),
+            "reason": str(payload.get("reason", ""))}
+
+
+def resize_line(r: Mapping[str, Any]) -> str:
+    """One progress line for a :func:`resize_record`: ``[job] grow 3 -> 5 clients: <reason>``,
+    ``[job] hold 3 clients, batch 32 -> 64: <reason>``."""
+    a, c0, c1, b0, b1 = r["action"], r["clients_from"], r["clients_to"], r["batch_size_from"], r["batch_size_to"]
+    clients = f"{c0} -> {c1} clients" if c0 != c1 else f"{c1} clients"
+    batch = f", batch {b0} -> {b1}" if b0 != b1 else ""
+    return f"[job] {a} {clients}{batch}: {r['reason']}"
+
+
 @dataclass
 class FederatedResult:
     job_id: str
@@ -294,11 +482,12 @@ class FederatedResult:
     placement: dict[str, dict[str, str]] = field(default_factory=dict)   # task id -> {node, site, role}
     lost: list[dict[str, str]] = field(default_factory=list)             # each: task_id, status, message
     replacements: list[str] = field(default_factory=list)
+    resizes: list[dict[str, Any]] = field(default_factory=list)          # resize_record + started, cancelled
 
     def to_json(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "job_dir": self.job_dir, "ok": self.ok, "reason": self.reason,
                 "seconds": self.seconds, "rounds": self.rounds, "placement": self.placement, "lost": self.lost,
-                "replacements": self.replacements}
+                "replacements": self.replacements, "resizes": self.resizes}
 
 
 class FederatedRunner:
@@ -313,13 +502,32 @@ class FederatedRunner:
         self._sites: dict[str, str] = {}                  # node id -> site (this cell's registrations)
         self._changed: asyncio.Event | None = None
         self._watching: set[str] = set()
-        self.holder: dict[int, str] = {c.partition: c.task_id for c in planned.clients}   # partition -> task
+        # partition -> its latest task (kept after an elastic shrink: round reports still name it)
+        self.holder: dict[int, str] = {c.partition: c.task_id for c in planned.clients if c.partition is not None}
+        # the partitions whose clients should run, in the order they were added (a replacement
+        # keeps its partition's place; an elastic shrink releases the last ones)
+        self.running: list[int] = [c.partition for c in planned.clients if c.partition is not None]
+        self._site_of_partition = dict(planned.order) or {c.partition: c.site for c in planned.clients}
+        self._retired: set[str] = set()                   # clients released by a shrink: not losses
+        self._cancel_sent: set[str] = set()               # ... whose cancellation was accepted
         self._attempts: dict[int, int] = {}
         self._offset = 0                                  # bytes of the report read so far
+        self.batch_size = job.elastic.batch_size if job.elastic is not None else None
+        self._resizes: list[dict[str, Any]] = []          # JobResized decisions not applied yet
+        self._resize_ids: set[str] = set()
 
     def _listen(self, role: str, kind: str, payload: dict[str, Any], *_coords: Any) -> None:
         if kind == "NodeRegistered" and payload.get("cell") == self.job.cell:
             self._sites[payload["node_id"]] = payload.get("site") or ""
+        elif kind == "JobResized" and isinstance(payload, dict) and payload.get("job_id") == self.plan.job_id:
+            # applied by the follow loop (this callback is synchronous); a repeat is ignored
+            key = str(payload.get("decision_id") or payload.get("event_id")
+                      or json.dumps(payload, sort_keys=True, default=str))
+            if key not in self._resize_ids:
+                self._resize_ids.add(key)
+                self._resizes.append(payload)
+                if self._changed is not None:
+                    self._changed.set()
         elif isinstance(payload, dict) and payload.get("task_id") in self._watching and self._changed is not None:
             self._changed.set()
 
@@ -332,8 +540,13 @@ class FederatedRunner:
         result = FederatedResult(p.job_id, str(p.job_dir))
         p.job_dir.mkdir(parents=True, exist_ok=True)
         p.report.unlink(missing_ok=True)
+        if p.control is not None:
+            p.control.unlink(missing_ok=True)         # the aggregator starts from the spec's batch size
+        e = self.job.elastic
+        elastic = "" if e is None else (f" (elastic: {e.policy.min_clients}..{e.policy.max_clients} of "
+                                        f"{self.job.num_clients} partitions, batch {e.batch_size})")
         async with api_session(self.settings, self._listen, self.ready_timeout_s) as (service, model, sink):
-            self.say(f"job {p.job_id}: {len(p.clients)} clients in {len(self.job.clouds)} clouds, "
+            self.say(f"job {p.job_id}: {len(p.clients)} clients{elastic} in {len(self.job.clouds)} clouds, "
                      f"{self.job.rounds} rounds, secagg {'on' if self.job.secagg else 'off'}, "
                      f"quantise {self.job.quantise}, aggregator by {self.job.aggregator}; directory {p.job_dir}")
             try:
@@ -389,9 +602,10 @@ class FederatedRunner:
                     seen[tid] = now
                     self.say(f"[{tid}] {view.status}" + (f" on {view.node_id}" if view.node_id else "")
                              + (f": {view.message}" if view.message else ""))
-                    if tid != agg.task_id and view.status in ENDED and tid in self.holder.values():
+                    if tid != agg.task_id and view.status in ENDED and self._partition_of(tid) is not None:
                         await self._client_ended(service, tid, view, result)
             await self._read_rounds(sink, model, result)
+            await self._apply_resizes(service, model, result)
             aview = model.lifecycle.tasks.get(agg.task_id)
             if aview is not None and aview.status in ENDED:
                 await self._read_rounds(sink, model, result)
@@ -412,21 +626,83 @@ class FederatedRunner:
                 pass
             self._changed.clear()
 
+    def _partition_of(self, task_id: str) -> int | None:
+        """The running partition ``task_id`` holds (None: not a running client, e.g. one
+        an elastic shrink cancelled, or a lost client already replaced)."""
+        if task_id in self._retired:
+            return None
+        return next((pt for pt in self.running if self.holder.get(pt) == task_id), None)
+
+    def _new_client(self, partition: int) -> PlannedTask:
+        """A client task for ``partition`` submitted while the job runs (a replacement or a
+        growth): a fresh ClientAppIo port; ``-r<n>`` when the partition had a task before."""
+        attempt = 0
+        if partition in self.holder:
+            attempt = self._attempts.get(partition, 0) + 1
+            self._attempts[partition] = attempt
+        task = client_task(self.job, self.plan.job_id, partition=partition, site=self._site_of_partition[partition],
+                           fleet_port=self.ports.fleet, clientappio_port=free_ports(1)[0], python=self.python,
+                           job_dir=self.plan.job_dir, attempt=attempt)
+        self.holder[partition] = task.task_id
+        return task
+
     async def _client_ended(self, service: Any, task_id: str, view: Any, result: FederatedResult) -> None:
-        partition = next(pt for pt, t in self.holder.items() if t == task_id)
+        partition = self._partition_of(task_id)
+        assert partition is not None
         result.lost.append({"task_id": task_id, "status": view.status, "message": view.message or ""})
         self.say(f"[{task_id}] client of partition {partition} ended ({view.status}) while the job runs")
         if not self.job.replace_lost:
+            self.running.remove(partition)
             return
-        attempt = self._attempts.get(partition, 0) + 1
-        self._attempts[partition] = attempt
-        site = next(c.site for c in self.plan.clients if c.partition == partition)
-        repl = client_task(self.job, self.plan.job_id, partition=partition, site=site, fleet_port=self.ports.fleet,
-                           clientappio_port=free_ports(1)[0], python=self.python, job_dir=self.plan.job_dir,
-                           attempt=attempt)
-        self.holder[partition] = repl.task_id
+        repl = self._new_client(partition)
         result.replacements.append(repl.task_id)
         await self._submit(service, repl)
+
+    async def _apply_resizes(self, service: Any, model: Any, result: FederatedResult) -> None:
+        """Apply the JobResized decisions the listener recorded, in order: grow (submit the
+        next unused partitions in the plan's order), shrink (cancel the most recently added
+        clients), batch size (the control file)."""
+        from suanli.api.models import CancelRequest
+
+        while self._resizes:
+            payload = self._resizes.pop(0)
+            try:
+                r = resize_record(payload)
+            except (KeyError, TypeError, ValueError) as exc:
+                self.say(f"[job] ignored a malformed JobResized decision ({exc!r}): {payload}")
+                continue
+            r["started"], r["cancelled"] = [], []
+            self.say(resize_line(r))
+            target = r["clients_to"]
+            add = partitions_to_add([pt for pt, _ in self.plan.order], self.running, target)
+            if len(self.running) + len(add) < target:
+                self.say(f"[job] only {len(self.running) + len(add)} of {target} clients: the job has "
+                         f"{self.job.num_clients} data partitions")
+            for partition in add:
+                task = self._new_client(partition)
+                self.running.append(partition)
+                r["started"].append(task.task_id)
+                await self._submit(service, task)
+            for partition in partitions_to_release(self.running, target):
+                tid = self.holder[partition]
+                self.running.remove(partition)
+                self._retired.add(tid)
+                r["cancelled"].append(tid)
+                view = model.lifecycle.tasks.get(tid)
+                if view is not None and view.status in ENDED:
+                    continue
+                why = f"job {self.plan.job_id} shrinks: {r['reason']}"
+                try:
+                    await service.cancel_task(self.job.tenant, tid, CancelRequest(reason=why[:1000]))
+                except SuanliError as exc:      # ended meanwhile, or not known yet: the end cancels it again
+                    self.say(f"[{tid}] could not be cancelled now ({exc}); it is cancelled when the job ends")
+                    continue
+                self._cancel_sent.add(tid)
+                self.say(f"[{tid}] cancelled: the job shrinks (partition {partition} released)")
+            if self.plan.control is not None and r["batch_size_to"] != self.batch_size:
+                write_control(self.plan.control, r["batch_size_to"])
+                self.batch_size = r["batch_size_to"]
+            result.resizes.append(r)
 
     async def _read_rounds(self, sink: Any, model: Any, result: FederatedResult) -> None:
         try:
@@ -475,7 +751,7 @@ class FederatedRunner:
         from suanli.api.models import CancelRequest
         for tid in self._all_tasks():
             view = model.lifecycle.tasks.get(tid)
-            if view is not None and view.status in ENDED:
+            if tid in self._cancel_sent or (view is not None and view.status in ENDED):
                 continue
             try:
                 await service.cancel_task(self.job.tenant, tid, CancelRequest(reason=f"job {self.plan.job_id} ended"))

@@ -4,8 +4,16 @@
     aggregator.py --fleet-port P --rounds R --min-clients M --secagg|--no-secagg
                   [--quantise none|int8] --report FILE --work-dir DIR
                   [--num-shares S] [--threshold T] [--stage-timeout SEC] [--local-epochs E]
-                  [--batch-size B] [--lr LR] [--poll SEC] [--timeout SEC]
+                  [--batch-size B] [--control FILE] [--lr LR] [--poll SEC] [--timeout SEC]
                   [--control-port C] [--serverappio-port A]   (accepted, unused: see below)
+
+Every round samples all the SuperNodes connected then (at least M: the round waits for
+them), so clients may come and go between rounds. SecAgg+ ``--num-shares``/``--threshold``
+are counts (integers: S shares, T to reconstruct, fixed for the run) or fractions (a number
+with a point, in (0, 1]: Flower 1.42 sizes them in every round from the nodes sampled, e.g.
+``--num-shares 1.0 --threshold 0.6`` = every sampled node, 3/5 of them rounded, at least 2;
+both must be the same kind). ``--control FILE``: the ServerApp reads the JSON file
+``{"batch_size": N}`` at the start of every round and sends N to the clients (no file: B).
 
 1. starts ``flower-superlink --insecure --host 127.0.0.1 --port P
    --disable-runtime-dependency-installation`` (log: DIR/superlink.log). Flower 1.42 serves
@@ -58,12 +66,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--min-clients", type=int, required=True)
     ap.add_argument("--secagg", action=argparse.BooleanOptionalAction, required=True)
     ap.add_argument("--quantise", choices=["none", "int8"], default="none")
-    ap.add_argument("--num-shares", type=int, help="SecAgg+ shares per client (default: --min-clients)")
-    ap.add_argument("--threshold", type=int, help="SecAgg+ reconstruction threshold (default: shares//2+1)")
+    ap.add_argument("--num-shares", type=_count_or_fraction,
+                    help="SecAgg+ shares per client: a count, or a fraction of each round's sampled nodes "
+                         "(default: --min-clients)")
+    ap.add_argument("--threshold", type=_count_or_fraction,
+                    help="SecAgg+ reconstruction threshold: a count, or a fraction of the shares (default: "
+                         "shares//2+1 for a count, 0.6 for fractions)")
     ap.add_argument("--stage-timeout", type=float, default=0.0,
                     help="SecAgg+ per-stage reply timeout, s (0: until every reply or dead-node error)")
     ap.add_argument("--local-epochs", type=int, default=2)
-    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--batch-size", type=int, default=32, help="batch size per client (without --control's)")
+    ap.add_argument("--control", type=Path, default=None,
+                    help='JSON file {"batch_size": N} read every round (missing: --batch-size)')
     ap.add_argument("--lr", type=float, default=0.5)
     ap.add_argument("--poll", type=float, default=0.1, help="ServerApp's sleep between reply pulls, s")
     ap.add_argument("--report", type=Path, required=True)
@@ -75,15 +89,52 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                  "model into its own 32-bit modular field")
     if args.rounds < 1 or args.min_clients < 1:
         ap.error("--rounds and --min-clients must be >= 1")
+    if args.batch_size < 1:
+        ap.error("--batch-size must be >= 1")
     args.num_shares = args.num_shares or args.min_clients
-    args.threshold = args.threshold or args.num_shares // 2 + 1
-    if args.secagg and not 2 <= args.threshold <= args.num_shares:
-        ap.error("SecAgg+ needs 2 <= --threshold <= --num-shares")
+    if isinstance(args.num_shares, float):
+        args.threshold = args.threshold or 0.6
+        if not isinstance(args.threshold, float):
+            ap.error("--num-shares and --threshold must both be counts or both be fractions")
+        if args.secagg and args.min_clients < 2:
+            ap.error("SecAgg+ needs --min-clients >= 2 (Flower refuses a round of fewer nodes)")
+    else:
+        args.threshold = args.threshold or args.num_shares // 2 + 1
+        if isinstance(args.threshold, float):
+            ap.error("--num-shares and --threshold must both be counts or both be fractions")
+        if args.secagg and not 2 <= args.threshold <= args.num_shares:
+            ap.error("SecAgg+ needs 2 <= --threshold <= --num-shares")
     return args
+
+
+def _count_or_fraction(text: str) -> int | float:
+    """An integer count, or a fraction in (0, 1] when written with a point or exponent."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a count nor a fraction") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"a fraction must be in (0, 1], not {text}")
+    return value
 
 
 def _toml(v: object) -> str:
     return json.dumps(v) if isinstance(v, (str, bool)) else repr(v)   # JSON strings/bools are TOML
+
+
+def make_run_config(args: argparse.Namespace, report: Path) -> str:
+    """The ``flwr run --run-config`` string (TOML values: a fraction stays a float, a count an int)."""
+    config = {"num-rounds": args.rounds, "min-clients": args.min_clients, "secagg": args.secagg,
+              "num-shares": args.num_shares, "threshold": args.threshold,
+              "stage-timeout": float(args.stage_timeout), "quantise": args.quantise,
+              "local-epochs": args.local_epochs, "batch-size": args.batch_size, "lr": float(args.lr),
+              "poll": float(args.poll), "report": str(report),
+              "control": str(args.control.resolve()) if args.control else ""}
+    return " ".join(f"{k}={_toml(v)}" for k, v in config.items())
 
 
 def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 180.0) -> None:
@@ -141,11 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, FLWR_HOME=str(home), FLWR_TELEMETRY_ENABLED="0", FLWR_DISABLE_UPDATE_CHECK="1",
                FLWR_SUPEREXEC_TASK_POLL_INTERVAL="0.1",   # SuperExec's pickup of the ServerApp (default 1 s)
                PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-    run_config = {"num-rounds": args.rounds, "min-clients": args.min_clients, "secagg": args.secagg,
-                  "num-shares": args.num_shares, "threshold": args.threshold,
-                  "stage-timeout": float(args.stage_timeout), "quantise": args.quantise,
-                  "local-epochs": args.local_epochs, "batch-size": args.batch_size, "lr": float(args.lr),
-                  "poll": float(args.poll), "report": str(report)}
+    run_config = make_run_config(args, report)
     superlink: subprocess.Popen | None = None
     run: subprocess.Popen | None = None
     try:
@@ -157,8 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         _wait_port(args.port, superlink)
         print(f"aggregator: SuperLink on 127.0.0.1:{args.port} (pid {superlink.pid})", flush=True)
         run = subprocess.Popen(
-            [str(bindir / "flwr"), "run", str(APP_DIR), FEDERATION, "--stream",
-             "--run-config", " ".join(f"{k}={_toml(v)}" for k, v in run_config.items())],
+            [str(bindir / "flwr"), "run", str(APP_DIR), FEDERATION, "--stream", "--run-config", run_config],
             cwd=work, env=env, stdin=subprocess.DEVNULL)
         try:
             rc = run.wait(args.timeout or None)

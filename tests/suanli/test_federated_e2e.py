@@ -125,3 +125,96 @@ def test_three_clients_with_secagg_train_for_three_rounds_placed_by_data_site_an
         status = lp.task(tid)
         assert status is not None and status["status"] in ("COMPLETED", "CANCELLED"), (tid, status)
 
+
+
+def _submit_waiting_task(lp: LocalPlane, tmp, task_id: str, *, site: str, cpu_milli: int, qos: str,
+                         until: str) -> None:
+    """A task pinned to ``site`` (``data-site``) holding ``cpu_milli`` until the file ``until`` exists."""
+    code = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n    time.sleep(0.2)\n"
+    spec = {"id": task_id, "tenant": "e2e", "cell": lp.cell, "qos": qos, "labels": {"data-site": site},
+            "resources": {"cpu": cpu_milli / 1000, "memory": "64Mi"}, "command": [PY, "-c", code, until]}
+    path = tmp / f"{task_id}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = lp.cli("submit", str(path))
+    assert out.returncode == 0, out.stderr
+
+
+def test_an_elastic_job_grows_when_capacity_frees_and_shrinks_when_gold_work_waits(clouds):
+    """Fillers hold cloud-a and cloud-b but one client's room each; the job starts with 2 of
+    its 4 partitions. Once round 1 is in, the fillers end: the core grows the job onto the
+    freed capacity (JobResized grow) and the runner adds the clients. Then a gold task that
+    needs more of cloud-a than is free waits: the core shrinks the job (JobResized shrink, its
+    reason the waiting gold task) until the gold task is placed. Each resize is in the audit
+    with its reason, and the cell log replays IDENTICAL."""
+    lp, nodes, python, tmp = clouds
+    cap = {n["node_id"]: n["cpu_milli"] for n in lp.cli_json("nodes", "--cell", lp.cell)}
+    client_cpu, run = 200, uuid.uuid4().hex[:4]
+    freed, gold_done = tmp / f"freed-{run}", tmp / f"gold-{run}"
+    fillers = {site: f"filler-{site}-{run}" for site in ("cloud-a", "cloud-b")}
+    for site, tid in fillers.items():        # leaves 100m beside one client: no second client fits
+        _submit_waiting_task(lp, tmp, tid, site=site, cpu_milli=cap[nodes[site]] - client_cpu - 100, qos="silver",
+                             until=str(freed))
+    for tid in fillers.values():
+        wait_for(f"{tid} running", lambda t=tid: (s := lp.task(t)) and s["status"] == "RUNNING", timeout=120)
+
+    job = {"name": "grow", "tenant": "e2e", "cell": lp.cell, "rounds": 12, "secagg": False, "timeout": "12m",
+           "clouds": [{"site": "cloud-a", "clients": 2}, {"site": "cloud-b", "clients": 2}],
+           "client_resources": {"cpu": client_cpu / 1000, "memory": "64Mi"},
+           "elastic": {"min_clients": 2, "max_clients": 4, "window": 1, "plateau": 0.0001, "batch_size": 32,
+                       "start_clients": 2}}
+    path, out = tmp / f"elastic-{run}.yaml", tmp / f"elastic-{run}.json"
+    path.write_text(yaml.safe_dump(job))
+    job_id = f"grow-{run}"
+    runner = subprocess.Popen([PY, "-m", "suanli", "job", "fed", "run", str(path), "--run-id", run, "--json", str(out),
+                               "--python", python], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=lp.env)
+    try:
+        def rounds() -> list:
+            return sorted((r.payload for r in _topic(lp, "cell_log")
+                           if r.kind == "JobRound" and r.payload["job_id"] == job_id), key=lambda e: e["round"])
+
+        def resizes() -> list:
+            return [r.payload for r in _topic(lp, "decisions")
+                    if r.kind == "JobResized" and r.payload["job_id"] == job_id]
+
+        wait_for("round 1", lambda: rounds(), timeout=300)
+        assert not resizes(), "no slot was free: the job must not have grown yet"
+        freed.write_text("go")                                     # the fillers end: capacity frees up
+        grown = wait_for("a grow decision", lambda: [r for r in resizes() if r["action"] == "grow"], timeout=300)
+        assert (grown[0]["clients_from"], grown[0]["clients_to"]) == (2, 4), grown
+        wait_for("a round with 4 clients", lambda: any(len(e["clients"]) == 4 for e in rounds()), timeout=300)
+
+        # gold work that needs cloud-a's room beyond what is free now (4 clients: 2 at cloud-a) waits
+        gold = f"gold-{run}"
+        _submit_waiting_task(lp, tmp, gold, site="cloud-a", cpu_milli=cap[nodes["cloud-a"]] - client_cpu - 50,
+                             qos="gold", until=str(gold_done))
+        wait_for(f"{gold} placed", lambda: (s := lp.task(gold)) and s["status"] in ("PLACED", "DISPATCHED", "RUNNING"),
+                 timeout=400)
+        gold_done.write_text("done")
+        shrinks = [r for r in resizes() if r["action"] == "shrink"]
+        assert shrinks and shrinks[-1]["clients_to"] == 2, resizes()
+        assert all("gold tasks wait" in r["reason"] for r in shrinks), shrinks
+        runner_out, _ = runner.communicate(timeout=600)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate()
+        freed.write_text("go")
+        gold_done.write_text("done")
+    assert runner.returncode == 0, runner_out[-4000:]
+    result = json.loads(out.read_text())
+    assert result["ok"], result
+    assert [(r["action"], r["clients_to"]) for r in result["resizes"]][:1] == [("grow", 4)], result["resizes"]
+    assert "grow 2 -> 4 clients" in runner_out and "shrink" in runner_out
+
+    # the audit has each resize with its reason, under the job
+    rows = lp.cli_json("audit", "list", "--job", job_id, "--kind", "resize")["decisions"]
+    assert len(rows) == len(resizes()) >= 2, rows
+    assert any("slots free" in " ".join(r["path"]) for r in rows) and any("gold" in " ".join(r["path"]) for r in rows)
+
+    # and the cell log, rounds and all, replays to the same decisions
+    log = tmp / f"log-{run}"
+    exported = lp.cli("export", "--cell", lp.cell, "--out", str(log))
+    assert exported.returncode == 0, exported.stderr
+    replayed = lp.cli("replay", str(log), "--verify")
+    assert replayed.returncode == 0 and "IDENTICAL" in replayed.stdout, replayed.stdout + replayed.stderr

@@ -161,3 +161,62 @@ def test_secagg_survives_two_of_five_nodes_killed(python: Path, tmp_path: Path) 
     assert rows[0]["clients"] == [0, 1, 2, 3, 4]
     assert rows[1]["clients"] == [0, 1, 2]
     assert rows[1]["accuracy"] > 0.5
+
+
+def test_elastic_secagg_clients_come_and_go_and_the_batch_size_follows_the_control_file(
+        python: Path, tmp_path: Path) -> None:
+    """An elastic job's Flower side: SecAgg+ with shares and threshold as fractions of each
+    round's nodes (1.0 / 0.6), --min-clients 2. Two SuperNodes start; after round 1 two more
+    join and the control file sets batch size 8; once a round has aggregated all four, node 3
+    is stopped as the scheduler cancels a task (SIGTERM to its process group) the moment it
+    receives the next round's first SecAgg+ message, i.e. before it has shared its keys:
+    that round still aggregates the other three (stock Flower 1.42 fails it with "Not enough
+    shares"; see SurvivorsSecAggPlusWorkflow), and so do the rounds after it. The batch size
+    each client reports it trained with is the one the control file gave."""
+    link = free_port()
+    control, report = tmp_path / "control.json", tmp_path / "report.jsonl"
+    deadline = time.monotonic() + 420
+
+    def lines() -> list[dict]:
+        text = report.read_text() if report.exists() else ""
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def wait(what: str, done) -> None:  # type: ignore[no-untyped-def]
+        while not done():
+            assert agg.poll() is None, f"the aggregator exited ({agg.returncode}) before {what}"
+            assert time.monotonic() < deadline, f"timed out before {what}"
+            time.sleep(0.05)
+
+    with ExitStack() as stack:
+        nodes = {i: start_node(stack, python, tmp_path, link, i, 4) for i in (0, 1)}
+        agg = start_aggregator(python, tmp_path, link, "--rounds", "7", "--min-clients", "2", "--secagg",
+                               "--num-shares", "1.0", "--threshold", "0.6", "--batch-size", "32",
+                               "--control", str(control))
+        wait("round 1", lambda: len(lines()) >= 1)
+        tmp = tmp_path / "control.tmp"
+        tmp.write_text(json.dumps({"batch_size": 8}))
+        os.replace(tmp, control)
+        nodes.update({i: start_node(stack, python, tmp_path, link, i, 4) for i in (2, 3)})
+        wait("a round of four clients", lambda: any(r["clients"] == [0, 1, 2, 3] for r in lines()))
+        # every completed round is 4 SecAgg+ messages per node: 4k + 1 is the next round's setup
+        log3 = tmp_path / "node3.log"
+        wait("node 3's next setup message",
+             lambda: log3.read_text(errors="replace").count("Receiving: train message") % 4 == 1)
+        os.killpg(nodes[3].pid, signal.SIGTERM)
+        killed_after = len(lines())
+        rows = finish(agg, tmp_path)
+    print("elastic:", [(r["round"], r["clients"], r["batch_size"], r["wall_ms"]) for r in rows])
+    assert [r["round"] for r in rows] == list(range(1, 8)) and all(r["ok"] for r in rows)
+    assert rows[0]["clients"] == [0, 1]
+    grown = next(i for i, r in enumerate(rows) if r["clients"] == [0, 1, 2, 3])
+    assert grown < killed_after <= 5, "the kill should leave rounds to check"
+    lost = rows[killed_after]                 # the round node 3 was sampled for and lost in
+    print(f"round {lost['round']}: node 3 sampled, {lost['bytes_up'].get('3')} B up before it stopped")
+    assert "3" in lost["nodes"] and lost["clients"] == [0, 1, 2] and lost["accuracy"] > 0.5
+    assert all(r["clients"] == [0, 1, 2] for r in rows[killed_after:])
+    # the batch size: 32 until the control file is read (round 2 may have started already), then 8
+    assert rows[0]["batch_size"] == 32 and rows[1]["batch_size"] in (32, 8)
+    assert all(r["batch_size"] == 8 for r in rows[2:])
+    for r in rows:                            # ... and it is what every aggregated client trained with
+        assert r["client_batch_size"] == {str(c): r["batch_size"] for c in r["clients"]}
+    assert rows[-1]["accuracy"] > 0.85

@@ -2,7 +2,9 @@
 
 Node config (``flower-supernode --node-config``): ``partition-id`` (int), ``num-partitions``
 (int), ``cloud`` (str, default ``"default"``). Run config: ``local-epochs``, ``batch-size``,
-``lr``, ``quantise`` (``"none"`` | ``"int8"``), ``secagg`` (bool).
+``lr``, ``quantise`` (``"none"`` | ``"int8"``), ``secagg`` (bool). The fit config's
+``batch-size`` (sent by the ServerApp every round) overrides the run config's; the fit
+metrics report the batch size used (``batch-size``) with the partition id and cloud.
 
 Every reply carries a ``fl.node`` ConfigRecord {partition-id, cloud} (``tag_mod``) so the
 server can map Flower node ids to partitions for every message, SecAgg+ stages included.
@@ -41,13 +43,14 @@ class DigitsClient(NumPyClient):
         x, y = _partition(self.ctx)
         pid = int(nc["partition-id"])
         rnd = int(config.get("server_round", 0))
-        new = train(parameters, x, y, epochs=int(rc["local-epochs"]), batch_size=int(rc["batch-size"]),
+        batch = int(config["batch-size"]) if "batch-size" in config else int(rc["batch-size"])
+        new = train(parameters, x, y, epochs=int(rc["local-epochs"]), batch_size=batch,
                     lr=float(rc["lr"]), seed=1000 * rnd + pid)
         # int8 is refused with SecAgg+ by the server and the aggregator (SecAgg+ re-quantises
         # the plain float model into its own modular field), so only plaintext uploads use it.
         if str(rc["quantise"]) == "int8" and not bool(rc["secagg"]):
             new = quantise_update(new, parameters)
-        return new, len(y), {"partition-id": pid, "cloud": str(nc.get("cloud", "default"))}
+        return new, len(y), {"partition-id": pid, "cloud": str(nc.get("cloud", "default")), "batch-size": batch}
 
 
 def tag_mod(msg: Message, ctx: Context, call_next: Any) -> Message:

@@ -88,7 +88,8 @@ class MeteredGrid(Grid):
         return replies
 
     def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
-        pending = set(self.push_messages(messages))
+        # as Flower's own Grid: a message the SuperLink refused (None id) gets no reply to wait for
+        pending = {mid for mid in self.push_messages(messages) if mid}
         deadline = None if timeout is None else time.monotonic() + timeout
         out: list[Message] = []
         while pending:

@@ -1,23 +1,35 @@
 """The ServerApp: FedAvg (plaintext or SecAgg+) with central evaluation and a JSON report.
 
 Run config (pyproject.toml, overridable with ``flwr run --run-config``): ``num-rounds``,
-``min-clients``, ``secagg``, ``num-shares``, ``threshold``, ``stage-timeout`` (s, 0 = wait
+``min-clients``, ``secagg``, ``num-shares`` and ``threshold`` (integers: counts fixed for the
+run; floats: fractions that Flower 1.42's SecAggPlusWorkflow turns into counts in every round
+from the nodes sampled, see ``SecAggPlusWorkflow.setup_stage``), ``stage-timeout`` (s, 0 = wait
 for every reply or the SuperLink's dead-node error), ``quantise`` (``"none"`` | ``"int8"``,
-plaintext only), ``local-epochs``, ``batch-size``, ``lr``, ``poll`` (s between reply pulls),
-``report`` (path of the JSON-lines report; appended).
+plaintext only), ``local-epochs``, ``batch-size``, ``control`` (path of a JSON file
+``{"batch_size": N}`` read at the start of every round, ``fldigits/control.py``; ``""`` or
+no file: ``batch-size``), ``lr``, ``poll`` (s between reply pulls), ``report`` (path of the
+JSON-lines report; appended).
+
+Every round samples every SuperNode connected when it starts (``fraction_fit=1.0``), waiting
+for at least ``min-clients``: nodes that join between rounds take part from the next round.
+The fit config of round r is ``{"server_round": r, "batch-size": <the control's batch size>}``.
 
 After each round the server evaluates the global model on the held-out test set and appends
 one line to ``report``::
 
     {"round", "ok", "accuracy", "loss", "clients": [partition ids aggregated],
      "nodes": {pid: flower node id}, "clouds": {pid: cloud}, "bytes_up": {pid: n},
-     "bytes_down": {pid: n}, "secagg", "quantise", "wall_ms", "elapsed_ms"}
+     "bytes_down": {pid: n}, "secagg", "quantise", "batch_size": the batch size sent,
+     "client_batch_size": {pid: the batch size each aggregated client reports it used},
+     "wall_ms", "elapsed_ms"}
 
 ``ok`` is false when the round's aggregation did not happen (e.g. SecAgg+ fell below its
 threshold); the run then fails at the end (the ServerApp raises), after all lines are
 written. Byte keys are partition ids; a node that never replied is keyed ``node:<id>``.
 SecAgg+ is Flower's legacy workflow (``DefaultWorkflow(fit_workflow=SecAggPlusWorkflow)``
-in a LegacyContext), the only SecAgg+ path that worked with separate OS processes.
+in a LegacyContext), the only SecAgg+ path that worked with separate OS processes, with one
+fix (:class:`SurvivorsSecAggPlusWorkflow`): a node lost before it shared its keys no longer
+fails the round.
 """
 from __future__ import annotations
 
@@ -31,6 +43,7 @@ from flwr.server import Grid, LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import FedAvg
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 
+from fldigits.control import BatchControl
 from fldigits.metering import MeteredGrid
 from fldigits.task import dequantise_update, evaluate, init_params, load_data
 
@@ -43,6 +56,8 @@ class Reporter:
     def __init__(self, path: Path, grid: MeteredGrid, secagg: bool, quantise: str) -> None:
         self.path, self.grid, self.secagg, self.quantise = path, grid, secagg, quantise
         self.contributors: dict[int, list[int]] = {}   # round -> node ids aggregated
+        self.batch: dict[int, int] = {}                # round -> batch size sent in the fit config
+        self.client_batch: dict[int, dict[str, int]] = {}   # round -> partition -> batch size used
         self.failed: list[int] = []
         self.t_start = self.t_round = time.monotonic()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,6 +85,7 @@ class Reporter:
             "bytes_up": {self.key(n): up.get(n, 0) for n in nodes},
             "bytes_down": {self.key(n): down.get(n, 0) for n in nodes},
             "secagg": self.secagg, "quantise": self.quantise,
+            "batch_size": self.batch.get(rnd), "client_batch_size": self.client_batch.get(rnd, {}),
             "wall_ms": round((now - self.t_round) * 1000, 1),
             "elapsed_ms": round((now - self.t_start) * 1000, 1),
         }
@@ -100,7 +116,38 @@ class DigitsFedAvg(FedAvg):
         aggregated = super().aggregate_fit(server_round, results, failures)
         if aggregated[0] is not None:
             self.reporter.contributors[server_round] = sorted(proxy.node_id for proxy, _ in results)
+            self.reporter.client_batch[server_round] = {
+                str(res.metrics["partition-id"]): int(res.metrics["batch-size"])
+                for _, res in results if "partition-id" in res.metrics and "batch-size" in res.metrics}
         return aggregated
+
+
+class SurvivorsSecAggPlusWorkflow(SecAggPlusWorkflow):
+    """Flower 1.42's SecAgg+ workflow, except that a node lost before it shared its keys
+    (in the setup or share-keys stage) no longer fails the round.
+
+    Stock Flower keeps such a node in ``sampled_node_ids`` and in its neighbours' neighbour
+    sets, so the unmask stage asks for (and, finding none, fails on: "Not enough shares")
+    the key shares of a node that never distributed any. Nothing of such a node is in the
+    aggregate: the clients add pairwise masks only with the neighbours whose shares they
+    received (``secaggplus_mod._collect_masked_vectors``: ``available_clients``). So after
+    the share-keys stage the round's nodes become the ones that shared their keys, and each
+    node's neighbours those of them. With no node lost before then, both sets are unchanged
+    (the stock protocol, bit for bit); nodes lost later are unmasked as before.
+    """
+
+    def share_keys_stage(self, grid, context, state):  # type: ignore[no-untyped-def]
+        ok = super().share_keys_stage(grid, context, state)
+        survivors = set(state.active_node_ids)
+        state.sampled_node_ids = survivors
+        state.nid_to_neighbours = {nid: nbrs & survivors for nid, nbrs in state.nid_to_neighbours.items()
+                                   if nid in survivors}
+        return ok
+
+
+def _count_or_fraction(value: object) -> int | float:
+    """A SecAgg+ parameter from the run config: a float is a fraction (Flower sizes it per round)."""
+    return float(value) if isinstance(value, float) else int(value)  # type: ignore[arg-type]
 
 
 @app.main()
@@ -121,18 +168,26 @@ def main(grid: Grid, context: Context) -> None:
         reporter.end_round(rnd, loss, acc)
         return loss, {"accuracy": acc}
 
+    control = BatchControl(str(rc.get("control", "")) or None, int(rc["batch-size"]))
+
+    def fit_config(rnd: int) -> dict:
+        batch = control.current()
+        reporter.batch[rnd] = batch
+        return {"server_round": rnd, "batch-size": batch}
+
     m = int(rc["min-clients"])
     strategy = DigitsFedAvg(
         reporter, quantise, fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=m,
         min_available_clients=m, initial_parameters=ndarrays_to_parameters(init_params()),
-        evaluate_fn=evaluate_fn, on_fit_config_fn=lambda rnd: {"server_round": rnd})
+        evaluate_fn=evaluate_fn, on_fit_config_fn=fit_config)
     ctx = LegacyContext(context, config=ServerConfig(num_rounds=int(rc["num-rounds"])), strategy=strategy)
     fit = None
     if secagg:
         timeout = float(rc["stage-timeout"]) or None
         # max_weight bounds num_examples/max_weight <= 1, so no client's weight overflows the field
-        fit = SecAggPlusWorkflow(num_shares=int(rc["num-shares"]), reconstruction_threshold=int(rc["threshold"]),
-                                 max_weight=float(len(data.y_train)), timeout=timeout)
+        fit = SurvivorsSecAggPlusWorkflow(num_shares=_count_or_fraction(rc["num-shares"]),
+                                          reconstruction_threshold=_count_or_fraction(rc["threshold"]),
+                                          max_weight=float(len(data.y_train)), timeout=timeout)
     DefaultWorkflow(fit_workflow=fit)(metered, ctx)
     if reporter.failed:
         raise RuntimeError(f"aggregation failed in round(s) {reporter.failed}; see {reporter.path}")
