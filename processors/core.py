@@ -1099,6 +1099,19 @@ class _Decider:
                                        connector=node.connector or "sim",
                                        reason=f"stale copy: the task is {where}", issued_at=self.at))
 
+    def stop_cancelled(self, e: m.TaskCancelled, node_id: str) -> None:
+        """A cancelled task that held ``node_id`` was dispatched there (or is about to be):
+        its connector stops the process; the scheduler has already given its resources back."""
+        s = self.s
+        node = s.nodes.get(node_id)
+        if node is None:
+            return
+        self.outs.append(m.StopCommand(event_id=f"{s.cell}/{self.pos[0]}/{self.pos[1]}/{self.pos[2]}/stop-cancelled",
+                                       task_id=e.task_id, cell=s.cell, node_id=node_id,
+                                       connector=node.connector or "sim",
+                                       reason=f"cancelled: {e.reason}" if e.reason else "cancelled",
+                                       issued_at=self.at))
+
     def stop_old_copy(self, task_id: str, node_id: str, reason: str) -> None:
         """The old copy of a reserve-first move is no longer needed: stop it."""
         s = self.s
@@ -1278,7 +1291,10 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
         if t is None or t.status in TERMINAL:
             return state, []
         held = t.status in HOLDING
+        node = t.node if held else ""
         d.release(event.task_id, CANCELLED)
+        if node:
+            d.stop_cancelled(event, node)
         if held:
             d.retry_pending()
         return state, d.outs

@@ -107,9 +107,13 @@ def test_cancel_pending_and_running():
     f.task("p", cpu=1000)
     out = f.send("TaskCancelled", {"task_id": "p", "cell": "test", "tenant": "t", "reason": "x", "at": 3})
     assert out[0][0] == "TaskReleased" and out[0][1]["node_id"] == ""
+    assert "StopCommand" not in [k for k, _ in out]          # it never ran: nothing to stop
     assert f.state.queue == []
     out = f.send("TaskCancelled", {"task_id": "r", "cell": "test", "tenant": "t", "reason": "x", "at": 4})
     assert out[0][1]["node_id"] == "a" and f.state.cpu_free[0] == 1000
+    # the running copy is told to stop (its node's connector), not only released in the books
+    stops = [p for k, p in out if k == "StopCommand"]
+    assert [(p["task_id"], p["node_id"], p["reason"]) for p in stops] == [("r", "a", "cancelled: x")]
 
 
 def test_idempotence_old_offsets_and_duplicates():

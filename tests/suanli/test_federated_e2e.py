@@ -207,14 +207,25 @@ def test_an_elastic_job_grows_when_capacity_frees_and_shrinks_when_gold_work_wai
     assert [(r["action"], r["clients_to"]) for r in result["resizes"]][:1] == [("grow", 4)], result["resizes"]
     assert "grow 2 -> 4 clients" in runner_out and "shrink" in runner_out
 
+    # a client cancelled by a shrink really stopped (its connector got a StopCommand and
+    # reported the process's end) while the job still ran, not when everything ended
+    log = _topic(lp, "cell_log")
+    ended = {}
+    for r in log:
+        if r.kind == "TaskStatusChanged" and r.payload["status"] in ("COMPLETED", "FAILED"):
+            ended.setdefault(r.payload["task_id"], r.offset)
+    shrunk = [t for r in result["resizes"] if r["action"] == "shrink" for t in r["cancelled"]]
+    assert len(shrunk) == 2 and all(t in ended for t in shrunk), (shrunk, ended)
+    assert all(ended[t] < ended[f"{job_id}-agg"] for t in shrunk), (shrunk, ended)
+
     # the audit has each resize with its reason, under the job
     rows = lp.cli_json("audit", "list", "--job", job_id, "--kind", "resize")["decisions"]
     assert len(rows) == len(resizes()) >= 2, rows
     assert any("slots free" in " ".join(r["path"]) for r in rows) and any("gold" in " ".join(r["path"]) for r in rows)
 
     # and the cell log, rounds and all, replays to the same decisions
-    log = tmp / f"log-{run}"
-    exported = lp.cli("export", "--cell", lp.cell, "--out", str(log))
+    exported_log = tmp / f"log-{run}"
+    exported = lp.cli("export", "--cell", lp.cell, "--out", str(exported_log))
     assert exported.returncode == 0, exported.stderr
-    replayed = lp.cli("replay", str(log), "--verify")
+    replayed = lp.cli("replay", str(exported_log), "--verify")
     assert replayed.returncode == 0 and "IDENTICAL" in replayed.stdout, replayed.stdout + replayed.stderr
