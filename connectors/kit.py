@@ -35,7 +35,7 @@ it has to wait for in the intake worker.
 **Stop commands.** The scheduler writes a ``StopCommand`` onto the same dispatch topic when a
 copy of a task must end on a node: a stale copy on a node that was DOWN and came back, a
 preempted task (the victim), the old copy of a task moved reserve-first once its new copy
-runs. The runner finds the in-flight dispatches of that task on that node and calls
+runs, a task cancelled while it held the node (reason ``cancelled: <reason>``). The runner finds the in-flight dispatches of that task on that node and calls
 ``adapter.stop(task_id, node_id, reason, grace_ms=...)``; an adapter that does not implement
 it (returns False) has the run cancelled instead, its ``execute`` cancellation contract
 stopping the work (at once: the grace cannot be honoured that way). Either way the dispatch
