@@ -148,6 +148,14 @@ def worker_window(s0: dict[str, Any], s1: dict[str, Any]) -> dict[str, Any]:
     snaps = s1["snapshots"] - s0["snapshots"]
     out["snapshots"] = {"count": snaps, "mean_ms": round((s1["snapshot_ms_total"] - s0["snapshot_ms_total"]) / snaps, 1)
                         if snaps else None, "max_ms_ever": s1["snapshot_ms_max"]}
+    if "snapshot_forks" in s1:          # serialised in a forked child: what the loop itself spent
+        forks = s1["snapshot_forks"] - s0["snapshot_forks"]
+        out["snapshots"]["loop"] = {
+            "forks": forks,
+            "fork_mean_ms": round((s1["snapshot_fork_ms_total"] - s0["snapshot_fork_ms_total"]) / forks, 2)
+            if forks else None, "fork_max_ms_ever": s1["snapshot_fork_ms_max"],
+            "store_mean_ms": round((s1["snapshot_store_ms_total"] - s0["snapshot_store_ms_total"]) / snaps, 2)
+            if snaps else None, "store_max_ms_ever": s1["snapshot_store_ms_max"]}
     return out
 
 

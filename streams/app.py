@@ -8,7 +8,9 @@ and *wait for the broker's acknowledgement* before the batch's offsets are acked
 committed offset always means its outputs are durable (at-least-once). The scheduler
 keeps its cells' state in a RocksDB table (``rocksdb://`` via rocksdict) whose changelog
 is a Kafka topic: snapshots, written every ``SNAPSHOT_EVERY`` inputs or
-``SNAPSHOT_SECONDS`` (but no sooner than ``SNAPSHOT_COST_RATIO`` times the last one's cost), plus silent re-application of the cell log after the snapshot.
+``SNAPSHOT_SECONDS`` (but no sooner than ``SNAPSHOT_COST_RATIO`` times the last one's cost),
+serialised in a forked child off the event loop (``streams/snapshot_fork.py``), plus silent
+re-application of the cell log after the snapshot.
 Values are raw bytes: our codec, not Faust's, decodes them, so bad bytes become dead
 letters instead of crashing an agent.
 """
@@ -36,18 +38,26 @@ from suanli.streams.intake import ticks, triage
 from suanli.streams.kafka_io import ReadabilityProbe, read_range
 from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
 from suanli.streams.records import OutRecord, RawRecord
+from suanli.streams.snapshot_fork import ForkedSnapshots
 from suanli.streams.topics import TopicNames
 
 log = logging.getLogger("suanli.streams")
 
 BATCH = 1000
 BATCH_WITHIN = 0.02          # seconds a micro-batch waits to fill
+# The scheduler's micro-batch waits less: Faust's take waits the whole ``within`` for a batch
+# that is not full, so every decision paid half of it on average (issue 14's urgent tier:
+# log -> batch start p50 18 ms with 20 ms). Under load its batches still fill while the
+# previous one's outputs are acknowledged.
+SCHEDULER_BATCH_WITHIN = 0.002
 SNAPSHOT_EVERY = 5000        # inputs per partition between snapshots
 SNAPSHOT_SECONDS = 5.0
-# A snapshot blocks the loop (a large cell: hundreds of ms of JSON), so the next one waits
-# at least this many times as long as the last took: at most ~5 % of the loop, whatever the
-# cell's size, at the price of re-applying more of the log after a crash.
+# A snapshot costs CPU (a large cell: hundreds of ms of JSON, in a forked child that shares the
+# machine's cores with the loop), so the next one waits at least this many times as long as
+# the last took: at most ~5 % of a core, whatever the cell's size, at the price of
+# re-applying more of the log after a crash.
 SNAPSHOT_COST_RATIO = 20.0
+SNAPSHOT_REAP_SECONDS = 0.2  # how often an idle scheduler looks for finished snapshot children
 
 
 def snapshot_due(inputs_since: int, seconds_since: float, last_cost_s: float) -> bool:
@@ -310,7 +320,8 @@ class DecisionLatency:
     and ``in_batch_100us``: from the start of its micro-batch to its decisions, in 0.1 ms buckets
     (the part the core and the inputs before it in the batch account for); also the core's time
     per input kind (``apply``: count, total and max in microseconds, every input), the micro-batches' sizes
-    and the time spent writing snapshots. Written every ``LATENCY_SECONDS`` to
+    and the snapshots: their serialisation in the forked child (``snapshot_ms_*``) and what the
+    loop spent on them (``snapshot_fork_ms_*`` forking, ``snapshot_store_ms_*`` storing). Written every ``LATENCY_SECONDS`` to
     :func:`latency_path` (``<home>/workers/<namespace>/scheduler/latency.json``).
     """
 
@@ -321,6 +332,8 @@ class DecisionLatency:
         self.apply: dict[str, list[float]] = {}                  # kind -> [count, total us, max us]
         self.batches = self.batch_events = self.batch_max = 0
         self.snapshots, self.snapshot_ms_total, self.snapshot_ms_max = 0, 0.0, 0.0
+        self.store_ms_total = self.store_ms_max = 0.0
+        self.forks, self.fork_ms_total, self.fork_ms_max = 0, 0.0, 0.0
         self.written = 0.0
 
     def applied(self, kind: str, us: float) -> None:
@@ -343,10 +356,20 @@ class DecisionLatency:
         self.batch_events += events
         self.batch_max = max(self.batch_max, events)
 
-    def snapshot(self, ms: float) -> None:
+    def snapshot_forked(self, ms: float) -> None:
+        """A snapshot's child was forked: ``ms`` the loop spent on the fork."""
+        self.forks += 1
+        self.fork_ms_total += ms
+        self.fork_ms_max = max(self.fork_ms_max, ms)
+
+    def snapshot(self, ms: float, store_ms: float) -> None:
+        """A snapshot was stored: ``ms`` its serialisation took in the child, ``store_ms`` the
+        loop spent storing it."""
         self.snapshots += 1
         self.snapshot_ms_total += ms
         self.snapshot_ms_max = max(self.snapshot_ms_max, ms)
+        self.store_ms_total += store_ms
+        self.store_ms_max = max(self.store_ms_max, store_ms)
 
     def maybe_write(self) -> None:
         if time.monotonic() - self.written >= LATENCY_SECONDS:
@@ -362,7 +385,11 @@ class DecisionLatency:
                           for k, (c, t, mx) in sorted(self.apply.items())},
                 "batches": self.batches, "batch_events": self.batch_events, "batch_max": self.batch_max,
                 "snapshots": self.snapshots, "snapshot_ms_total": round(self.snapshot_ms_total, 1),
-                "snapshot_ms_max": round(self.snapshot_ms_max, 1)}
+                "snapshot_ms_max": round(self.snapshot_ms_max, 1),
+                "snapshot_store_ms_total": round(self.store_ms_total, 1),
+                "snapshot_store_ms_max": round(self.store_ms_max, 1),
+                "snapshot_forks": self.forks, "snapshot_fork_ms_total": round(self.fork_ms_total, 1),
+                "snapshot_fork_ms_max": round(self.fork_ms_max, 1)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(body))
@@ -387,6 +414,8 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     since_snapshot: dict[int, int] = {}
     last_snapshot: dict[int, float] = {}
     snapshot_cost: dict[int, float] = {}           # seconds the last snapshot of a partition took
+    forked = ForkedSnapshots(worker_dir(settings, "scheduler", instance), runner.snapshot)
+    latest_event: dict[int, Any] = {}                # per partition, an event of it (the table's write context)
 
     async def recover(event: Any, partition: int, first_offset: int) -> tuple[list[OutRecord], list[Any]]:
         """Bring the partition's state up to ``first_offset`` (the next record Faust gave us).
@@ -446,6 +475,9 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
         mine = sorted(tp.partition for tp in revoked if tp.topic == topics.cell_log)
         started.difference_update(mine)
         owned.difference_update(mine)
+        for partition in mine:
+            forked.forget(partition)
+            latest_event.pop(partition, None)
         if mine:
             log.warning("scheduler: cell-log partitions revoked: %s", mine)
 
@@ -469,11 +501,24 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
             await app.topic(name, partitions=settings.partitions, key_type=bytes, value_type=bytes).declare()
             declared.add(name)
 
+    async def send_now(records: list[OutRecord], outputs: list[OutRecord], acks: list[Awaitable[Any]]) -> None:
+        """Hand an input's outputs to the producer as soon as they are decided (in log order:
+        one producer, sends in order), so a decision leaves while the rest of its micro-batch
+        is still being decided; the batch waits for every answer (``acks``) before it marks
+        its records durable."""
+        if not records:
+            return
+        await declare_new_topics(records)
+        for r in records:
+            acks.append(await app.producer.send(r.topic, r.key, r.value, None, None, None))
+        outputs.extend(records)
+
     @app.agent(cell_log, name="scheduler")
     async def schedule(stream: faust.StreamT) -> None:
-        async for events in stream.take_events(BATCH, within=BATCH_WITHIN):
+        async for events in stream.take_events(BATCH, within=SCHEDULER_BATCH_WITHIN):
             batch_start = time.time() * 1000
             outputs: list[OutRecord] = []
+            acks: list[Awaitable[Any]] = []                   # the broker's answers to the batch's sends
             last_event: dict[int, Any] = {}
             answered: list[tuple[str, int, float]] = []      # (kind, log ms, decided ms) of inputs with decisions
             recovered: list[Any] = []                          # re-applied records to ack once the batch is sent
@@ -486,9 +531,9 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
                     # Faust never handed over (it drops messages in flight when a rebalance
                     # suspends its flow; see ``recover``). Deciding past them would fold a
                     # state without them and leave their decisions unsent.
-                    caught_up, acks = await recover(event, message.partition, message.offset)
-                    outputs.extend(caught_up)
-                    recovered.extend(acks)
+                    caught_up, to_ack = await recover(event, message.partition, message.offset)
+                    await send_now(caught_up, outputs, acks)
+                    recovered.extend(to_ack)
                     if message.partition not in started:
                         started.add(message.partition)
                         last_snapshot[message.partition] = time.monotonic()
@@ -500,11 +545,10 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
                 latency.applied(kind, (t1 - t0) * 1e6)
                 if any(r.topic == topics.decisions for r in out):
                     answered.append((kind, raw.timestamp, time.time() * 1000))
-                outputs.extend(out)
+                await send_now(out, outputs, acks)
                 last_event[message.partition] = event
                 since_snapshot[message.partition] = since_snapshot.get(message.partition, 0) + 1
-            await declare_new_topics(outputs)
-            await _produce_all(app, outputs)
+            await asyncio.gather(*acks)
             for partition, event in last_event.items():
                 snapshots.mark_durable(event, partition, runner.partition(partition).as_of)
             for message in recovered:
@@ -514,22 +558,43 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
             for kind, log_ms, decided in answered:
                 latency.decided(kind, log_ms, batch_start, decided, acked)
             latency.batch(len(events))
+            latest_event.update(last_event)
             now = time.monotonic()
-            for partition, event in last_event.items():
-                if snapshot_due(since_snapshot[partition], now - last_snapshot[partition],
-                                snapshot_cost.get(partition, 0.0)):
+            for partition in last_event:
+                if not forked.busy(partition) and snapshot_due(
+                        since_snapshot[partition], now - last_snapshot[partition], snapshot_cost.get(partition, 0.0)):
                     t0 = time.perf_counter()
-                    snapshots.save(event, partition, runner.snapshot(partition), runner.partition(partition).as_of)
-                    cost = snapshot_cost[partition] = time.perf_counter() - t0
-                    latency.snapshot(cost * 1000)
-                    metrics.snapshot_saved(partition, cost)
+                    forked.start(partition, runner.partition(partition).as_of)
+                    latency.snapshot_forked((time.perf_counter() - t0) * 1000)
                     since_snapshot[partition] = 0
                     last_snapshot[partition] = now
+            store_snapshots()
             latency.maybe_write()
+
+    def store_snapshots() -> None:
+        """Store the snapshots whose children finished (each as of the offset it was forked
+        at; that record's outputs were acknowledged before the fork)."""
+        for done in forked.reap():
+            event = latest_event.get(done.partition)
+            if not done.ok or event is None or done.partition not in owned:
+                continue
+            t0 = time.perf_counter()
+            snapshots.save(event, done.partition, done.blob, done.as_of)
+            snapshot_cost[done.partition] = done.seconds
+            latency.snapshot(done.seconds * 1000, (time.perf_counter() - t0) * 1000)
+            metrics.snapshot_saved(done.partition, done.seconds)
+
+    @app.timer(interval=SNAPSHOT_REAP_SECONDS)
+    async def reap_snapshots() -> None:
+        store_snapshots()
 
     @app.timer(interval=LATENCY_SECONDS)
     async def write_latency() -> None:
         latency.maybe_write()
+
+    @app.on_before_shutdown.connect
+    async def stop_snapshot_children(_app: Any, **_kwargs: Any) -> None:
+        forked.close()
 
     return app
 
