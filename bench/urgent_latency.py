@@ -148,6 +148,8 @@ def worker_window(s0: dict[str, Any], s1: dict[str, Any]) -> dict[str, Any]:
     snaps = s1["snapshots"] - s0["snapshots"]
     out["snapshots"] = {"count": snaps, "mean_ms": round((s1["snapshot_ms_total"] - s0["snapshot_ms_total"]) / snaps, 1)
                         if snaps else None, "max_ms_ever": s1["snapshot_ms_max"]}
+    if "batch_waits" in s1:             # batches begun after a quiet (2 ms wait) and a busy (20 ms) one
+        out["batches"]["waits"] = {k: n - s0.get("batch_waits", {}).get(k, 0) for k, n in s1["batch_waits"].items()}
     if "snapshot_forks" in s1:          # serialised in a forked child: what the loop itself spent
         forks = s1["snapshot_forks"] - s0["snapshot_forks"]
         out["snapshots"]["loop"] = {

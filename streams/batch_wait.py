@@ -1,0 +1,52 @@
+"""How long the scheduler's next micro-batch waits to fill: short when the cell log is quiet,
+long when it is busy.
+
+Faust's ``take_events(max_, within)`` waits the whole ``within`` for a batch that is not full,
+so every input waits up to ``within`` before it is decided. A short wait (2 ms) answers a
+lone urgent task in a few ms (issue 14's tier), but under load it cuts the log into many small
+batches, each paying the broker's acknowledgement and the batch's own costs: 10-15 % fewer
+placements/s at full load in ``bench/e2e.py`` (measured, see BENCHMARKS.md). A long wait
+(20 ms) is the other way round. :class:`BatchWait` picks per batch: after a batch of at least
+``busy_batch`` inputs the next one waits ``busy_s``, after a smaller one ``idle_s``.
+
+Faust fixes ``within`` when the generator starts, so :meth:`BatchWait.attach` wraps the
+stream's ``wait_for_stopped``, the call ``take_events`` waits in (faust-streaming 0.15:
+``self.wait_for_stopped(buffer_full, timeout=timeout)``), and replaces the timeout only when
+it is :data:`MARKER`, the ``within`` the agent passes; any other caller's wait is unchanged.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+MARKER = 0.0201           # the ``within`` handed to take_events: "ask BatchWait" (no one else uses it)
+
+
+class BatchWait:
+    """The wait of the next micro-batch, from the size of the last one."""
+
+    def __init__(self, idle_s: float = 0.002, busy_s: float = 0.02, busy_batch: int = 8):
+        if not 0 < idle_s <= busy_s or busy_batch < 1:
+            raise ValueError("BatchWait: 0 < idle_s <= busy_s and busy_batch >= 1")
+        self.idle_s, self.busy_s, self.busy_batch = idle_s, busy_s, busy_batch
+        self.current = idle_s
+        self.waits = {"idle": 0, "busy": 0}       # batches begun in each mode (for the latency figures)
+
+    def after(self, events: int) -> float:
+        """A batch of ``events`` inputs was taken: the next one's wait (also ``current``)."""
+        busy = events >= self.busy_batch
+        self.current = self.busy_s if busy else self.idle_s
+        self.waits["busy" if busy else "idle"] += 1
+        return self.current
+
+    def timeout(self, asked: Any) -> Any:
+        """The timeout to wait with when a caller asked for ``asked``."""
+        return self.current if asked == MARKER else asked
+
+    def attach(self, stream: Any) -> None:
+        """Make ``stream``'s take waits follow this (see the module docstring)."""
+        original = stream.wait_for_stopped
+
+        async def wait_for_stopped(*coros: Any, timeout: Any = None) -> Any:
+            return await original(*coros, timeout=self.timeout(timeout))
+
+        stream.wait_for_stopped = wait_for_stopped

@@ -1,0 +1,52 @@
+"""streams/batch_wait.py: the scheduler's micro-batch wait follows the last batch's size."""
+import asyncio
+
+import pytest
+
+from suanli.streams.batch_wait import MARKER, BatchWait
+
+
+def test_quiet_batches_wait_short_and_busy_ones_long():
+    w = BatchWait(idle_s=0.002, busy_s=0.02, busy_batch=8)
+    assert w.current == 0.002                      # a fresh worker answers fast
+    assert w.after(1) == 0.002
+    assert w.after(8) == 0.02
+    assert w.after(500) == 0.02
+    assert w.after(7) == 0.002                     # quiet again
+    assert w.waits == {"idle": 2, "busy": 2}
+
+
+def test_only_the_marker_timeout_is_replaced():
+    w = BatchWait()
+    w.after(100)
+    assert w.timeout(MARKER) == w.busy_s
+    assert w.timeout(1.5) == 1.5 and w.timeout(None) is None
+
+
+def test_attach_changes_the_streams_take_wait_and_nothing_else():
+    seen = []
+
+    class Stream:
+        async def wait_for_stopped(self, *coros, timeout=None):
+            seen.append((coros, timeout))
+            return False
+
+    s = Stream()
+    w = BatchWait(idle_s=0.001, busy_s=0.03, busy_batch=2)
+    w.attach(s)
+
+    async def go():
+        await s.wait_for_stopped("full", timeout=MARKER)
+        w.after(5)
+        await s.wait_for_stopped("full", timeout=MARKER)
+        await s.wait_for_stopped("other", timeout=7)
+
+    asyncio.run(go())
+    assert seen == [(("full",), 0.001), (("full",), 0.03), (("other",), 7)]
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="idle_s <= busy_s"):
+        BatchWait(idle_s=0.05, busy_s=0.02)
+    with pytest.raises(ValueError):
+        BatchWait(busy_batch=0)
