@@ -28,8 +28,9 @@ system itself records (no processor reads a clock for this; the workers are unch
     linger (2 ms, ``make_app``) and produce request fall into cell log -> decisions topic.
 ``decision``
     CreateTime of the task's first decision on ``<ns>.decisions``: the scheduler's producer's
-    clock when it sent its micro-batch's outputs, i.e. after *every* input of the batch was
-    decided and before the broker's acknowledgement (its linger, 2 ms, and produce request
+    clock when it was sent: as soon as its input was decided in a quiet micro-batch, after
+    *every* input of a busy one (``streams/batch_wait.py``), and always before the broker's
+    acknowledgement (its linger, 2 ms, and produce request
     fall into decisions topic -> read model). Only tasks whose first decision is
     TaskPlaced are measured; one answered TaskPending first waited in the queue for
     capacity (scheduling, not the pipeline) and is counted apart.
