@@ -315,10 +315,11 @@ class DecisionLatency:
     as histograms in 1 ms buckets ({lower bound: count}; the log timestamp has 1 ms resolution),
     and ``in_batch_100us``: from the start of its micro-batch to its decisions, in 0.1 ms buckets
     (the part the core and the inputs before it in the batch account for); also the core's time
-    per input kind (``apply``: count, total and max in microseconds, every input), the micro-batches' sizes
-    the batches begun after a quiet and after a busy batch (``batch_waits``, see
-    ``streams/batch_wait.py``), and the snapshots: their serialisation in the forked child (``snapshot_ms_*``) and what the
-    loop spent on them (``snapshot_fork_ms_*`` forking, ``snapshot_store_ms_*`` storing). Written every ``LATENCY_SECONDS`` to
+    per input kind (``apply``: count, total and max in microseconds, every input), the micro-batches'
+    sizes, the batches begun after a quiet and after a busy batch (``batch_waits``, see
+    ``streams/batch_wait.py``), and the snapshots: their serialisation in the forked child
+    (``snapshot_ms_*``) and what the loop spent on them (``snapshot_fork_ms_*`` forking,
+    ``snapshot_store_ms_*`` storing). Written every ``LATENCY_SECONDS`` to
     :func:`latency_path` (``<home>/workers/<namespace>/scheduler/latency.json``).
     """
 
