@@ -188,7 +188,7 @@ def _task_status(s: CellState, e: m.TaskStatusChanged) -> None:
             _free_old_copy(s, t)                    # the old copy of a move ended on its own
         return
     if e.status in ("DISPATCHED", "RUNNING") and t.status in HOLDING:
-        t.status = e.status
+        s.set_status(t, e.status)
         if e.status == RUNNING and e.node_id == t.node:
             _free_old_copy(s, t)                    # reserve-first: the new copy runs, the old one goes
     # COMPLETED / FAILED are applied by the TaskReleased decision that follows them
@@ -226,7 +226,8 @@ def _lost(s: CellState, e: m.TaskLost) -> None:
     r = t.task.request
     s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem, _release_accels(s, t))
     _free_old_copy(s, t)
-    t.status, t.node, t.devices = PENDING, None, ()
+    s.set_status(t, PENDING)
+    t.node, t.devices = None, ()
     s.enqueue(e.task_id, _key(s, t, lost=True))
     prof = profiler_of(s)
     if prof is not None:
@@ -242,7 +243,8 @@ def _placed(s: CellState, e: m.TaskPlaced) -> None:
     s.allocate(e.task_id, e.node_id, e.gpu_devices, e.gpu_milli, e.cpu_milli, e.memory_mib, accels)
     t.accels = accels
     s.dequeue(e.task_id)
-    t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.node_id, tuple(e.gpu_devices), None, s.now
+    s.set_status(t, PLACED)
+    t.node, t.devices, t.key, t.placed_at = e.node_id, tuple(e.gpu_devices), None, s.now
     model_cache.on_placed(s, e.node_id, t.task)     # its model is on the node's disk from now on
     prof = profiler_of(s)
     if prof is not None:
@@ -256,7 +258,7 @@ def _pending(s: CellState, e: m.TaskPending) -> None:
         t.key, t.node = _key(s, t, lost=True), None
     elif t.key is None:
         t.key = _key(s, t, lost=False)
-    t.status = PENDING
+    s.set_status(t, PENDING)
     s.enqueue(e.task_id)
 
 
@@ -268,7 +270,8 @@ def _preempted(s: CellState, e: m.TaskPreempted) -> None:
     r = t.task.request
     s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem, _release_accels(s, t))
     # ``node`` stays: the old copy may still finish there during its grace (see decide)
-    t.status, t.devices, t.key = PREEMPTED, (), None
+    s.set_status(t, PREEMPTED)
+    t.devices, t.key = (), None
     t.requeue_at = s.now + e.grace_ms
     prof = profiler_of(s)
     if prof is not None:
@@ -293,12 +296,13 @@ def _migrated(s: CellState, e: m.TaskMigrated) -> None:
         reservations.fill(s, e.to_node)          # evolve fills the node it left; this is the one it came to
     t.accels = accels
     s.dequeue(e.task_id)
-    t.status, t.node, t.devices, t.key, t.placed_at = PLACED, e.to_node, tuple(e.gpu_devices), None, s.now
+    s.set_status(t, PLACED)
+    t.node, t.devices, t.key, t.placed_at = e.to_node, tuple(e.gpu_devices), None, s.now
     model_cache.on_placed(s, e.to_node, t.task)
 
 
 def _unschedulable(s: CellState, e: m.TaskUnschedulable) -> None:
-    s.tasks[e.task_id].status = UNSCHEDULABLE
+    s.set_status(s.tasks[e.task_id], UNSCHEDULABLE)
     s.dequeue(e.task_id)
 
 
@@ -313,7 +317,7 @@ def _released(s: CellState, e: m.TaskReleased) -> None:
     if t.status == PREEMPTED:
         s.grace = [g for g in s.grace if g[1] != e.task_id]
     s.dequeue(e.task_id)
-    t.status = e.cause if e.cause in (COMPLETED, FAILED, CANCELLED) else CANCELLED
+    s.set_status(t, e.cause if e.cause in (COMPLETED, FAILED, CANCELLED) else CANCELLED)
     prof = profiler_of(s)
     if prof is not None:
         prof.ended(t.task)

@@ -91,14 +91,17 @@ def _scan(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...]) -
     out: dict[int, list[Victim]] = {}
     from .reservations import promised_devices
     promised = promised_devices(state)   # bronze on a token's GPUs is lent: freeing them serves the token
-    for tid, t in state.tasks.items():
+    # only the holders of the tiers it may evict (state.holders); the order of a node's list
+    # does not matter: every reader sorts it or takes min / max / sums
+    tasks = state.tasks
+    for tid in [tid for tier in dict.fromkeys(preemptible) if outranks(preemptor_tier, tier)
+                for tid in state.holders(tier)]:
+        t = tasks[tid]
         if t.status not in HOLDING or t.node is None or t.moving_from is not None:
             continue
         if promised and t.devices and promised.get(t.node, set()).intersection(t.devices):
             continue
         task = t.task
-        if task.qos_tier not in preemptible or not outranks(preemptor_tier, task.qos_tier):
-            continue
         if task.labels.get("gang"):
             continue
         r = task.request

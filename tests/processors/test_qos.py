@@ -257,3 +257,40 @@ def test_replay_from_a_snapshot_mid_run_is_identical():
     assert "TaskPreempted" in whole[0]
     for split in (3, 9, 11, 13):
         assert run(split) == whole
+
+
+def _holding_by_tier(state: CellState) -> dict[str, set[str]]:
+    from suanli.processors.state import HOLDING
+    out: dict[str, set[str]] = {}
+    for tid, t in state.tasks.items():
+        if t.status in HOLDING:
+            out.setdefault(t.task.qos_tier, set()).add(tid)
+    return out
+
+
+def test_the_holders_index_follows_every_status_change_and_is_rebuilt_after_a_restore():
+    """The preemption scan reads only the holders of the tiers it may evict
+    (``CellState.holders``): placed, preempted (its grace, then queued again), completed,
+    lost with its node, placed again. After each step the index is exactly the holding tasks."""
+    f = pooled({"qos": {"grace_ms": 0}})
+
+    def exact():
+        want = _holding_by_tier(f.state)
+        got = {tier: {tid for tid in f.state.holders(tier)} for tier in ("GOLD", "SILVER", "BRONZE")}
+        assert {k: v for k, v in got.items() if v} == want
+        f.state.check()
+
+    for i in range(3):
+        f.task(f"b{i}", cpu=4000, qos="BRONZE", at=10 + i)
+        exact()
+    assert set(f.state.holders("BRONZE")) == {"b0", "b1", "b2"}
+    pre = of(f.task("s", cpu=4000, at=100), "TaskPreempted")          # silver evicts one bronze
+    assert len(pre) == 1
+    exact()
+    assert pre[0]["task_id"] not in set(f.state.holders("BRONZE")) and "s" in set(f.state.holders("SILVER"))
+    f.send("TaskStatusChanged", {"task_id": "s", "node_id": f.state.tasks["s"].node, "status": "COMPLETED", "at": 200})
+    exact()
+    assert "s" not in set(f.state.holders("SILVER"))
+    restored = CellState.from_snapshot(json.loads(json.dumps(f.state.to_snapshot())))
+    assert {tier: set(restored.holders(tier)) for tier in ("SILVER", "BRONZE")} == \
+        {tier: set(f.state.holders(tier)) for tier in ("SILVER", "BRONZE")}
