@@ -132,7 +132,7 @@ async def _produce_all(app: faust.App, records: list[OutRecord]) -> None:
     """Send every record and wait until the broker has stored all of them."""
     if not records:
         return
-    futures = [await app.producer.send(r.topic, r.key, r.value, None, None, None) for r in records]
+    futures = [await app.producer.send(r.topic, r.key, r.value, None, None, r.kafka_headers()) for r in records]
     await asyncio.gather(*futures)
 
 
@@ -316,8 +316,8 @@ class DecisionLatency:
     and ``in_batch_100us``: from the start of its micro-batch to its decisions, in 0.1 ms buckets
     (the part the core and the inputs before it in the batch account for); also the core's time
     per input kind (``apply``: count, total and max in microseconds, every input), the micro-batches'
-    sizes, the batches begun after a quiet and after a busy batch (``batch_waits``, see
-    ``streams/batch_wait.py``), and the snapshots: their serialisation in the forked child
+    sizes, the batches begun after a quiet and after a busy batch and the waits an urgent
+    record ended early (``batch_waits``, see ``streams/batch_wait.py``), and the snapshots: their serialisation in the forked child
     (``snapshot_ms_*``) and what the loop spent on them (``snapshot_fork_ms_*`` forking,
     ``snapshot_store_ms_*`` storing). Written every ``LATENCY_SECONDS`` to
     :func:`latency_path` (``<home>/workers/<namespace>/scheduler/latency.json``).
@@ -511,13 +511,13 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
             return
         await declare_new_topics(unsent)
         for r in unsent:
-            acks.append(await app.producer.send(r.topic, r.key, r.value, None, None, None))
+            acks.append(await app.producer.send(r.topic, r.key, r.value, None, None, r.kafka_headers()))
         outputs.extend(unsent)
         unsent.clear()
 
     @app.agent(cell_log, name="scheduler")
     async def schedule(stream: faust.StreamT) -> None:
-        batch_wait.attach(stream)        # 2 ms while the log is quiet, 20 ms while it is busy
+        batch_wait.attach(stream)        # 2 ms while the log is quiet, 20 ms while busy; urgent: none
         async for events in stream.take_events(BATCH, within=MARKER):
             batch_wait.after(len(events))
             # A quiet log's decisions leave as each input is decided; a busy one's at the batch's

@@ -13,10 +13,20 @@ Faust fixes ``within`` when the generator starts, so :meth:`BatchWait.attach` wr
 stream's ``wait_for_stopped``, the call ``take_events`` waits in (faust-streaming 0.15:
 ``self.wait_for_stopped(buffer_full, timeout=timeout)``), and replaces the timeout only when
 it is :data:`MARKER`, the ``within`` the agent passes; any other caller's wait is unchanged.
+
+**An urgent task ends the wait.** A record intake marked urgent (``records.URGENT_HEADER``:
+a task labelled ``scheduling: urgent``, issue 14's millisecond tier) should not wait for a
+batch to fill. The wrapper keeps the ``buffer_full`` event ``take_events`` waits on, and a
+stream processor added after ``take_events``' own (which puts the record in the batch) sets
+it when the record's headers say urgent: the batch that holds the urgent task starts at
+once, whichever wait was running. Batch boundaries never change decisions (the core decides
+input by input), so this changes only when they are made.
 """
 from __future__ import annotations
 
 from typing import Any
+
+from suanli.streams.records import is_urgent
 
 MARKER = 0.0201           # the ``within`` handed to take_events: "ask BatchWait" (no one else uses it)
 
@@ -29,7 +39,10 @@ class BatchWait:
             raise ValueError("BatchWait: 0 < idle_s <= busy_s and busy_batch >= 1")
         self.idle_s, self.busy_s, self.busy_batch = idle_s, busy_s, busy_batch
         self.current = idle_s
-        self.waits = {"idle": 0, "busy": 0}       # batches begun in each mode (for the latency figures)
+        # batches begun in each mode, and waits an urgent record ended early (latency figures)
+        self.waits = {"idle": 0, "busy": 0, "urgent": 0}
+        self._full: Any = None                    # take_events' buffer_full event, once it waits
+        self._watching = False
 
     def after(self, events: int) -> float:
         """A batch of ``events`` inputs was taken: the next one's wait (also ``current``)."""
@@ -43,10 +56,24 @@ class BatchWait:
         return self.current if asked == MARKER else asked
 
     def attach(self, stream: Any) -> None:
-        """Make ``stream``'s take waits follow this (see the module docstring)."""
+        """Make ``stream``'s take waits follow this, and an urgent record end them (see the
+        module docstring)."""
         original = stream.wait_for_stopped
 
+        def urgent_ends_wait(value: Any) -> Any:
+            event = stream.current_event
+            if event is not None and self._full is not None and not self._full.is_set() \
+                    and is_urgent(event.message.headers):
+                self._full.set()
+                self.waits["urgent"] += 1
+            return value
+
         async def wait_for_stopped(*coros: Any, timeout: Any = None) -> Any:
+            if timeout == MARKER and coros:
+                self._full = coros[0]
+                if not self._watching:        # after take_events' processor: the record is in the batch
+                    stream.add_processor(urgent_ends_wait)
+                    self._watching = True
             return await original(*coros, timeout=self.timeout(timeout))
 
         stream.wait_for_stopped = wait_for_stopped

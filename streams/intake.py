@@ -12,9 +12,10 @@ from typing import Iterable
 
 from suanli.errors import DecodeError
 from suanli.processors.model import CELL_INPUT_KINDS
+from suanli.processors.qos import URGENT, lane_of
 from suanli.schemas.codec import Codec
 from suanli.schemas.models import validate_event
-from suanli.streams.records import OutRecord, RawRecord
+from suanli.streams.records import URGENT_HEADER, OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
 
 __all__ = ["OWNED_ELSEWHERE", "dead_letter", "ticks", "triage"]
@@ -60,7 +61,8 @@ def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecor
       tenant, or is not a task or bid -> DeadLetter (INVALID), see :func:`tenant_problem`
     - a scheduler input (``model.CELL_INPUT_KINDS``: tasks, node registrations, statuses and
       heartbeats, telemetry condition changes, policies, ticks, links of a cell) -> forwarded
-      verbatim to the cell log, keyed by its cell (a link with no cell: nothing)
+      verbatim to the cell log, keyed by its cell (a link with no cell: nothing); an urgent
+      task (label ``scheduling: urgent``) with the header ``records.URGENT_HEADER``
     - a DispatchAck -> TaskStatusChanged DISPATCHED (accepted) or FAILED (refused)
     - NodeMetrics -> nothing, and not even decoded (``OWNED_ELSEWHERE``): the telemetry
       worker decodes, validates and dead-letters them, so the scheduler's input stays small
@@ -84,7 +86,11 @@ def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecor
     if kind in CELL_INPUT_KINDS:
         if not payload.get("cell"):          # a link measured outside any cell: nothing to schedule
             return []
-        return [OutRecord(topics.cell_log, payload["cell"].encode(), bytes(record.value))]
+        # an urgent task's record says so in a header: the scheduler then ends its micro-batch
+        # wait as soon as the record arrives (streams/batch_wait.py)
+        urgent = kind == "TaskSubmitted" and lane_of(payload.get("labels")) == URGENT
+        return [OutRecord(topics.cell_log, payload["cell"].encode(), bytes(record.value),
+                          (URGENT_HEADER,) if urgent else ())]
     if kind == "DispatchAck":
         if not payload.get("cell"):
             return [dead_letter(codec, record, topics, "INVALID", "invalid DispatchAck: cell: must name the task's cell")]

@@ -9,7 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["OutRecord", "RawRecord"]
+__all__ = ["LANE_HEADER", "OutRecord", "RawRecord", "URGENT_HEADER", "is_urgent"]
+
+# The header intake puts on an urgent task's cell-log record (``scheduling: urgent``), so that
+# the scheduler worker can end its micro-batch wait for it without decoding anything
+# (streams/batch_wait.py). Decisions never read it: a replay without headers decides the same.
+LANE_HEADER = "suanli-lane"
+URGENT_HEADER = (LANE_HEADER, b"urgent")
+
+
+def is_urgent(headers: object) -> bool:
+    """Whether Kafka record ``headers`` (aiokafka's sequence of ``(key, bytes)``) carry
+    :data:`URGENT_HEADER`."""
+    return bool(headers) and URGENT_HEADER in headers      # type: ignore[operator]
 
 
 @dataclass(frozen=True)
@@ -26,8 +38,13 @@ class RawRecord:
 
 @dataclass(frozen=True)
 class OutRecord:
-    """A record to produce: topic, key and already-encoded value."""
+    """A record to produce: topic, key, already-encoded value and Kafka headers."""
 
     topic: str
     key: bytes | None
     value: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+    def kafka_headers(self) -> list[tuple[str, bytes]] | None:
+        """The headers as the producer takes them (None: none)."""
+        return list(self.headers) if self.headers else None

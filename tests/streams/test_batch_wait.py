@@ -13,7 +13,7 @@ def test_quiet_batches_wait_short_and_busy_ones_long():
     assert w.after(8) == 0.02
     assert w.after(500) == 0.02
     assert w.after(7) == 0.002                     # quiet again
-    assert w.waits == {"idle": 2, "busy": 2}
+    assert w.waits == {"idle": 2, "busy": 2, "urgent": 0}
 
 
 def test_only_the_marker_timeout_is_replaced():
@@ -27,6 +27,11 @@ def test_attach_changes_the_streams_take_wait_and_nothing_else():
     seen = []
 
     class Stream:
+        current_event = None
+
+        def add_processor(self, p):
+            pass
+
         async def wait_for_stopped(self, *coros, timeout=None):
             seen.append((coros, timeout))
             return False
@@ -50,3 +55,62 @@ def test_bad_arguments_are_refused():
         BatchWait(idle_s=0.05, busy_s=0.02)
     with pytest.raises(ValueError):
         BatchWait(busy_batch=0)
+
+
+class _Message:
+    def __init__(self, headers):
+        self.headers = headers
+
+
+class _Event:
+    def __init__(self, headers):
+        self.message = _Message(headers)
+
+
+class _TakingStream:
+    """Faust's Stream as take_events uses it: processors run on each record (take_events' own
+    first), and the take waits on its buffer_full event."""
+
+    def __init__(self):
+        self.current_event = None
+        self.processors = []
+
+    def add_processor(self, p):
+        self.processors.append(p)
+
+    async def wait_for_stopped(self, full, timeout=None):
+        try:
+            await asyncio.wait_for(full.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        return False
+
+    def arrive(self, headers):
+        self.current_event = _Event(headers)
+        for p in self.processors:
+            p(b"value")
+
+
+def test_an_urgent_record_ends_the_wait_and_others_do_not():
+    from suanli.streams.records import URGENT_HEADER
+
+    s = _TakingStream()
+    w = BatchWait(idle_s=5.0, busy_s=5.0)          # a wait no test would sit out
+    w.attach(s)
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        full = asyncio.Event()
+        waiting = asyncio.ensure_future(s.wait_for_stopped(full, timeout=MARKER))
+        await asyncio.sleep(0)                    # the take is waiting now
+        s.arrive(None)
+        s.arrive((("other", b"x"),))
+        await asyncio.sleep(0.01)
+        assert not waiting.done() and not full.is_set()
+        started = loop.time()
+        s.arrive((("trace", b"1"), URGENT_HEADER))
+        await waiting
+        return loop.time() - started
+
+    assert asyncio.run(go()) < 1.0                # ended by the record, not by the 5 s wait
+    assert w.waits["urgent"] == 1 and len(s.processors) == 1

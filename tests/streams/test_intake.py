@@ -79,6 +79,18 @@ def test_triage(codec, name, topic, value, expected):
     assert got == expected
 
 
+def test_an_urgent_task_is_forwarded_verbatim_with_the_urgent_header_and_others_without(codec):
+    from suanli.streams.records import URGENT_HEADER, is_urgent
+
+    urgent = codec.encode("TaskSubmitted", task(labels={"scheduling": "urgent"}))
+    [out] = triage(codec, RawRecord(TOPICS.raw_tasks, 0, 1, 1, b"k", urgent), TOPICS)
+    assert out.value == urgent and out.headers == (URGENT_HEADER,) and is_urgent(out.kafka_headers())
+    for labels in ({}, {"scheduling": "batch"}, {"scheduling": "urgently"}):
+        [out] = triage(codec, RawRecord(TOPICS.raw_tasks, 0, 1, 1, b"k",
+                                        codec.encode("TaskSubmitted", task(labels=labels))), TOPICS)
+        assert out.headers == () and out.kafka_headers() is None and not is_urgent(out.kafka_headers())
+
+
 def test_a_refused_dispatch_fails_the_task(codec):
     [out] = triage(codec, RawRecord(TOPICS.raw_status, 0, 1, 1, b"t0", codec.encode("DispatchAck", ack(False))), TOPICS)
     kind, payload = codec.decode(out.value)
