@@ -317,8 +317,9 @@ class DecisionLatency:
     (the part the core and the inputs before it in the batch account for); also the core's time
     per input kind (``apply``: count, total and max in microseconds, every input), the micro-batches'
     sizes, the batches begun after a quiet and after a busy batch and the waits an urgent
-    record ended early (``batch_waits``, see ``streams/batch_wait.py``), and the snapshots: their serialisation in the forked child
-    (``snapshot_ms_*``) and what the loop spent on them (``snapshot_fork_ms_*`` forking,
+    record ended early (``batch_waits``, see ``streams/batch_wait.py``), and the snapshots:
+    their serialisation in the forked child (``snapshot_ms_*``) and what the loop spent on
+    them (``snapshot_fork_ms_*`` forking,
     ``snapshot_store_ms_*`` storing). Written every ``LATENCY_SECONDS`` to
     :func:`latency_path` (``<home>/workers/<namespace>/scheduler/latency.json``).
     """
