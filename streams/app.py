@@ -319,9 +319,8 @@ class DecisionLatency:
     sizes, the batches begun after a quiet and after a busy batch and the waits an urgent
     record ended early (``batch_waits``, see ``streams/batch_wait.py``), and the snapshots:
     their serialisation in the forked child (``snapshot_ms_*``) and what the loop spent on
-    them (``snapshot_fork_ms_*`` forking,
-    ``snapshot_store_ms_*`` storing). Written every ``LATENCY_SECONDS`` to
-    :func:`latency_path` (``<home>/workers/<namespace>/scheduler/latency.json``).
+    them (``snapshot_fork_ms_*`` forking, ``snapshot_store_ms_*`` storing). Written every
+    ``LATENCY_SECONDS`` to :func:`latency_path` (``<home>/workers/<namespace>/scheduler/latency.json``).
     """
 
     def __init__(self, path: Path):
