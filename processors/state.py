@@ -602,9 +602,10 @@ class CellState:
         used_cpu = np.zeros_like(self.cpu_cap)
         used_gpu = np.zeros_like(self.gpu_free)
         used_acc = np.zeros_like(self.accel_cap)
+        index = self._holders         # not built yet: nothing to check (building it here would prove nothing)
         for t in self.tasks.values():
-            if t.status in HOLDING:
-                assert t.task.task_id in self.holders(t.task.qos_tier), (t.task.task_id, "not in the holders index")
+            if index is not None and t.status in HOLDING:
+                assert t.task.task_id in index.get(t.task.qos_tier, {}), (t.task.task_id, "not in the holders index")
             held = [(t.node, t.devices, t.accels)] if t.status in HOLDING else []
             if t.status not in HOLDING:
                 assert not t.accels, (t.task.task_id, t.status, t.accels)

@@ -8,6 +8,7 @@ without importing aiokafka or Faust.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional, Sequence
 
 __all__ = ["LANE_HEADER", "OutRecord", "RawRecord", "URGENT_HEADER", "is_urgent"]
 
@@ -18,10 +19,10 @@ LANE_HEADER = "suanli-lane"
 URGENT_HEADER = (LANE_HEADER, b"urgent")
 
 
-def is_urgent(headers: object) -> bool:
+def is_urgent(headers: Optional[Sequence[tuple[str, bytes]]]) -> bool:
     """Whether Kafka record ``headers`` (aiokafka's sequence of ``(key, bytes)``) carry
     :data:`URGENT_HEADER`."""
-    return bool(headers) and URGENT_HEADER in headers      # type: ignore[operator]
+    return bool(headers) and URGENT_HEADER in headers
 
 
 @dataclass(frozen=True)

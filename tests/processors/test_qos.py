@@ -270,8 +270,8 @@ def _holding_by_tier(state: CellState) -> dict[str, set[str]]:
 
 def test_the_holders_index_follows_every_status_change_and_is_rebuilt_after_a_restore():
     """The preemption scan reads only the holders of the tiers it may evict
-    (``CellState.holders``): placed, preempted (its grace, then queued again), completed,
-    lost with its node, placed again. After each step the index is exactly the holding tasks."""
+    (``CellState.holders``): placed, preempted (no grace: queued again at once), completed,
+    and restored from a snapshot. After each step the index is exactly the holding tasks."""
     f = pooled({"qos": {"grace_ms": 0}})
 
     def exact():
