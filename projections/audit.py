@@ -19,6 +19,7 @@ keys of one prefix sort by time):
 
     pos  NUL topic NUL partition                    -> next offset to read (decimal)
     meta NUL decisions                              -> count of stored decisions
+    meta NUL layout                                 -> LAYOUT: the key families below are all kept
     row  NUL event_id                               -> the decision as JSON (see :func:`entry`),
                                                        or raw: RAW_ROW + header + its wire bytes
     schema NUL digest (hex)                         -> a writer schema raw rows name (JSON)
@@ -27,6 +28,8 @@ keys of one prefix sort by time):
     ix   NUL strategy NUL name     NUL tenant NUL TS NUL event_id
     ix   NUL kind     NUL kind     NUL tenant NUL TS NUL event_id
     ix   NUL job      NUL job_id   NUL tenant NUL TS NUL event_id   (members of a job only)
+    ix   NUL preemptor NUL task_id NUL tenant NUL TS NUL event_id   (TaskPreempted: its preemptor;
+                                                                     tenant: the victim's)
     ix   NUL tenant   NUL tenant   NUL TS NUL event_id
     ix   NUL time     NUL TS NUL event_id
 
@@ -46,8 +49,12 @@ Preemption and migration. A ``TaskPreempted`` is a row about the *victim* (kind
 decision. A ``TaskMigrated`` (kind ``migration``) is indexed under both nodes, ``to_node`` as
 its node and ``from_node`` too; its detail keeps cause, since, elapsed_ms, reserve_first and
 the tasks preempted to make room. ``AuditQuery(preempted_by=T)`` lists the tasks T preempted
-(a filter over the preemption rows, no index of its own), and :meth:`AuditIndex.why` adds
-them to the answer about T.
+(from the ``preemptor`` keys), and :meth:`AuditIndex.why` adds them to the answer about T.
+
+Layouts. An index written before the ``preemptor`` keys existed has no ``meta NUL layout``;
+opening it writable adds those keys from its preemption rows once (:meth:`AuditIndex.__init__`).
+Opened read-only (a follower holds it), it is not changed: a ``preempted_by`` query then
+scans the preemption rows, reading each raw row's field undecoded, as before.
 """
 from __future__ import annotations
 
@@ -83,6 +90,8 @@ KIND_ALIASES = {"unschedulable": "rejection", "placed": "placement", "released":
 SEP = b"\x00"
 _POS, _META, _ROW, _IX, _SCHEMA = b"pos", b"meta", b"row", b"ix", b"schema"
 _COUNT = _META + SEP + b"decisions"
+_LAYOUT = _META + SEP + b"layout"
+LAYOUT = b"2"                   # 2: with the preemptor keys
 # A row is either JSON (starts with "{", from :meth:`AuditIndex.apply`) or, from
 # :meth:`AuditIndex.apply_raw`, RAW_ROW + header + the decision record's own wire bytes.
 RAW_ROW = b"\x01"
@@ -276,11 +285,21 @@ def index_keys(row: dict[str, Any]) -> list[bytes]:
     ]
     if row.get("job_id"):
         keys.append(_key(_IX, "job", row["job_id"], tenant, ts, eid))
+    by = _preemptor(row)
+    if by:
+        keys.append(_key(_IX, "preemptor", by, tenant, ts, eid))
     nodes = {row["node_id"]}
     if row["kind"] == "migration":
         nodes.add((row.get("detail") or {}).get("from_node", ""))
     keys += [_key(_IX, "node", n, tenant, ts, eid) for n in sorted(nodes) if n]
     return keys
+
+
+def _preemptor(row: dict[str, Any]) -> str:
+    """The task that preempted this row's task ("" unless the row is a preemption)."""
+    if row["kind"] != "preemption":
+        return ""
+    return (row.get("detail") or {}).get("preempted_by") or ""
 
 
 def _dumps(obj: Any) -> bytes:
@@ -321,7 +340,7 @@ def raw_index_keys(event: str, fields: tuple) -> list[bytes]:
     ``index_keys(entry(event, payload, ...))`` of the same record decoded (checked by
     tests/projections/test_audit_raw.py). Runs for every record: escaping is inlined for
     the common case (no backslash, no NUL) and each key is one concatenation."""
-    eid, task, tenant, node, from_node, strategy, decided_at, job = fields
+    eid, task, tenant, node, from_node, strategy, decided_at, job, by = fields
     if b"\\" in eid or SEP in eid:
         eid = _esc(eid)
     if b"\\" in tenant or SEP in tenant:
@@ -337,6 +356,8 @@ def raw_index_keys(event: str, fields: tuple) -> list[bytes]:
             b"ix\x00time\x00" + ts_eid]
     if job:
         keys.append(b"ix\x00job\x00" + _esc(job) + tail)
+    if by and event == _PREEMPTED:
+        keys.append(b"ix\x00preemptor\x00" + _esc(by) + tail)
     if node:
         keys.append(b"ix\x00node\x00" + _esc(node) + tail)
     if from_node and from_node != node and event == _MIGRATED:
@@ -345,6 +366,7 @@ def raw_index_keys(event: str, fields: tuple) -> list[bytes]:
 
 
 _MIGRATED = m.TaskMigrated.KIND
+_PREEMPTED = m.TaskPreempted.KIND
 
 
 def schema_key(digest: bytes) -> bytes:
@@ -356,10 +378,30 @@ class AuditIndex:
     """The fold and the queries over one :class:`Store`."""
 
     def __init__(self, store: Store):
+        """Opens the index in ``store``; a writable store of an older layout is brought
+        up to :data:`LAYOUT` first (see the module's "Layouts")."""
         self.store = store
         self._schemas_stored: set[bytes] = set()          # digests known to be in the store
         self._parsed: dict[bytes, tuple[str, Any]] = {}   # digest -> (name, fastavro schema)
         self._field_readers: dict[tuple[bytes, str], Any] = {}
+        self._by_preemptor = self._upgrade()              # whether the preemptor keys are there
+
+    def _upgrade(self) -> bool:
+        """Write the keys an index of an older layout lacks, and the layout mark, in one
+        atomic batch. False if the store is read-only and lacks them."""
+        if self.store.get(_LAYOUT) == LAYOUT:
+            return True
+        if getattr(self.store, "read_only", False):
+            return False
+        batch = Batch()
+        for _at, eid in self._scan_ids(_key(_IX, "kind", "preemption") + SEP, False, None, None):
+            row = self._row(eid)
+            by = _preemptor(row) if row is not None else ""
+            if by:
+                batch.set(_key(_IX, "preemptor", by, row["tenant"], _ts(row["decided_at"]), row["event_id"]), b"")
+        batch.set(_LAYOUT, LAYOUT)
+        self.store.write(batch)
+        return True
 
     # ---------------------------------------------------------------- fold
     def positions(self) -> dict[tuple[str, int], int]:
@@ -599,6 +641,8 @@ class AuditIndex:
         # The most selective index that the query names; its tenant part narrows it further.
         if q.task is not None:
             dim, value = "task", q.task
+        elif q.preempted_by is not None and self._by_preemptor:
+            dim, value = "preemptor", q.preempted_by
         elif q.job is not None:
             dim, value = "job", q.job
         elif q.node is not None:
@@ -627,8 +671,9 @@ class AuditIndex:
             if raw is None:
                 continue
             if raw[:1] == RAW_ROW:
-                # preempted_by has no index: pass over other preemptors' rows undecoded.
-                if by is not None and self._raw_field(raw, "preempted_by") not in (by, _UNREADABLE):
+                # Scanning without the preemptor keys: pass over other preemptors' rows undecoded.
+                if by is not None and dim != "preemptor" \
+                        and self._raw_field(raw, "preempted_by") not in (by, _UNREADABLE):
                     continue
                 row = self._raw_row(raw)
             else:

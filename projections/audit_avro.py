@@ -1,7 +1,7 @@
 """The audit index's fields straight from Avro bodies, without decoding the record.
 
-The audit fold needs nine values of a decision (event id, task, tenant, node, to/from
-node, strategy name, decided_at, job id) to write its index keys; the stored row can be the
+The audit fold needs ten values of a decision (event id, task, tenant, node, to/from
+node, strategy name, decided_at, job id, preemptor) to write its index keys; the stored row can be the
 record's own bytes (see ``AuditIndex.apply_raw``). Decoding the whole record with fastavro
 (about 35 us here, most of it building dicts for candidates and filters nobody reads
 during a fold) was the rebuild's largest cost, so :func:`compile_extractor` turns a writer
@@ -48,6 +48,7 @@ class Fields(NamedTuple):
     strategy: bytes      # provenance.strategy.name
     decided_at: int      # provenance.decided_at
     job_id: bytes        # job_id (issue 22), b"" when null or when the schema has none
+    preempted_by: bytes  # TaskPreempted's preemptor, b"" for every other kind
 
 
 Extractor = Callable[[bytes], tuple]   # -> the values of a Fields, as a plain tuple
@@ -254,15 +255,20 @@ def compile_extractor(schema: dict[str, Any]) -> Extractor | None:
     def job(depth: int, ftype: Any, namespace: str) -> None:
         _nullable_string(gen, depth, ftype, "f_job", "job_id")
 
+    def preemptor(depth: int, ftype: Any, namespace: str) -> None:
+        _nullable_string(gen, depth, ftype, "f_by", "preempted_by")
+
     try:
-        gen.record_fields(1, schema, "", dict(_TOP), {"provenance": provenance, "job_id": job})
+        gen.record_fields(1, schema, "", dict(_TOP), {"provenance": provenance, "job_id": job,
+                                                       "preempted_by": preemptor})
     except (_Unsupported, KeyError, TypeError) as exc:
         del exc
         return None
     head = ["def extract(buf):", "    pos = 5", "    end = len(buf)",
-            "    f_eid = f_task = f_tenant = f_node = f_to = f_from = f_strategy = f_job = b''", "    f_at = 0"]
+            "    f_eid = f_task = f_tenant = f_node = f_to = f_from = f_strategy = f_job = f_by = b''",
+            "    f_at = 0"]
     tail = ["    if pos != end: raise ValueError('trailing or missing bytes')",
-            "    return (f_eid, f_task, f_tenant, f_node or f_to, f_from, f_strategy, f_at, f_job)"]
+            "    return (f_eid, f_task, f_tenant, f_node or f_to, f_from, f_strategy, f_at, f_job, f_by)"]
     source = "\n".join(head + gen.lines + tail)
     namespace: dict[str, Any] = {"_long_slow": read_long}
     exec(compile(source, f"<audit extractor {schema.get('name')}>", "exec"), namespace)  # noqa: S102 - our own code
@@ -294,8 +300,9 @@ def compile_field_reader(schema: dict[str, Any], name: str) -> Callable[[bytes],
     (same errors). None if the field is not a string or a nullable string, or the schema
     is not one the walker handles.
 
-    For queries that filter on a field no index holds (``preempted_by``): a row that does
-    not match is passed over without being decoded."""
+    For a filter on a field the keys of the index at hand do not hold (``preempted_by`` on
+    an index of the older layout opened read-only): a row that does not match is passed
+    over without being decoded."""
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
     gen = _Gen()

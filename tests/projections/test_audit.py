@@ -73,6 +73,8 @@ def _expected(records, **f) -> list[str]:
             continue
         if f.get("until") is not None and at >= f["until"]:
             continue
+        if f.get("preempted_by") is not None and (r.kind != "TaskPreempted" or p["preempted_by"] != f["preempted_by"]):
+            continue
         out.append((at, r.offset, p["event_id"]))
     return [e for _a, _o, e in sorted(out)]
 
@@ -249,6 +251,83 @@ def test_rocksdb_index_survives_reopen_and_can_be_read_while_held(tmp_path, hist
     _fold(reopened, records)                     # resumes from its stored position
     assert reopened.count() == len(records)
     reopened.store.close()
+
+
+class RowReads:
+    """A store that counts the decision rows read through it (``row NUL ...`` gets)."""
+
+    def __init__(self, store):
+        self.store, self.rows = store, 0
+        self.read_only = getattr(store, "read_only", False)
+
+    def get(self, key):
+        self.rows += key.startswith(b"row\x00")
+        return self.store.get(key)
+
+    def get_many(self, keys):
+        return self.store.get_many(keys)
+
+    def scan(self, prefix, start=None):
+        return self.store.scan(prefix, start)
+
+    def write(self, batch):
+        self.store.write(batch)
+
+
+def _as_before_the_preemptor_keys(store) -> None:
+    """Make ``store`` the index the code before the preemptor keys wrote: no such keys, no
+    layout mark."""
+    old = Batch()
+    for key, _ in list(store.scan(b"ix\x00preemptor\x00")):
+        old.delete(key)
+    old.delete(b"meta\x00layout")
+    store.write(old)
+
+
+def test_who_a_task_preempted_is_read_from_its_own_keys_and_an_older_index_gets_them_on_opening(
+        make_index, history):
+    _decisions, records = history
+    index = make_index()
+    _fold(index, records)
+    preemptors = sorted({r.payload["preempted_by"] for r in records if r.kind == "TaskPreempted"})
+    assert len(preemptors) >= 20
+    answers = {t: index.query(AuditQuery(preempted_by=t, limit=None)) for t in preemptors}
+    for task, rows in answers.items():
+        assert _ids(rows) == _expected(records, preempted_by=task) and rows
+    # Only the rows of the answer are read: no scan over every preemption.
+    counted = AuditIndex(RowReads(index.store))
+    for task in preemptors[:10]:
+        counted.store.rows = 0
+        rows = counted.query(AuditQuery(preempted_by=task, limit=None))
+        assert counted.store.rows == len(rows)
+        counted.store.rows = 0
+        assert counted.why(task)["preempted"] == [{"task_id": r["task_id"], "tenant": r["tenant"], "node_id": r["node_id"],
+                                                   "decided_at": r["decided_at"], "decision_id": r["decision_id"],
+                                                   "reason": r["detail"]["reason"], "cite": r["decision"]["cite"]}
+                                                  for r in rows]
+    # An index of the older layout gets the same keys, byte for byte, when opened writable.
+    contents = dict(index.store.scan(b""))
+    _as_before_the_preemptor_keys(index.store)
+    assert dict(index.store.scan(b"")) != contents
+    reopened = AuditIndex(index.store)
+    assert dict(index.store.scan(b"")) == contents
+    assert {t: reopened.query(AuditQuery(preempted_by=t, limit=None)) for t in preemptors} == answers
+
+
+def test_an_older_index_opened_read_only_answers_who_a_task_preempted_by_scanning(tmp_path, history):
+    _decisions, records = history
+    store = RocksStore(tmp_path / "idx")
+    index = AuditIndex(store)
+    _fold(index, records)
+    preemptors = sorted({r.payload["preempted_by"] for r in records if r.kind == "TaskPreempted"})[:15]
+    answers = {t: index.query(AuditQuery(preempted_by=t, limit=None)) for t in preemptors}
+    _as_before_the_preemptor_keys(store)
+    store.close()
+    reader = RocksStore(tmp_path / "idx", read_only=True)
+    old = AuditIndex(reader)                 # read-only: left as it is
+    assert reader.get(b"meta\x00layout") is None
+    assert {t: old.query(AuditQuery(preempted_by=t, limit=None)) for t in preemptors} == answers
+    reader.close()
 
 
 def test_parse_time_forms():

@@ -11,7 +11,7 @@ import fastavro
 from suanli.processors import model as m
 from suanli.projections.audit import (AuditIndex, AuditQuery, SourceRecord, entry, index_keys, payload_of,
                                       raw_index_keys)
-from suanli.projections.audit_avro import compile_extractor
+from suanli.projections.audit_avro import Fields, compile_extractor
 from suanli.projections.audit_store import MemoryStore
 from suanli.schemas.catalog import catalog
 from suanli.schemas.codec import parse_plain
@@ -60,6 +60,6 @@ def test_the_raw_extractor_reads_the_job_like_a_full_decode():
         body = io.BytesIO()
         fastavro.schemaless_writer(body, parse_plain(schema), rec.payload)
         fields = extract(b"\x00\x00\x00\x00\x01" + body.getvalue())
-        assert fields[-1] == (rec.payload["job_id"] or "").encode()
+        assert Fields(*fields).job_id == (rec.payload["job_id"] or "").encode()
         row = entry("TaskPlaced", rec.payload, (rec.topic, rec.partition, rec.offset))
         assert sorted(raw_index_keys("TaskPlaced", fields)) == sorted(index_keys(row))

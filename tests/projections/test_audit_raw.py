@@ -25,7 +25,7 @@ from suanli.projections.audit import (KINDS, AuditIndex, AuditQuery, SourceRecor
 from suanli.projections.audit_avro import EXTRACT_ERRORS, compile_extractor, compile_field_reader
 from suanli.projections.audit_bench import synthetic_decisions
 from suanli.projections.audit_follower import WriterSchemas, same_schema
-from suanli.projections.audit_store import MemoryStore, RocksStore
+from suanli.projections.audit_store import Batch, MemoryStore, RocksStore
 from suanli.schemas.catalog import catalog
 from suanli.schemas.codec import HEADER, Codec, parse_plain
 
@@ -232,6 +232,19 @@ def test_raw_fold_gives_the_same_index_and_answers_as_the_per_record_fold(topic_
     for task in sorted(preemptors)[:20]:
         got = new.query(AuditQuery(preempted_by=task, limit=None))
         assert got and got == old.query(AuditQuery(preempted_by=task, limit=None))
+
+
+def test_an_older_raw_index_gets_the_preemptor_keys_from_its_raw_rows_on_opening(topic_records, backend):
+    codec, records = topic_records
+    _old, new, _totals = _fold_both(codec, records, backend)
+    contents = _contents(new)
+    assert any(k.startswith(b"ix\x00preemptor\x00") for k in contents)
+    older = Batch()                     # the index as the code before the preemptor keys left it
+    for key in [k for k in contents if k.startswith(b"ix\x00preemptor\x00")] + [b"meta\x00layout"]:
+        older.delete(key)
+    new.store.write(older)
+    AuditIndex(new.store)               # opened writable: brought up to the layout
+    assert _contents(new) == contents
 
 
 def test_raw_refold_is_idempotent_and_chunking_does_not_matter(topic_records, backend):
