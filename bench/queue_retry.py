@@ -9,7 +9,9 @@ reaches the cluster's GPUs, then 5,000 SILVER tasks of 8 whole GPUs that cannot 
 one's cycle fails and asks for preemption victims). Then 3,000 placed tasks report RUNNING
 and 500 report COMPLETED: each release retries the queue head. Prints the seconds for the
 5,000 unschedulable submissions and the mean ms per COMPLETED status change, and the share
-of those changes' time spent in ``preemption._scan`` (cProfile, a second 500).
+of those changes' time spent in ``preemption._scan`` (cProfile, a second 500). Last, the
+mean ms of ``CellState.holding(node)`` over every node (what a node's DOWN, a drain and a
+reservation claim ask first), and the ms of one NodeStatusChanged DOWN of the busiest node.
 
 Wall-clock figures of one run on a shared machine: compare two versions of the code in one
 session (the figures in BENCHMARKS.md: ``git checkout ad174c1~1 -- processors/`` for before).
@@ -91,9 +93,21 @@ def run() -> dict[str, Any]:
     stats = pstats.Stats(prof).stats          # type: ignore[attr-defined]
     decide_ct = next(v[3] for k, v in stats.items() if k[2] == "decide" and k[0].endswith("core.py"))
     scan_ct = sum(v[3] for k, v in stats.items() if k[2] == "_scan" and k[0].endswith("preemption.py"))
+    # What a node's DOWN, a drain and a reservation claim ask first: the tasks holding the node
+    started = time.perf_counter()
+    held = sum(len(state.holding(nid)) for nid in state.node_ids)
+    holding_ms = 1000 * (time.perf_counter() - started) / state.n_nodes
+    # A node reported DOWN: its tasks are lost and queued again (the queue retried after)
+    row = max(range(state.n_nodes), key=lambda r: len(state.holding(state.node_ids[r])))
+    started = time.perf_counter()
+    step(m.NodeStatusChanged(event_id="down", cell=cell, node_id=state.node_ids[row], status="DOWN",
+                             reason="bench", at=now + 1))
+    down_ms = 1000 * (time.perf_counter() - started)
     return {"nodes": len(nodes), "fill_submitted": i, "fill_placed": len(placed), "queued": QUEUED,
             "queued_submissions_s": round(queued_s, 2), "completed_ms_each": round(per_release_ms, 2),
-            "scan_share_of_completed": round(scan_ct / decide_ct, 3) if decide_ct else None}
+            "scan_share_of_completed": round(scan_ct / decide_ct, 3) if decide_ct else None,
+            "tasks_in_cell": len(state.tasks), "holding_tasks": held,
+            "holding_ms_per_node": round(holding_ms, 3), "node_down_ms": round(down_ms, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:

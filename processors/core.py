@@ -243,8 +243,8 @@ def _placed(s: CellState, e: m.TaskPlaced) -> None:
     s.allocate(e.task_id, e.node_id, e.gpu_devices, e.gpu_milli, e.cpu_milli, e.memory_mib, accels)
     t.accels = accels
     s.dequeue(e.task_id)
-    s.set_status(t, PLACED)
-    t.node, t.devices, t.key, t.placed_at = e.node_id, tuple(e.gpu_devices), None, s.now
+    s.set_status(t, PLACED, node=e.node_id)
+    t.devices, t.key, t.placed_at = tuple(e.gpu_devices), None, s.now
     model_cache.on_placed(s, e.node_id, t.task)     # its model is on the node's disk from now on
     prof = profiler_of(s)
     if prof is not None:
@@ -296,8 +296,8 @@ def _migrated(s: CellState, e: m.TaskMigrated) -> None:
         reservations.fill(s, e.to_node)          # evolve fills the node it left; this is the one it came to
     t.accels = accels
     s.dequeue(e.task_id)
-    s.set_status(t, PLACED)
-    t.node, t.devices, t.key, t.placed_at = e.to_node, tuple(e.gpu_devices), None, s.now
+    s.set_status(t, PLACED, node=e.to_node)
+    t.devices, t.key, t.placed_at = tuple(e.gpu_devices), None, s.now
     model_cache.on_placed(s, e.to_node, t.task)
 
 

@@ -2,7 +2,7 @@
 import json
 
 from core_helpers import Feed
-from suanli.processors.state import CellState
+from suanli.processors.state import HOLDING, CellState
 
 
 def kinds(out):
@@ -183,6 +183,9 @@ def test_gold_migrates_at_once_when_its_node_goes_down_preempting_bronze():
     assert of(out, "TaskPreempted")[0]["task_id"] == "bronze"
     assert [p["task_id"] for p in of(out, "TaskLost")] == ["silver"]
     assert f.state.tasks["gold"].node == "b"
+    # the node index followed the move, the loss and the new placement
+    assert f.state.holding("a") == _walk(f.state, "a") == [] and "gold" in f.state.holding("b")
+    assert f.state.holding("b") == _walk(f.state, "b")
     f.state.check()
 
 
@@ -206,6 +209,8 @@ def test_drain_moves_gold_reserve_first_and_stops_the_old_copy_once_the_new_one_
     assert not of(out, "StopCommand")                                  # the old copy runs on
     t = f.state.tasks["gold"]
     assert t.moving_from == ("a", ()) and f.state.cpu_free[f.state.node_index["a"]] == 0   # both places held
+    # the new copy holds b; the old one is moving_off's, not holding's
+    assert (f.state.holding("a"), f.state.holding("b")) == (_walk(f.state, "a"), _walk(f.state, "b")) == (["silver"], ["gold"])
     f.state.check()
     assert f.state.tasks["silver"].node == "a"                          # others finish where they are
     # a report from the old copy is not the task's news
@@ -259,8 +264,13 @@ def test_replay_from_a_snapshot_mid_run_is_identical():
         assert run(split) == whole
 
 
+def _walk(state: CellState, node: str) -> list[str]:
+    """``CellState.holding(node)`` the slow way: every task, in arrival order."""
+    return sorted((tid for tid, t in state.tasks.items() if t.status in HOLDING and t.node == node),
+                  key=lambda tid: state.tasks[tid].seq)
+
+
 def _holding_by_tier(state: CellState) -> dict[str, set[str]]:
-    from suanli.processors.state import HOLDING
     out: dict[str, set[str]] = {}
     for tid, t in state.tasks.items():
         if t.status in HOLDING:
@@ -270,14 +280,17 @@ def _holding_by_tier(state: CellState) -> dict[str, set[str]]:
 
 def test_the_holders_index_follows_every_status_change_and_is_rebuilt_after_a_restore():
     """The preemption scan reads only the holders of the tiers it may evict
-    (``CellState.holders``): placed, preempted (no grace: queued again at once), completed,
-    and restored from a snapshot. After each step the index is exactly the holding tasks."""
+    (``CellState.holders``), and "who holds this node" reads the node index
+    (``CellState.holding``): placed, preempted (no grace: queued again at once), completed,
+    and restored from a snapshot. After each step both indexes give exactly the holding tasks."""
     f = pooled({"qos": {"grace_ms": 0}})
 
     def exact():
         want = _holding_by_tier(f.state)
         got = {tier: {tid for tid in f.state.holders(tier)} for tier in ("GOLD", "SILVER", "BRONZE")}
         assert {k: v for k, v in got.items() if v} == want
+        for node in f.state.node_ids:          # the node index: the same answer as a walk of every task
+            assert f.state.holding(node) == _walk(f.state, node)
         f.state.check()
 
     for i in range(3):
