@@ -158,6 +158,15 @@ def worker_window(s0: dict[str, Any], s1: dict[str, Any]) -> dict[str, Any]:
             if forks else None, "fork_max_ms_ever": s1["snapshot_fork_ms_max"],
             "store_mean_ms": round((s1["snapshot_store_ms_total"] - s0["snapshot_store_ms_total"]) / snaps, 2)
             if snaps else None, "store_max_ms_ever": s1["snapshot_store_ms_max"]}
+    if "gc" in s1:                      # the collector's pauses (streams/gc_pauses.py), per generation
+        out["gc"] = {}
+        for g, a in s1["gc"].items():
+            if not isinstance(a, dict):         # freezes, frozen: as of the window's end
+                out["gc"][g] = a
+                continue
+            b = s0.get("gc", {}).get(g, {"count": 0, "total_ms": 0.0})
+            out["gc"][g] = {"count": a["count"] - b["count"], "total_ms": round(a["total_ms"] - b["total_ms"], 1),
+                            "max_ms_ever": a["max_ms"]}
     return out
 
 

@@ -39,6 +39,7 @@ from suanli.streams.kafka_io import ReadabilityProbe, read_range
 from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.batch_wait import MARKER, BatchWait
+from suanli.streams.gc_pauses import GcPauses
 from suanli.streams.snapshot_fork import ForkedSnapshots
 from suanli.streams.topics import TopicNames
 
@@ -62,6 +63,7 @@ def snapshot_due(inputs_since: int, seconds_since: float, last_cost_s: float) ->
     last one's cost."""
     return ((inputs_since >= SNAPSHOT_EVERY or seconds_since >= SNAPSHOT_SECONDS)
             and seconds_since >= SNAPSHOT_COST_RATIO * last_cost_s)
+GC_FREEZE_AFTER_MS = 20.0    # a full collection longer than this freezes what it left
 LATENCY_SECONDS = 2.0        # how often the scheduler writes its latency figures (DecisionLatency)
 SESSION_TIMEOUT_S = 10.0     # consumer-group session of every worker (see make_app)
 TICK_PROBE_TIMEOUT_S = 2.0   # a raw partition that does not answer within this holds the ticks back
@@ -319,7 +321,9 @@ class DecisionLatency:
     sizes, the batches begun after a quiet and after a busy batch and the waits an urgent
     record ended early (``batch_waits``, see ``streams/batch_wait.py``), and the snapshots:
     their serialisation in the forked child (``snapshot_ms_*``) and what the loop spent on
-    them (``snapshot_fork_ms_*`` forking, ``snapshot_store_ms_*`` storing). Written every
+    them (``snapshot_fork_ms_*`` forking, ``snapshot_store_ms_*`` storing), and the garbage
+    collector's pauses per generation (``gc``: count, total and longest ms; ``streams/gc_pauses.py``),
+    which stop the loop as a long input does. Written every
     ``LATENCY_SECONDS`` to :func:`latency_path` (``<home>/workers/<namespace>/scheduler/latency.json``).
     """
 
@@ -333,6 +337,9 @@ class DecisionLatency:
         self.store_ms_total = self.store_ms_max = 0.0
         self.forks, self.fork_ms_total, self.fork_ms_max = 0, 0.0, 0.0
         self.batch_wait: dict[str, int] = {}                     # batches begun per wait mode (BatchWait.waits)
+        # the collector's pauses, per generation; and the cell's objects frozen once a full
+        # collection takes longer than GC_FREEZE_AFTER_MS (streams/gc_pauses.py says why)
+        self.gc = GcPauses(GC_FREEZE_AFTER_MS).install()
         self.written = 0.0
 
     def applied(self, kind: str, us: float) -> None:
@@ -389,7 +396,7 @@ class DecisionLatency:
                 "snapshot_store_ms_max": round(self.store_ms_max, 1),
                 "snapshot_forks": self.forks, "snapshot_fork_ms_total": round(self.fork_ms_total, 1),
                 "snapshot_fork_ms_max": round(self.fork_ms_max, 1),
-                "batch_waits": dict(self.batch_wait)}
+                "batch_waits": dict(self.batch_wait), "gc": self.gc.as_json()}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(body))

@@ -33,7 +33,8 @@ def test_worker_window_takes_the_difference_of_two_writes():
                                             "in_batch_100us": {"12": sum(hist.values())}}},
                 "apply": {"TaskSubmitted": {"count": count, "total_us": total, "max_us": 900}},
                 "batches": batches, "batch_events": events, "batch_max": 7, "snapshots": 1,
-                "snapshot_ms_total": 5.0, "snapshot_ms_max": 5.0}
+                "snapshot_ms_total": 5.0, "snapshot_ms_max": 5.0,
+                "gc": {"2": {"count": batches, "total_ms": 40.0 * batches, "max_ms": 95.0}}}
 
     w = worker_window(write(1, 1000, {"2": 4}, 10, 5000, 3, 9), write(1, 3000, {"2": 5, "7": 2}, 13, 5900, 5, 15))
     assert w["window_s"] == 2.0
@@ -41,6 +42,7 @@ def test_worker_window_takes_the_difference_of_two_writes():
     assert w["task_submitted"]["in_batch_ms"]["p99"] == 1.2
     assert w["apply"]["TaskSubmitted"] == {"count": 3, "mean_us": 300, "max_us_ever": 900}
     assert w["batches"] == {"count": 2, "mean_events": 3.0, "max_events_ever": 7}
+    assert w["gc"] == {"2": {"count": 2, "total_ms": 80.0, "max_ms_ever": 95.0}}
     with pytest.raises(RuntimeError, match="restarted"):
         worker_window(write(1, 1000, {}, 0, 0, 0, 0), write(2, 3000, {}, 0, 0, 0, 0))
 
