@@ -285,9 +285,9 @@ def index_keys(row: dict[str, Any]) -> list[bytes]:
     ]
     if row.get("job_id"):
         keys.append(_key(_IX, "job", row["job_id"], tenant, ts, eid))
-    by = _preemptor(row)
-    if by:
-        keys.append(_key(_IX, "preemptor", by, tenant, ts, eid))
+    by_key = _preemptor_key(row)
+    if by_key:
+        keys.append(by_key)
     nodes = {row["node_id"]}
     if row["kind"] == "migration":
         nodes.add((row.get("detail") or {}).get("from_node", ""))
@@ -295,11 +295,11 @@ def index_keys(row: dict[str, Any]) -> list[bytes]:
     return keys
 
 
-def _preemptor(row: dict[str, Any]) -> str:
-    """The task that preempted this row's task ("" unless the row is a preemption)."""
-    if row["kind"] != "preemption":
-        return ""
-    return (row.get("detail") or {}).get("preempted_by") or ""
+def _preemptor_key(row: dict[str, Any]) -> bytes:
+    """The ``preemptor`` key of a stored row (b"" unless it is a preemption that names its
+    preemptor): what :func:`index_keys` writes and an older index gets on opening."""
+    by = (row.get("detail") or {}).get("preempted_by") if row["kind"] == "preemption" else None
+    return _key(_IX, "preemptor", by, row["tenant"], _ts(row["decided_at"]), row["event_id"]) if by else b""
 
 
 def _dumps(obj: Any) -> bytes:
@@ -396,9 +396,9 @@ class AuditIndex:
         batch = Batch()
         for _at, eid in self._scan_ids(_key(_IX, "kind", "preemption") + SEP, False, None, None):
             row = self._row(eid)
-            by = _preemptor(row) if row is not None else ""
-            if by:
-                batch.set(_key(_IX, "preemptor", by, row["tenant"], _ts(row["decided_at"]), row["event_id"]), b"")
+            key = _preemptor_key(row) if row is not None else b""
+            if key:
+                batch.set(key, b"")
         batch.set(_LAYOUT, LAYOUT)
         self.store.write(batch)
         return True

@@ -322,7 +322,7 @@ class DecisionLatency:
     record ended early (``batch_waits``, see ``streams/batch_wait.py``), and the snapshots:
     their serialisation in the forked child (``snapshot_ms_*``) and what the loop spent on
     them (``snapshot_fork_ms_*`` forking, ``snapshot_store_ms_*`` storing), and the garbage
-    collector's pauses per generation (``gc``: count, total and longest ms; ``streams/gc_pauses.py``),
+    collector's pauses per generation, as the worker times them (``gc``: count, total and longest ms; ``streams/gc_pauses.py``),
     which stop the loop as a long input does. Written every
     ``LATENCY_SECONDS`` to :func:`latency_path` (``<home>/workers/<namespace>/scheduler/latency.json``).
     """
@@ -337,9 +337,7 @@ class DecisionLatency:
         self.store_ms_total = self.store_ms_max = 0.0
         self.forks, self.fork_ms_total, self.fork_ms_max = 0, 0.0, 0.0
         self.batch_wait: dict[str, int] = {}                     # batches begun per wait mode (BatchWait.waits)
-        # the collector's pauses, per generation; and the cell's objects frozen once a full
-        # collection takes longer than GC_FREEZE_AFTER_MS (streams/gc_pauses.py says why)
-        self.gc = GcPauses(GC_FREEZE_AFTER_MS).install()
+        self.gc: GcPauses | None = None                          # the collector's pauses, when timed
         self.written = 0.0
 
     def applied(self, kind: str, us: float) -> None:
@@ -396,7 +394,9 @@ class DecisionLatency:
                 "snapshot_store_ms_max": round(self.store_ms_max, 1),
                 "snapshot_forks": self.forks, "snapshot_fork_ms_total": round(self.fork_ms_total, 1),
                 "snapshot_fork_ms_max": round(self.fork_ms_max, 1),
-                "batch_waits": dict(self.batch_wait), "gc": self.gc.as_json()}
+                "batch_waits": dict(self.batch_wait)}
+        if self.gc is not None:
+            body["gc"] = self.gc.as_json()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(body))
@@ -410,6 +410,9 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     runner = CellRunner(codec, topics)
     metrics = SchedulerMetrics(settings.namespace, codec, [topics.cell_log]).bind(runner).attach(app)
     latency = DecisionLatency(latency_path(settings, instance))
+    # the collector's pauses, in the latency report; and the cell's objects frozen once a
+    # full collection takes longer than GC_FREEZE_AFTER_MS (streams/gc_pauses.py says why)
+    latency.gc = GcPauses(GC_FREEZE_AFTER_MS).install()
     batch_wait = BatchWait()
     latency.batch_wait = batch_wait.waits
     cell_log = app.topic(topics.cell_log, key_type=bytes, value_type=bytes, partitions=settings.partitions)
