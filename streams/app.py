@@ -322,8 +322,8 @@ class DecisionLatency:
     record ended early (``batch_waits``, see ``streams/batch_wait.py``), and the snapshots:
     their serialisation in the forked child (``snapshot_ms_*``) and what the loop spent on
     them (``snapshot_fork_ms_*`` forking, ``snapshot_store_ms_*`` storing), and the garbage
-    collector's pauses per generation, as the worker times them (``gc``: count, total and longest ms; ``streams/gc_pauses.py``),
-    which stop the loop as a long input does. Written every
+    collector's pauses per generation, as the worker times them (``gc``: count, total and
+    longest ms; ``streams/gc_pauses.py``), which stop the loop as a long input does. Written every
     ``LATENCY_SECONDS`` to :func:`latency_path` (``<home>/workers/<namespace>/scheduler/latency.json``).
     """
 
