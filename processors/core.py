@@ -287,6 +287,7 @@ def _migrated(s: CellState, e: m.TaskMigrated) -> None:
     if t.status in HOLDING and t.node == e.from_node:
         if e.reserve_first:
             t.moving_from, t.moving_accels = (t.node, t.devices), _release_accels(s, t)
+            s.move_started(t)
         else:
             s.free(t.node, t.devices, r.gpu_milli, r.cpu, r.mem, _release_accels(s, t))
     reservations.on_arrival(s, e.task_id, e.to_node, e.gpu_devices)    # as a placement: holds there make way

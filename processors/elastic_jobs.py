@@ -57,7 +57,8 @@ class ElasticStep:
 
 
 def _members(state: CellState, job_id: str) -> list[TaskRecord]:
-    return [t for t in state.tasks.values() if t.task.job_id == job_id]
+    """The job's tasks in arrival order (``free_slots`` takes the shape of the first client)."""
+    return state.job_tasks(job_id)
 
 
 def policy_of(state: CellState, job_id: str) -> Optional[tuple[TaskRecord, ElasticArgs, int]]:

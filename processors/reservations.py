@@ -126,9 +126,8 @@ def plan_of(s: Any) -> auction.Plan:
         plan.add(s.node_index[tok["node"]], tuple(tok["devices"]), tok["start"], tok["occupied_until"])
     forever = 2 ** 62
     busy: dict[int, dict[int, int]] = {}
-    for t in s.tasks.values():
-        if t.node is not None and t.devices and t.status in ("PLACED", "DISPATCHED", "RUNNING") \
-                and t.task.qos_tier != BRONZE:
+    for t in s.holding_records():            # any order: the plan keeps the latest end per GPU
+        if t.node is not None and t.devices and t.task.qos_tier != BRONZE:
             est = t.task.duration_estimate_ms
             until = t.placed_at + est if est else forever
             row = busy.setdefault(s.node_index[t.node], {})
@@ -193,12 +192,11 @@ def fill(s: Any, node: str) -> None:
     row = s.node_index[node]
     users_of: dict[int, list[str]] = {}
 
-    def users(d: int) -> list[str]:          # one scan of the tasks per call, only if needed
+    def users(d: int) -> list[str]:          # the node's tasks in arrival order, once per call, only if needed
         if not users_of:
-            for tid, t in sorted(s.tasks.items(), key=lambda kv: kv[1].seq):
-                if t.node == node and t.status in ("PLACED", "DISPATCHED", "RUNNING"):
-                    for x in t.devices:
-                        users_of.setdefault(x, []).append(tid)
+            for tid in s.holding(node):
+                for x in s.tasks[tid].devices:
+                    users_of.setdefault(x, []).append(tid)
             users_of.setdefault(-1, [])
         return users_of.get(d, [])
 

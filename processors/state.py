@@ -202,6 +202,21 @@ class CellState:
         # ``node`` argument of :meth:`set_status`). Why: a node's DOWN, a drain and every
         # reservation claim asked "who holds this node" by walking every task ever seen.
         self._on_node: Optional[dict[str, dict[str, None]]] = None
+        # The three indexes below are kept the same way, for the same reason: the cell keeps
+        # every task it ever saw, so a walk of ``tasks`` grows with its history (measured by
+        # ``bench/history_growth.py``). They live outside ``_derived``, which a new GPU model
+        # clears, because nothing they hold depends on the node rows.
+        # gang -> ids of the tasks labelled ``gang=<gang>`` (kept by :meth:`add_task`)
+        self._gangs: Optional[dict[str, list[str]]] = None
+        # job id -> ids of the tasks of that ``Task.job_id``, in arrival order (kept by :meth:`add_task`)
+        self._jobs: Optional[dict[str, list[str]]] = None
+        # ids of the tasks whose ``moving_from`` was set (a superset: readers check it; kept by
+        # :meth:`move_started`)
+        self._moving: Optional[dict[str, None]] = None
+        # every task in arrival order (kept by :meth:`add_task`), and caches of pure functions
+        # of the tasks alone (not of node rows): like the indexes, a new GPU model keeps them
+        self._arrivals: Optional[list[TaskRecord]] = None
+        self.task_cache: dict[Any, Any] = {}
 
     def derived_recent(self, group: str, key: Any, compute: Callable[[], Any], keep: int = 64) -> Any:
         """As :meth:`derived`, for values keyed by something that keeps changing (a typical
@@ -326,24 +341,52 @@ class CellState:
     def gang_members(self, gang: str) -> list[str]:
         """Ids of the tasks labelled ``gang=<gang>``, sorted by id: an order that does not
         depend on how the state was reached (a restored snapshot holds its tasks in id
-        order). Derived: built once from the tasks, then kept up by :meth:`add_task`."""
-        index = self._derived.get("gangs")
-        if index is None:
-            index = {}
+        order). Built once from the tasks, then kept up by :meth:`add_task`."""
+        if self._gangs is None:
+            index: dict[str, list[str]] = {}
             for tid, t in self.tasks.items():
                 g = t.task.labels.get("gang")
                 if g:
                     index.setdefault(g, []).append(tid)
-            self._derived["gangs"] = index
-        return sorted(index.get(gang, []))
+            self._gangs = index
+        return sorted(self._gangs.get(gang, []))
+
+    def job_tasks(self, job_id: str) -> list[TaskRecord]:
+        """The tasks whose ``Task.job_id`` is ``job_id``, in arrival order (also after a
+        restore, whose ``tasks`` are in id order). Built once, then kept up by :meth:`add_task`."""
+        if self._jobs is None:
+            index: dict[str, list[str]] = {}
+            for tid, t in sorted(self.tasks.items(), key=lambda kv: kv[1].seq):
+                if t.task.job_id:
+                    index.setdefault(t.task.job_id, []).append(tid)
+            self._jobs = index
+        return [self.tasks[tid] for tid in self._jobs.get(job_id, ())]
+
+    def arrivals(self) -> list[TaskRecord]:
+        """Every task in arrival (``seq``) order. Built once, then kept up by :meth:`add_task`."""
+        if self._arrivals is None:
+            self._arrivals = sorted(self.tasks.values(), key=lambda t: t.seq)
+        return self._arrivals
+
+    def arrived_through(self, after: int, through: int) -> list[TaskRecord]:
+        """The tasks with ``after < seq <= through``, in arrival order (two bisections: the
+        cost is the answer's length, not the cell's history)."""
+        arr = self.arrivals()
+        lo = bisect.bisect_right(arr, after, key=lambda t: t.seq)
+        return arr[lo:bisect.bisect_right(arr, through, lo=lo, key=lambda t: t.seq)]
 
     def add_task(self, record: TaskRecord) -> None:
-        """A newly submitted task."""
-        self.tasks[record.task.task_id] = record
+        """A newly submitted task (it arrives after every task the state holds)."""
+        tid = record.task.task_id
+        self.tasks[tid] = record
+        if self._arrivals is not None:
+            self._arrivals.append(record)
         g = record.task.labels.get("gang")
-        index = self._derived.get("gangs")
-        if g and index is not None:
-            index.setdefault(g, []).append(record.task.task_id)
+        if g and self._gangs is not None:
+            self._gangs.setdefault(g, []).append(tid)
+        job = record.task.job_id
+        if job and self._jobs is not None:
+            self._jobs.setdefault(job, []).append(tid)
 
     def set_status(self, t: TaskRecord, status: str, node: Optional[str] = None) -> None:
         """Set a task's status, and its ``node`` when given (a placement or a move: the task
@@ -379,6 +422,15 @@ class CellState:
             self._holders = index
         return self._holders.get(tier, {}).keys()
 
+    def holding_records(self) -> list[TaskRecord]:
+        """Every task holding resources, in no particular order (for readers whose answer
+        does not depend on it: counts, maxima, flags)."""
+        self.holders("")                       # builds the index on first use
+        assert self._holders is not None
+        tasks = self.tasks
+        return [t for ids in self._holders.values() for tid in ids
+                if (t := tasks.get(tid)) is not None and t.status in HOLDING]
+
     def holding(self, node_id: str) -> list[str]:
         """Ids of the tasks holding resources on ``node_id``, in arrival order."""
         if self._on_node is None:
@@ -393,9 +445,24 @@ class CellState:
                  if (t := tasks.get(tid)) is not None and t.status in HOLDING and t.node == node_id]
         return sorted(found, key=lambda tid: tasks[tid].seq)
 
+    def move_started(self, t: TaskRecord) -> None:
+        """``t.moving_from`` was just set (a reserve-first move): keeps :meth:`moving_records` exact."""
+        if self._moving is not None:
+            self._moving[t.task.task_id] = None
+
+    def moving_records(self) -> list[TaskRecord]:
+        """The tasks whose old copy, in a reserve-first move, still holds its place."""
+        tasks = self.tasks
+        if self._moving is None:
+            self._moving = {tid: None for tid, t in tasks.items() if t.moving_from}
+        gone = [tid for tid in self._moving if (t := tasks.get(tid)) is None or t.moving_from is None]
+        for tid in gone:
+            del self._moving[tid]
+        return [tasks[tid] for tid in self._moving]
+
     def moving_off(self, node_id: str) -> list[str]:
         """Ids of the tasks whose old copy, in a reserve-first move, still holds ``node_id``."""
-        return sorted(tid for tid, t in self.tasks.items() if t.moving_from and t.moving_from[0] == node_id)
+        return sorted(t.task.task_id for t in self.moving_records() if t.moving_from and t.moving_from[0] == node_id)
 
     def _refresh_gpu_row(self, row: int) -> None:
         g = self.gpu_free[row]
@@ -547,15 +614,14 @@ class CellState:
         tags = self._derived.get("gpu_tags")
         if tags is None:
             tags = [{} for _ in range(self.n_nodes)]
-            for t in self.tasks.values():
-                held = [(t.node, t.devices)] if t.status in HOLDING else []
-                if t.moving_from:                   # a reserve-first move holds both places
-                    held.append(t.moving_from)
-                for node, devices in held:
-                    if devices:
-                        d = tags[self.node_index[node]]
-                        k = self.gpu_tag(len(devices), t.task.request.gpu_milli)
-                        d[k] = d.get(k, 0) + 1
+            held = [(t, t.node, t.devices) for t in self.holding_records()]
+            # a reserve-first move holds both places
+            held += [(t, *t.moving_from) for t in self.moving_records() if t.moving_from]
+            for t, node, devices in held:
+                if devices:
+                    d = tags[self.node_index[node]]
+                    k = self.gpu_tag(len(devices), t.task.request.gpu_milli)
+                    d[k] = d.get(k, 0) + 1
             self._derived["gpu_tags"] = tags
         return tags
 
@@ -632,6 +698,12 @@ class CellState:
                 assert t.task.task_id in index.get(t.task.qos_tier, {}), (t.task.task_id, "not in the holders index")
             if on_node is not None and t.status in HOLDING:
                 assert t.task.task_id in on_node.get(t.node or "", {}), (t.task.task_id, t.node, "not in the node index")
+            if self._moving is not None and t.moving_from:
+                assert t.task.task_id in self._moving, (t.task.task_id, "not in the moving index")
+            if self._jobs is not None and t.task.job_id:
+                assert t.task.task_id in self._jobs.get(t.task.job_id, ()), (t.task.task_id, "not in the job index")
+            if self._gangs is not None and t.task.labels.get("gang"):
+                assert t.task.task_id in self._gangs.get(t.task.labels["gang"], ()), (t.task.task_id, "not in the gang index")
             held = [(t.node, t.devices, t.accels)] if t.status in HOLDING else []
             if t.status not in HOLDING:
                 assert not t.accels, (t.task.task_id, t.status, t.accels)

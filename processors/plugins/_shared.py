@@ -9,7 +9,7 @@ import numpy as np
 
 from ..args import arg
 from ..framework import CycleContext
-from ..state import HOLDING, CellState, TaskRecord
+from ..state import CellState, TaskRecord
 
 
 def after(ctx: CycleContext, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -19,8 +19,8 @@ def after(ctx: CycleContext, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 
 
 def holders(s: CellState, key: str, value: str) -> list[TaskRecord]:
-    """Tasks holding resources whose label ``key`` equals ``value``."""
-    return [t for t in s.tasks.values() if t.status in HOLDING and t.task.labels.get(key) == value]
+    """Tasks holding resources whose label ``key`` equals ``value``, in no particular order."""
+    return [t for t in s.holding_records() if t.task.labels.get(key) == value]
 
 
 def qos(ctx: CycleContext) -> Optional[str]:

@@ -114,6 +114,28 @@ def gpu_weighted(tt: TypicalTasks) -> TypicalTasks:
     return TypicalTasks.from_list(items)
 
 
+def shape_counts_through(state: CellState, cutoff: int) -> dict[str, int]:
+    """The histogram of the shapes of the tasks with ``seq <= cutoff``. Kept for the last
+    few cutoffs in ``state.task_cache``, and a new cutoff starts from the nearest one below
+    it, so an epoch costs its own arrivals, not the cell's history (a restored state walks
+    its history once). Only a cutoff the cell has reached (``<= state.seq``) is kept: later
+    arrivals would change a later one. Callers must not change the dict."""
+    memo = state.task_cache.setdefault("shape-counts", {})
+    counts = memo.get(cutoff)
+    if counts is None:
+        prev = max((c for c in memo if c <= cutoff), default=0)
+        counts = dict(memo[prev]) if prev else {}
+        for t in state.arrived_through(prev, cutoff):
+            r = t.task.request
+            key = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
+            counts[key] = counts.get(key, 0) + 1
+        if cutoff <= state.seq:
+            memo[cutoff] = counts
+            for old in sorted(memo)[:-4]:
+                del memo[old]
+    return counts
+
+
 @REGISTRY.register
 class FGD(Plugin):
     """Args: :class:`FGDArgs`."""
@@ -151,20 +173,16 @@ class FGD(Plugin):
         epoch = state.seq // self.refresh
         cutoff = epoch * self.refresh if epoch > 0 else state.seq
         k = ("fgd-observed", self.threshold, cutoff)
-        tt = state._derived.get(k)
+        cache = state.task_cache            # a function of the tasks alone: a new GPU model keeps it
+        tt = cache.get(k)
         if tt is None:
             if cutoff == state.seq:
                 counts = state.class_counts
             else:
-                counts = {}
-                for t in state.tasks.values():
-                    if t.seq <= cutoff:
-                        r = t.task.request
-                        key = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
-                        counts[key] = counts.get(key, 0) + 1
-            for old in [x for x in state._derived if isinstance(x, tuple) and x[:2] == ("fgd-observed", self.threshold)]:
-                del state._derived[old]
-            tt = state._derived[k] = TypicalTasks.from_list(typical_from_counts(counts, self.threshold))
+                counts = shape_counts_through(state, cutoff)
+            for old in [x for x in cache if isinstance(x, tuple) and x[:2] == ("fgd-observed", self.threshold)]:
+                del cache[old]
+            tt = cache[k] = TypicalTasks.from_list(typical_from_counts(counts, self.threshold))
         return tt
 
     # -- cached node fragmentation (before any placement)

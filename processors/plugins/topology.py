@@ -42,7 +42,7 @@ from suanli.errors import StrategyError
 from ..args import arg
 from ..framework import REGISTRY, CycleContext, Plugin, run_cycle
 from ..model import Request
-from ..state import GPU_MILLI, HOLDING, CellState
+from ..state import CellState
 from ..topology import UnknownVertex
 from .basic import FILTERS
 
@@ -423,7 +423,7 @@ def substate(state: CellState, rows: np.ndarray, task_ids: Sequence[str] = ()) -
     sub.clock, sub.now, sub.seq, sub.policy = state.clock, state.now, state.seq, state.policy
     sub.class_counts = dict(state.class_counts)
     keep = set(sub.node_ids)
-    sub.tasks = {tid: t for tid, t in state.tasks.items() if t.status in HOLDING and t.node in keep}
+    sub.tasks = {t.task.task_id: t for t in sorted(state.holding_records(), key=lambda t: t.seq) if t.node in keep}
     for tid in task_ids:
         if tid in state.tasks:
             sub.tasks[tid] = state.tasks[tid]

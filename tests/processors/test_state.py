@@ -5,9 +5,10 @@ import json
 
 import numpy as np
 import pytest
+from core_helpers import Feed
 
 from suanli.processors.model import Node, Request, Task
-from suanli.processors.state import CellState, TaskRecord
+from suanli.processors.state import HOLDING, CellState, TaskRecord
 
 
 def _state() -> CellState:
@@ -90,3 +91,70 @@ def test_an_old_snapshot_version_is_refused():
     snap["version"] = 1
     with pytest.raises(ValueError, match="unsupported snapshot version 1"):
         CellState.from_snapshot(snap)
+
+
+# ------------------------------------------------------------------ history-free indexes
+def _walks(s: CellState) -> dict:
+    """What the indexes answer, the slow way: a walk of every task the cell ever saw."""
+    by_seq = sorted(s.tasks.values(), key=lambda t: t.seq)
+    tags: list[dict[str, int]] = [{} for _ in range(s.n_nodes)]
+    for t in by_seq:
+        held = [(t.node, t.devices)] if t.status in HOLDING else []
+        if t.moving_from:
+            held.append(t.moving_from)
+        for node, devices in held:
+            if devices:
+                k = s.gpu_tag(len(devices), t.task.request.gpu_milli)
+                tags[s.node_index[node]][k] = tags[s.node_index[node]].get(k, 0) + 1
+    return {"holding": sorted(t.task.task_id for t in by_seq if t.status in HOLDING),
+            "moving_off": {n: sorted(t.task.task_id for t in by_seq if t.moving_from and t.moving_from[0] == n)
+                           for n in s.node_ids},
+            "jobs": {j: [t.task.task_id for t in by_seq if t.task.job_id == j] for j in ("j1", "j2")},
+            "gangs": {g: sorted(t.task.task_id for t in by_seq if t.task.labels.get("gang") == g) for g in ("g1",)},
+            "gpu_tags": tags}
+
+
+def _indexed(s: CellState) -> dict:
+    return {"holding": sorted(t.task.task_id for t in s.holding_records()),
+            "moving_off": {n: s.moving_off(n) for n in s.node_ids},
+            "jobs": {j: [t.task.task_id for t in s.job_tasks(j)] for j in ("j1", "j2")},
+            "gangs": {g: s.gang_members(g) for g in ("g1",)},
+            "gpu_tags": s.gpu_tags()}
+
+
+def test_the_indexes_that_replace_walks_of_every_task_give_the_walks_answers_after_every_step():
+    """``holding_records``, ``moving_off``, ``job_tasks``, ``gang_members`` and the GPU tags
+    (built again when a new GPU model clears the derived caches) answer from indexes, so a
+    cell's history does not slow them down. After every input, and after a restore (whose
+    tasks come back in id order), each gives what a walk of every task gives."""
+    f = Feed(strategy="bestfit", config={"seed": 1, "retry_every_ms": 0})
+    f.node("a", cpu=8000, gpus=2)
+    steps = [
+        lambda: f.task("z-job1-a", gpus=1, milli=500, labels={}),
+        lambda: f.send("TaskSubmitted", {"task_id": "b-j1", "tenant": "t", "cell": "test", "submitted_at": 1,
+                                         "resources": {"cpu_milli": 1000, "memory_mib": 1024, "gpu_count": 0,
+                                                       "gpu_milli": 0, "gpu_models": []},
+                                         "qos_tier": "GOLD", "labels": {"gang": "g1"}, "job_id": "j1"}),
+        lambda: f.send("TaskSubmitted", {"task_id": "a-j1", "tenant": "t", "cell": "test", "submitted_at": 2,
+                                         "resources": {"cpu_milli": 1000, "memory_mib": 1024, "gpu_count": 1,
+                                                       "gpu_milli": 1000, "gpu_models": []},
+                                         "qos_tier": "GOLD", "labels": {}, "job_id": "j1"}),
+        lambda: f.task("done", cpu=500, labels={"gang": "g1"}),
+        lambda: f.status("done", "COMPLETED", at=3),
+        lambda: f.node("b", cpu=8000, gpus=2, model="A100"),            # a new model: derived caches cleared
+        lambda: f.send("NodeStatusChanged", {"node_id": "a", "status": "DRAINING", "reason": "m", "at": 10}),
+        lambda: f.status("b-j1", "RUNNING", at=11),                      # the new copy runs: the old one goes
+        lambda: f.status("a-j1", "RUNNING", at=12),
+    ]
+    moved = set()
+    for step in steps:
+        step()
+        s = f.state
+        assert _indexed(s) == _walks(s)
+        s.check()
+        moved |= set(s.moving_off(s.node_ids[0]))
+    assert moved, "no reserve-first move happened: the moving index was not exercised"
+    assert _walks(f.state)["jobs"]["j1"] == ["b-j1", "a-j1"]                 # arrival order, not id order
+    restored = CellState.from_snapshot(json.loads(json.dumps(f.state.to_snapshot(), sort_keys=True)))
+    assert list(restored.tasks) == sorted(restored.tasks)                   # a restore holds them in id order
+    assert _indexed(restored) == _walks(restored) == _walks(f.state)
