@@ -188,16 +188,16 @@ def run(levels: list[int], progress: Callable[[str], None] = print) -> dict[str,
     for level in levels:
         grow_history(c, level - done)
         done = level
+        rss = _rss_mib()
+        started = time.perf_counter()
+        snap_mib = len(json.dumps(c.state.to_snapshot())) / 2 ** 20
+        snap_s = time.perf_counter() - started
         # what the scheduler does (streams/gc_pauses.py): a full collection's pause grows with
         # the heap, whatever the code walks; frozen, the probes time the code alone
         gc.collect()
         gc.freeze()
-        rss = _rss_mib()
-        started = time.perf_counter()
-        snap = json.dumps(c.state.to_snapshot())
-        snap_s = time.perf_counter() - started
         row = {"finished_tasks": level, "tasks_in_cell": len(c.state.tasks), "rss_mib": round(rss, 1),
-               "snapshot_mib": round(len(snap) / 2 ** 20, 2), "snapshot_s": round(snap_s, 3),
+               "snapshot_mib": round(snap_mib, 2), "snapshot_s": round(snap_s, 3),
                "ms_per_input": probes(c, bronze, level, rounds)}
         rows.append(row)
         progress(json.dumps(row))

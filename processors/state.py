@@ -214,7 +214,8 @@ class CellState:
         # :meth:`move_started`)
         self._moving: Optional[dict[str, None]] = None
         # every task in arrival order (kept by :meth:`add_task`), and caches of pure functions
-        # of the tasks alone (not of node rows): like the indexes, a new GPU model keeps them
+        # of the tasks and registrations alone (not of node rows): like the indexes, a new GPU
+        # model keeps them (dropping the snapshot's JSON memo of 60,000 tasks took ~50 ms)
         self._arrivals: Optional[list[TaskRecord]] = None
         self.task_cache: dict[Any, Any] = {}
 
@@ -746,7 +747,7 @@ class CellState:
         while the same object is held (snapshots repeat every few seconds, and encoding
         thousands of unchanged nodes and tasks each time was most of their cost). Callers
         must not mutate the returned dict."""
-        cache = self._derived.setdefault(("json", kind), {})
+        cache = self.task_cache.setdefault(("json", kind), {})     # not rows: a new GPU model keeps it
         hit = cache.get(key)
         if hit is None or hit[0] is not obj:
             hit = cache[key] = (obj, obj.to_json())
