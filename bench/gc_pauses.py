@@ -19,6 +19,8 @@ import subprocess
 import sys
 from typing import Any
 
+from suanli.bench import save
+
 
 def one(mode: str) -> dict[str, Any]:
     """One build of the cell in this process, timed as ``mode`` says."""
@@ -53,9 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     figures = run(args.runs)
     print(json.dumps(figures, indent=1))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=1)
+    save(args.json, figures)
     return 0
 
 

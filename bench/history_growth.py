@@ -31,6 +31,7 @@ import json
 import time
 from typing import Any, Callable
 
+from suanli.bench import save
 from suanli.processors import model as m
 from suanli.processors.core import decide
 from suanli.processors.elastic import ElasticArgs, elastic_label
@@ -198,7 +199,9 @@ def run(levels: list[int], progress: Callable[[str], None] = print) -> dict[str,
         gc.freeze()
         row = {"finished_tasks": level, "tasks_in_cell": len(c.state.tasks), "rss_mib": round(rss, 1),
                "snapshot_mib": round(snap_mib, 2), "snapshot_s": round(snap_s, 3),
-               "ms_per_input": probes(c, bronze, level, rounds)}
+               "ms_per_input": probes(c, bronze, level, rounds),
+               # the probe of a reserved node measures a refill only while the token holds r0
+               "r0_token": c.state.reservations["tokens"]["rsv-r0"]["status"]}
         rows.append(row)
         progress(json.dumps(row))
     first, last = rows[0], rows[-1]
@@ -217,9 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     figures = run([int(x) for x in a.levels.split(",")])
     print(json.dumps({k: v for k, v in figures.items() if k != "levels"}, indent=1))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(figures, f, indent=1)
+    save(a.json, figures)
     return 0
 
 

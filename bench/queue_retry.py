@@ -25,6 +25,7 @@ import pstats
 import time
 from typing import Any
 
+from suanli.bench import save
 from suanli.bench.gold_migration import gpu_milli, gpu_pods, make_task
 from suanli.config import load_settings
 from suanli.processors import model as m
@@ -116,9 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     figures = run()
     print(json.dumps(figures, indent=1))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=1)
+    save(args.json, figures)
     return 0
 
 
