@@ -58,6 +58,12 @@ SNAPSHOT_VERSION = 4        # 4: reservation tokens hold GPUs in gpu_free; 3: Qo
 
 _I64 = np.int64
 
+# the groups of tasks the state indexes (CellState._group): a gang label, a job id
+_GROUPS: dict[str, Callable[[Task], Optional[str]]] = {
+    "gang": lambda task: task.labels.get("gang"),
+    "job": lambda task: task.job_id,
+}
+
 
 def _empty(n: int = 0) -> np.ndarray:
     return np.zeros(n, dtype=_I64)
@@ -202,14 +208,13 @@ class CellState:
         # ``node`` argument of :meth:`set_status`). Why: a node's DOWN, a drain and every
         # reservation claim asked "who holds this node" by walking every task ever seen.
         self._on_node: Optional[dict[str, dict[str, None]]] = None
-        # The three indexes below are kept the same way, for the same reason: the cell keeps
-        # every task it ever saw, so a walk of ``tasks`` grows with its history (measured by
+        # The indexes below are kept the same way, for the same reason: the cell keeps every
+        # task it ever saw, so a walk of ``tasks`` grows with its history (measured by
         # ``bench/history_growth.py``). They live outside ``_derived``, which a new GPU model
         # clears, because nothing they hold depends on the node rows.
-        # gang -> ids of the tasks labelled ``gang=<gang>`` (kept by :meth:`add_task`)
-        self._gangs: Optional[dict[str, list[str]]] = None
-        # job id -> ids of the tasks of that ``Task.job_id``, in arrival order (kept by :meth:`add_task`)
-        self._jobs: Optional[dict[str, list[str]]] = None
+        # kind (a key of ``_GROUPS``) -> group -> ids of its tasks in arrival order, each kind
+        # built on first use and then kept by :meth:`add_task`
+        self._groups: dict[str, dict[str, list[str]]] = {}
         # ids of the tasks whose ``moving_from`` was set (a superset: readers check it; kept by
         # :meth:`move_started`)
         self._moving: Optional[dict[str, None]] = None
@@ -343,25 +348,24 @@ class CellState:
         """Ids of the tasks labelled ``gang=<gang>``, sorted by id: an order that does not
         depend on how the state was reached (a restored snapshot holds its tasks in id
         order). Built once from the tasks, then kept up by :meth:`add_task`."""
-        if self._gangs is None:
-            index: dict[str, list[str]] = {}
-            for tid, t in self.tasks.items():
-                g = t.task.labels.get("gang")
-                if g:
-                    index.setdefault(g, []).append(tid)
-            self._gangs = index
-        return sorted(self._gangs.get(gang, []))
+        return sorted(self._group("gang").get(gang, []))
 
     def job_tasks(self, job_id: str) -> list[TaskRecord]:
         """The tasks whose ``Task.job_id`` is ``job_id``, in arrival order (also after a
         restore, whose ``tasks`` are in id order). Built once, then kept up by :meth:`add_task`."""
-        if self._jobs is None:
-            index: dict[str, list[str]] = {}
-            for tid, t in sorted(self.tasks.items(), key=lambda kv: kv[1].seq):
-                if t.task.job_id:
-                    index.setdefault(t.task.job_id, []).append(tid)
-            self._jobs = index
-        return [self.tasks[tid] for tid in self._jobs.get(job_id, ())]
+        return [self.tasks[tid] for tid in self._group("job").get(job_id, ())]
+
+    def _group(self, kind: str) -> dict[str, list[str]]:
+        """Group -> ids of its tasks in arrival order, for a kind of ``_GROUPS``."""
+        index = self._groups.get(kind)
+        if index is None:
+            index = self._groups[kind] = {}
+            of = _GROUPS[kind]
+            for t in self.arrivals():
+                g = of(t.task)
+                if g:
+                    index.setdefault(g, []).append(t.task.task_id)
+        return index
 
     def arrivals(self) -> list[TaskRecord]:
         """Every task in arrival (``seq``) order. Built once, then kept up by :meth:`add_task`."""
@@ -382,12 +386,10 @@ class CellState:
         self.tasks[tid] = record
         if self._arrivals is not None:
             self._arrivals.append(record)
-        g = record.task.labels.get("gang")
-        if g and self._gangs is not None:
-            self._gangs.setdefault(g, []).append(tid)
-        job = record.task.job_id
-        if job and self._jobs is not None:
-            self._jobs.setdefault(job, []).append(tid)
+        for kind, index in self._groups.items():
+            g = _GROUPS[kind](record.task)
+            if g:
+                index.setdefault(g, []).append(tid)
 
     def set_status(self, t: TaskRecord, status: str, node: Optional[str] = None) -> None:
         """Set a task's status, and its ``node`` when given (a placement or a move: the task
@@ -415,21 +417,22 @@ class CellState:
     def holders(self, tier: str) -> Iterable[str]:
         """Ids of the tasks of QoS ``tier`` holding resources, and perhaps a few that did
         (a state built by hand, not through :meth:`set_status`): check each one's status."""
+        return self._holder_index().get(tier, {}).keys()
+
+    def _holder_index(self) -> dict[str, dict[str, None]]:
         if self._holders is None:
             index: dict[str, dict[str, None]] = {}
             for tid, t in self.tasks.items():
                 if t.status in HOLDING:
                     index.setdefault(t.task.qos_tier, {})[tid] = None
             self._holders = index
-        return self._holders.get(tier, {}).keys()
+        return self._holders
 
     def holding_records(self) -> list[TaskRecord]:
         """Every task holding resources, in no particular order (for readers whose answer
         does not depend on it: counts, maxima, flags)."""
-        self.holders("")                       # builds the index on first use
-        assert self._holders is not None
         tasks = self.tasks
-        return [t for ids in self._holders.values() for tid in ids
+        return [t for ids in self._holder_index().values() for tid in ids
                 if (t := tasks.get(tid)) is not None and t.status in HOLDING]
 
     def holding(self, node_id: str) -> list[str]:
@@ -701,10 +704,9 @@ class CellState:
                 assert t.task.task_id in on_node.get(t.node or "", {}), (t.task.task_id, t.node, "not in the node index")
             if self._moving is not None and t.moving_from:
                 assert t.task.task_id in self._moving, (t.task.task_id, "not in the moving index")
-            if self._jobs is not None and t.task.job_id:
-                assert t.task.task_id in self._jobs.get(t.task.job_id, ()), (t.task.task_id, "not in the job index")
-            if self._gangs is not None and t.task.labels.get("gang"):
-                assert t.task.task_id in self._gangs.get(t.task.labels["gang"], ()), (t.task.task_id, "not in the gang index")
+            for kind, groups in self._groups.items():
+                g = _GROUPS[kind](t.task)
+                assert not g or t.task.task_id in groups.get(g, ()), (t.task.task_id, f"not in the {kind} index")
             held = [(t.node, t.devices, t.accels)] if t.status in HOLDING else []
             if t.status not in HOLDING:
                 assert not t.accels, (t.task.task_id, t.status, t.accels)
