@@ -12,6 +12,9 @@ cell keeps). At each level the same probes run on the same live load and print m
   reservation token holds (every such report refills the token: ``reservations.fill``);
 - ``clearing``: a reservation bid cleared on the next period (``reservations.plan_of``);
 - ``elastic_round``: a round of an elastic federated job (``elastic_jobs.next_step``);
+- ``federated_aggregator``: an aggregator of a federated job with three running clients
+  submitted (a policy rule gives it the ``federated`` strategy, whose traffic score reads
+  the job's members), then completed;
 - ``node_down``: a node with tasks reported DOWN, then READY again;
 - ``new_gpu_model``: a node of a GPU model the cell has not seen registers, then one task
   is decided (a new model clears the state's derived caches, which are built again).
@@ -61,8 +64,11 @@ class Cell:
         self.offset = 0
         self.now = 1
         self.n = 0
+        self.aggregator_strategies: list[str] = []
+        rules = [{"name": "fed", "match": {"probe": "fed"}, "strategy": "federated"}]
         self.send("PolicyChanged", {"strategy": "default",
-                                    "config_json": json.dumps({"seed": 1, "retry_every_ms": 0}, sort_keys=True)})
+                                    "config_json": json.dumps({"seed": 1, "retry_every_ms": 0, "rules": rules},
+                                                              sort_keys=True)})
 
     def send(self, kind: str, event: dict[str, Any]) -> list[Any]:
         self.offset += 1
@@ -120,6 +126,9 @@ def build() -> tuple[Cell, list[str]]:
     for i in range(2):
         c.task(f"job-c{i}", job="job", labels={"federated-role": "client", "data-site": "s"})
     c.task("job-agg", job="job", labels={"federated-role": "aggregator", "elastic": elastic_label(args, 32)})
+    for i in range(3):
+        c.task(f"fjob-c{i}", job="fjob", labels={"federated-role": "client", "data-site": "s", "probe": "fed"})
+        c.status(f"fjob-c{i}", "RUNNING")
     for i in range(1000):
         tid = f"live-{i}"
         c.task(tid, gpus=1 if i % 2 else 0, milli=250 if i % 2 else 0)
@@ -167,6 +176,17 @@ def probes(c: Cell, bronze: list[str], level: int, rounds: list[int]) -> dict[st
                             "loss": 1.0 / rounds[0], "at": c.tick()})
     out["elastic_round"] = timed(elastic_round, 50)
 
+    strategies: set[str] = set()
+
+    def aggregator() -> None:
+        tid = f"fjob-agg-{level}-{next(ids)}"
+        outs = c.task(tid, job="fjob", gpus=1, milli=500, labels={"federated-role": "aggregator", "probe": "fed"})
+        strategies.update(o.provenance.strategy.name for o in outs if isinstance(o, m.TaskPlaced))
+        c.status(tid, "COMPLETED")
+    out["federated_aggregator"] = timed(aggregator, 50)
+    # what the aggregators were placed by (the rule must have given them ``federated``)
+    c.aggregator_strategies = sorted(strategies)
+
     def down_up() -> None:
         node = c.state.node_ids[1 + next(ids) % 300]
         c.send("NodeStatusChanged", {"node_id": node, "status": "DOWN", "at": c.tick()})
@@ -201,7 +221,8 @@ def run(levels: list[int], progress: Callable[[str], None] = print) -> dict[str,
                "snapshot_mib": round(snap_mib, 2), "snapshot_s": round(snap_s, 3),
                "ms_per_input": probes(c, bronze, level, rounds),
                # the probe of a reserved node measures a refill only while the token holds r0
-               "r0_token": c.state.reservations["tokens"]["rsv-r0"]["status"]}
+               "r0_token": c.state.reservations["tokens"]["rsv-r0"]["status"],
+               "aggregators_placed_by": c.aggregator_strategies}
         rows.append(row)
         progress(json.dumps(row))
     first, last = rows[0], rows[-1]

@@ -30,10 +30,11 @@ import bisect
 import itertools
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
+from .federated import job_of
 from .model import GPU_MILLI, AccelAsk, AccelHeld, Node, Policy, Task
 from .model_cache import ModelCache
 from .profiler import Profiler
@@ -58,10 +59,12 @@ SNAPSHOT_VERSION = 4        # 4: reservation tokens hold GPUs in gpu_free; 3: Qo
 
 _I64 = np.int64
 
-# the groups of tasks the state indexes (CellState._group): a gang label, a job id
+# the groups of tasks the state indexes (CellState._group): a gang label, a job id, and a
+# federated job (its ``job_id``, else its ``job`` label: ``federated.job_of``)
 _GROUPS: dict[str, Callable[[Task], Optional[str]]] = {
     "gang": lambda task: task.labels.get("gang"),
     "job": lambda task: task.job_id,
+    "federated-job": job_of,
 }
 
 
@@ -354,6 +357,12 @@ class CellState:
         """The tasks whose ``Task.job_id`` is ``job_id``, in arrival order (also after a
         restore, whose ``tasks`` are in id order). Built once, then kept up by :meth:`add_task`."""
         return [self.tasks[tid] for tid in self._group("job").get(job_id, ())]
+
+    def group(self, kind: str, name: str) -> Sequence[str]:
+        """Ids of the tasks of group ``name`` of ``kind`` (a key of ``_GROUPS``), in arrival
+        order (also after a restore). Built once, then kept up by :meth:`add_task`; callers
+        must not change it."""
+        return self._group(kind).get(name, ())
 
     def _group(self, kind: str) -> dict[str, list[str]]:
         """Group -> ids of its tasks in arrival order, for a kind of ``_GROUPS``."""

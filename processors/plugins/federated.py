@@ -32,10 +32,9 @@ aggregator where a round's traffic is cheapest (``processors/federated.py`` hold
     home cloud-a on node:a-1 (-44 %) over 3 clients; cross-cloud 2 MB/round vs 3 MB``.
     Every other task: zeros (normalised to 0) and no permit note.
 
-The job index (job id -> member task ids in arrival order) is built from the state's
-tasks once per task arrival and kept in the state's derived cache (never persisted):
-tasks are never removed from a cell and only a submission adds one, so ``state.seq`` (the
-arrival counter) and the task count say when it is stale.
+A job's members (its task ids in arrival order) come from the state's ``federated-job``
+group index (``CellState.group``), which every arrival keeps up: scoring an aggregator
+costs its job's size, not the cell's history.
 """
 from __future__ import annotations
 
@@ -56,21 +55,10 @@ SITE = "site:"
 
 
 # --------------------------------------------------------------------------- job index
-def job_index(state: CellState) -> Mapping[str, tuple[str, ...]]:
-    """Job id -> its member task ids in arrival order (cached; see the module docstring)."""
-    def build() -> dict[str, tuple[str, ...]]:
-        out: dict[str, list[str]] = {}
-        for tid, rec in sorted(state.tasks.items(), key=lambda kv: (kv[1].seq, kv[0])):
-            j = job_of(rec.task)
-            if j:
-                out.setdefault(j, []).append(tid)
-        return {j: tuple(ids) for j, ids in out.items()}
-    return state.derived_recent("federated-jobs", (state.seq, len(state.tasks)), build, keep=2)
-
-
 def job_members(state: CellState, job: str) -> tuple[str, ...]:
-    """Ids of the tasks of ``job``, in arrival order."""
-    return job_index(state).get(job, ())
+    """Ids of the tasks of ``job`` (``federated.job_of``), in arrival order: the state's
+    ``federated-job`` group index, kept by every arrival, so no walk of the cell's tasks."""
+    return tuple(state.group("federated-job", job))
 
 
 def _has_topology(state: CellState) -> bool:

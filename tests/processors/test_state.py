@@ -8,6 +8,7 @@ import pytest
 from core_helpers import Feed
 
 from suanli.processors.model import Node, Request, Task
+from suanli.processors.plugins.federated import job_members
 from suanli.processors.state import HOLDING, CellState, TaskRecord
 
 
@@ -111,6 +112,8 @@ def _walks(s: CellState) -> dict:
                            for n in s.node_ids},
             "jobs": {j: [t.task.task_id for t in by_seq if t.task.job_id == j] for j in ("j1", "j2")},
             "gangs": {g: sorted(t.task.task_id for t in by_seq if t.task.labels.get("gang") == g) for g in ("g1",)},
+            "federated_jobs": {j: [t.task.task_id for t in by_seq if (t.task.job_id or t.task.labels.get("job")) == j]
+                               for j in ("j1", "j2")},
             "gpu_tags": tags}
 
 
@@ -119,18 +122,20 @@ def _indexed(s: CellState) -> dict:
             "moving_off": {n: s.moving_off(n) for n in s.node_ids},
             "jobs": {j: [t.task.task_id for t in s.job_tasks(j)] for j in ("j1", "j2")},
             "gangs": {g: s.gang_members(g) for g in ("g1",)},
+            "federated_jobs": {j: list(job_members(s, j)) for j in ("j1", "j2")},
             "gpu_tags": s.gpu_tags()}
 
 
 def test_the_indexes_that_replace_walks_of_every_task_give_the_walks_answers_after_every_step():
-    """``holding_records``, ``moving_off``, ``job_tasks``, ``gang_members`` and the GPU tags
+    """``holding_records``, ``moving_off``, ``job_tasks``, ``gang_members``, the federated
+    plugins' ``job_members`` (a ``job_id`` or a ``job`` label) and the GPU tags
     (built again when a new GPU model clears the derived caches) answer from indexes, so a
     cell's history does not slow them down. After every input, and after a restore (whose
     tasks come back in id order), each gives what a walk of every task gives."""
     f = Feed(strategy="bestfit", config={"seed": 1, "retry_every_ms": 0})
     f.node("a", cpu=8000, gpus=2)
     steps = [
-        lambda: f.task("z-job1-a", gpus=1, milli=500, labels={}),
+        lambda: f.task("z-job1-a", gpus=1, milli=500, labels={"job": "j1"}),    # a job named by its label
         lambda: f.send("TaskSubmitted", {"task_id": "b-j1", "tenant": "t", "cell": "test", "submitted_at": 1,
                                          "resources": {"cpu_milli": 1000, "memory_mib": 1024, "gpu_count": 0,
                                                        "gpu_milli": 0, "gpu_models": []},
@@ -155,6 +160,7 @@ def test_the_indexes_that_replace_walks_of_every_task_give_the_walks_answers_aft
         moved |= set(s.moving_off(s.node_ids[0]))
     assert moved, "no reserve-first move happened: the moving index was not exercised"
     assert _walks(f.state)["jobs"]["j1"] == ["b-j1", "a-j1"]                 # arrival order, not id order
+    assert _walks(f.state)["federated_jobs"]["j1"] == ["z-job1-a", "b-j1", "a-j1"]
     restored = CellState.from_snapshot(json.loads(json.dumps(f.state.to_snapshot(), sort_keys=True)))
     assert list(restored.tasks) == sorted(restored.tasks)                   # a restore holds them in id order
     assert _indexed(restored) == _walks(restored) == _walks(f.state)
