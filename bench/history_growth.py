@@ -1,6 +1,6 @@
 """Does a decision cost more as the cell's history grows? (The cell never forgets a task.)
 
-    python -m suanli.bench.history_growth [--levels 0,20000,60000] [--json out.json]
+    python -m suanli.bench.history_growth [--levels 0,20000,60000] [--keep-finished N] [--json out.json]
 
 One cell, decided by ``processors.core.decide`` in process with ``default``: 300 nodes of
 8 GPUs and 60 CPU nodes, a live load that stays the same, and a history that grows: at each
@@ -25,6 +25,12 @@ walks, and the probes are to time the code. It also prints the RSS and the snaps
 size (and seconds to make it) per 1,000 finished tasks. An input
 whose ms grows with the level walks the whole history; the ratio of the last level to the
 first says how much (the machine is noisy: compare ratios within one run, not runs).
+
+The cell forgets its oldest finished tasks beyond the policy's ``retention.finished_tasks``
+(``processors/retention.py``; 10,000 by default), so its memory and snapshot stop growing
+there. ``--keep-finished N`` sets it (a number above the last level keeps every task, as
+cells did before they forgot, to time the walks of a whole history). ``--memory`` measures
+the memory alone (:func:`memory`).
 """
 from __future__ import annotations
 
@@ -59,16 +65,17 @@ _FILL: dict[str, dict[str, Any]] = {
 class Cell:
     """A cell fed through ``decide`` with rising offsets and a cell clock that only rises."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_finished: int | None = None) -> None:
         self.state = CellState(CELL)
         self.offset = 0
         self.now = 1
         self.n = 0
         self.aggregator_strategies: list[str] = []
         rules = [{"name": "fed", "match": {"probe": "fed"}, "strategy": "federated"}]
-        self.send("PolicyChanged", {"strategy": "default",
-                                    "config_json": json.dumps({"seed": 1, "retry_every_ms": 0, "rules": rules},
-                                                              sort_keys=True)})
+        config: dict[str, Any] = {"seed": 1, "retry_every_ms": 0, "rules": rules}
+        if keep_finished is not None:
+            config["retention"] = {"finished_tasks": keep_finished}
+        self.send("PolicyChanged", {"strategy": "default", "config_json": json.dumps(config, sort_keys=True)})
 
     def send(self, kind: str, event: dict[str, Any]) -> list[Any]:
         self.offset += 1
@@ -103,10 +110,10 @@ def _rss_mib() -> float:
         return int(f.read().split()[1]) * 4096 / 2 ** 20
 
 
-def build() -> tuple[Cell, list[str]]:
+def build(keep_finished: int | None = None) -> tuple[Cell, list[str]]:
     """The cell and its live load: a reserved node whose GPUs bronze work shares, an elastic
     job, and 1,000 running tasks spread over the rest."""
-    c = Cell()
+    c = Cell(keep_finished)
     c.node("r0")
     bronze = [f"bronze-{i}" for i in range(8)]
     for tid in bronze:                                   # r0 is alone: they all land on it
@@ -201,8 +208,9 @@ def probes(c: Cell, bronze: list[str], level: int, rounds: list[int]) -> dict[st
     return out
 
 
-def run(levels: list[int], progress: Callable[[str], None] = print) -> dict[str, Any]:
-    c, bronze = build()
+def run(levels: list[int], progress: Callable[[str], None] = print,
+        keep_finished: int | None = None) -> dict[str, Any]:
+    c, bronze = build(keep_finished)
     done = 0
     rounds = [0]
     rows = []
@@ -217,7 +225,8 @@ def run(levels: list[int], progress: Callable[[str], None] = print) -> dict[str,
         # the heap, whatever the code walks; frozen, the probes time the code alone
         gc.collect()
         gc.freeze()
-        row = {"finished_tasks": level, "tasks_in_cell": len(c.state.tasks), "rss_mib": round(rss, 1),
+        row = {"finished_tasks": level, "tasks_in_cell": len(c.state.tasks),
+               "tombstones": len(c.state.forgotten), "rss_mib": round(rss, 1),
                "snapshot_mib": round(snap_mib, 2), "snapshot_s": round(snap_s, 3),
                "ms_per_input": probes(c, bronze, level, rounds),
                # the probe of a reserved node measures a refill only while the token holds r0
@@ -227,19 +236,52 @@ def run(levels: list[int], progress: Callable[[str], None] = print) -> dict[str,
         progress(json.dumps(row))
     first, last = rows[0], rows[-1]
     added = (last["finished_tasks"] - first["finished_tasks"]) / 1000 or 1
-    return {"levels": rows,
+    return {"keep_finished": keep_finished, "levels": rows,
             "ratio_last_to_first": {k: round(v / max(first["ms_per_input"][k], 1e-6), 2)
                                     for k, v in last["ms_per_input"].items()},
             "rss_mib_per_1000_finished": round((last["rss_mib"] - first["rss_mib"]) / added, 2),
             "snapshot_kib_per_1000_finished": round(1024 * (last["snapshot_mib"] - first["snapshot_mib"]) / added, 1)}
 
 
+def memory(levels: list[int], progress: Callable[[str], None] = print,
+            keep_finished: int | None = None) -> dict[str, Any]:
+    """The memory alone, as finished tasks pile up: the same cell and history, no probes, no
+    freezing and no snapshot (the worker makes its snapshots in a forked child, so their
+    peaks are not its own), with the Python heap's live bytes traced (``tracemalloc``, from
+    before the cell is built) beside the RSS, which also counts what the allocator holds and
+    does not give back. Slower than :func:`run` (tracing)."""
+    import tracemalloc
+
+    tracemalloc.start(1)
+    try:
+        c, _bronze = build(keep_finished)
+        done, rows = 0, []
+        for level in levels:
+            grow_history(c, level - done)
+            done = level
+            gc.collect()
+            row = {"finished_tasks": level, "tasks_in_cell": len(c.state.tasks),
+                   "tombstones": len(c.state.forgotten),
+                   "traced_mib": round(tracemalloc.get_traced_memory()[0] / 2 ** 20, 1),
+                   "rss_mib": round(_rss_mib(), 1)}
+            rows.append(row)
+            progress(json.dumps(row))
+    finally:
+        tracemalloc.stop()
+    return {"keep_finished": keep_finished, "mode": "memory", "levels": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m suanli.bench.history_growth", description=__doc__.split("\n")[0])
     ap.add_argument("--levels", default="0,20000,60000", help="finished tasks at each measuring point, rising")
+    ap.add_argument("--keep-finished", type=int, default=None,
+                    help="the cell's retention.finished_tasks (default: the policy's default)")
+    ap.add_argument("--memory", action="store_true",
+                    help="measure the memory alone (traced heap, RSS, snapshot): no probes, no freezing")
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args(argv)
-    figures = run([int(x) for x in a.levels.split(",")])
+    levels = [int(x) for x in a.levels.split(",")]
+    figures = (memory if a.memory else run)(levels, keep_finished=a.keep_finished)
     print(json.dumps({k: v for k, v in figures.items() if k != "levels"}, indent=1))
     save(a.json, figures)
     return 0

@@ -166,7 +166,7 @@ def _policy(s: CellState, e: m.PolicyChanged) -> None:
 
 
 def _task_submitted(s: CellState, e: m.TaskSubmitted) -> None:
-    if e.task_id in s.tasks:
+    if e.task_id in s.tasks or e.task_id in s.forgotten:
         return
     task = m.Task.of(e)
     s.seq += 1
@@ -174,6 +174,7 @@ def _task_submitted(s: CellState, e: m.TaskSubmitted) -> None:
     r = task.request
     k = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
     s.class_counts[k] = s.class_counts.get(k, 0) + 1
+    s.note_arrival_shape(k)
     prof = profiler_of(s)
     if prof is not None:
         prof.submitted(task, s.now)
@@ -1091,14 +1092,16 @@ class _Decider:
                                                                    "queued again first in its tier and priority"]),
                                  job_id=t.task.job_id))
 
-    def stop_stale(self, e: m.TaskStatusChanged, t: TaskRecord) -> None:
-        """A node that is not the task's reports it running: tell its connector to stop it."""
+    def stop_stale(self, e: m.TaskStatusChanged, t: TaskRecord | tuple[str, Optional[str]]) -> None:
+        """A node that is not the task's reports it running: tell its connector to stop it.
+        ``t``: the task, or the tombstone ``(status, node)`` of a forgotten one."""
         s = self.s
         node = s.nodes.get(e.node_id)
         if node is None:
             return
-        where = (f"placed on {t.node}" if t.status in HOLDING else
-                 f"{t.status.lower()} on {t.node}" if t.node else f"queued ({t.status})")
+        status, on = (t.status, t.node) if isinstance(t, TaskRecord) else t
+        where = (f"placed on {on}" if status in HOLDING else
+                 f"{status.lower()} on {on}" if on else f"queued ({status})")
         self.outs.append(m.StopCommand(event_id=f"{s.cell}/{self.pos[0]}/{self.pos[1]}/{self.pos[2]}/stop",
                                        task_id=e.task_id, cell=s.cell, node_id=e.node_id,
                                        connector=node.connector or "sim",
@@ -1177,7 +1180,18 @@ class _Decider:
 
 
 def decide(state: CellState, event: Any, position: Position) -> tuple[CellState, list[Any]]:
-    """The scheduler step for one input. See the module docstring for the contract."""
+    """The scheduler step for one input. See the module docstring for the contract. After
+    it, the oldest finished tasks beyond the policy's retention are forgotten
+    (``retention.py``): a change of memory, never of a decision."""
+    state, outs = _decide(state, event, position)
+    if state.finished:
+        keep = policy_strategy(state).args.retention
+        if len(state.finished) > keep.finished_tasks + keep.batch():
+            state.forget_finished(keep.finished_tasks, keep.forgotten_ids)
+    return state, outs
+
+
+def _decide(state: CellState, event: Any, position: Position) -> tuple[CellState, list[Any]]:
     topic, partition, offset = position
     key = f"{topic}/{partition}"
     last = state.offsets.get(key)
@@ -1218,7 +1232,7 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
     d = _Decider(state, position, event_time(event))
 
     if isinstance(event, m.TaskSubmitted):
-        if event.task_id in state.tasks:
+        if event.task_id in state.tasks or event.task_id in state.forgotten:
             return state, []
         res = event.resources
         if res.accelerators or res.gpu_memory_mib:     # only such asks can be refused: no Request built twice
@@ -1253,7 +1267,11 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
     if isinstance(event, m.TaskStatusChanged):
         t = state.tasks.get(event.task_id)
         if t is None:
-            return state, []
+            gone = state.forgotten.get(event.task_id)
+            if gone is not None and event.node_id and event.node_id != gone[1] \
+                    and event.status in ("DISPATCHED", "RUNNING"):
+                d.stop_stale(event, gone)    # as for a finished task (below): it was one
+            return state, d.outs
         if t.status in TERMINAL:
             if event.node_id and event.node_id != t.node and event.status in ("DISPATCHED", "RUNNING"):
                 d.stop_stale(event, t)       # a stale copy of a task that has finished elsewhere

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import json
+from array import array
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -56,8 +57,19 @@ HOLDING = frozenset({PLACED, DISPATCHED, RUNNING})          # statuses that hold
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, UNSCHEDULABLE})
 
 SNAPSHOT_VERSION = 4        # 4: reservation tokens hold GPUs in gpu_free; 3: QoS; older ones are refused: replay
+# arrivals whose shapes the state logs at least (CellState.note_arrival_shape); FGD's
+# ``refresh_every`` may not exceed it, so an epoch's cutoff is always within the log
+SHAPE_LOG_KEEP = 100_000
 
 _I64 = np.int64
+
+def _forgettable(task: Task) -> bool:
+    """Whether the task may be forgotten once finished (``retention.py``): not a member of a
+    job, whose finished members the elastic and federated rules still read (a finished
+    client's data site places the next aggregator). A gang's rule reads only its waiting
+    members, so a finished gang member may go (and leaves the gang's index)."""
+    return job_of(task) is None
+
 
 # the groups of tasks the state indexes (CellState._group): a gang label, a job id, and a
 # federated job (its ``job_id``, else its ``job`` label: ``federated.job_of``)
@@ -211,9 +223,9 @@ class CellState:
         # ``node`` argument of :meth:`set_status`). Why: a node's DOWN, a drain and every
         # reservation claim asked "who holds this node" by walking every task ever seen.
         self._on_node: Optional[dict[str, dict[str, None]]] = None
-        # The indexes below are kept the same way, for the same reason: the cell keeps every
-        # task it ever saw, so a walk of ``tasks`` grows with its history (measured by
-        # ``bench/history_growth.py``). They live outside ``_derived``, which a new GPU model
+        # The indexes below are kept the same way, for the same reason: the cell keeps its
+        # live tasks and thousands of finished ones (retention.py), so a walk of ``tasks``
+        # costs far more than the answer (measured by ``bench/history_growth.py``). They live outside ``_derived``, which a new GPU model
         # clears, because nothing they hold depends on the node rows.
         # kind (a key of ``_GROUPS``) -> group -> ids of its tasks in arrival order, each kind
         # built on first use and then kept by :meth:`add_task`
@@ -226,6 +238,21 @@ class CellState:
         # model keeps them (dropping the snapshot's JSON memo of 60,000 tasks took ~50 ms)
         self._arrivals: Optional[list[TaskRecord]] = None
         self.task_cache: dict[Any, Any] = {}
+        # --- forgetting finished tasks (retention.py) ---
+        # ids of the finished tasks that may be forgotten (no group), oldest finish first
+        self.finished: dict[str, None] = {}
+        # tombstones: forgotten id -> (its last status, its node), oldest forgotten first
+        self.forgotten: dict[str, tuple[str, Optional[str]]] = {}
+        self._tombs: dict[tuple[str, Optional[str]], tuple[str, Optional[str]]] = {}   # one tuple per pair
+        # the shape (``frag.shape_key``) of every arrival, as an index into ``shape_names``:
+        # ``shape_log[i]`` is the arrival with ``seq == shape_base + i + 1``. FGD's observed
+        # histogram at an epoch's cutoff is the running ``class_counts`` minus the shapes
+        # that arrived after it (``shape_counts_through``), whether those tasks are still
+        # remembered or not. Only the last ``SHAPE_LOG_KEEP`` arrivals or more are kept.
+        self.shape_log = array("I")
+        self.shape_base = 0
+        self.shape_names: list[str] = []
+        self._shape_ids: dict[str, int] = {}
 
     def derived_recent(self, group: str, key: Any, compute: Callable[[], Any], keep: int = 64) -> Any:
         """As :meth:`derived`, for values keyed by something that keeps changing (a typical
@@ -412,6 +439,11 @@ class CellState:
         if node is not None:
             t.node = node
         t.status = status
+        if status in TERMINAL:
+            if _forgettable(t.task):
+                self.finished[tid] = None
+        elif tid in self.finished:
+            del self.finished[tid]
         if on_node is not None and status in HOLDING and t.node is not None:
             on_node.setdefault(t.node, {})[tid] = None
         index = self._holders
@@ -472,6 +504,86 @@ class CellState:
         for tid in gone:
             del self._moving[tid]
         return [tasks[tid] for tid in self._moving]
+
+    # ------------------------------------------------ forgetting finished tasks
+    def note_arrival_shape(self, key: str) -> None:
+        """The shape of the arrival just numbered ``self.seq`` (the core calls this for every
+        submission it accepts). Keeps the log to its last ``SHAPE_LOG_KEEP`` arrivals or
+        more, trimmed at multiples of it so that a restored state trims where a live one does."""
+        i = self._shape_ids.get(key)
+        if i is None:
+            i = self._shape_ids[key] = len(self.shape_names)
+            self.shape_names.append(key)
+        if self.shape_base + len(self.shape_log) != self.seq - 1:
+            return                       # a state built by hand, not by arrivals: no log (see shape_counts_after)
+        self.shape_log.append(i)
+        cut = (self.seq // SHAPE_LOG_KEEP - 1) * SHAPE_LOG_KEEP
+        if cut > self.shape_base:
+            del self.shape_log[: cut - self.shape_base]
+            self.shape_base = cut
+
+    def shape_counts_after(self, cutoff: int) -> Optional[dict[str, int]]:
+        """The histogram of the shapes of the arrivals with ``seq <= cutoff``: ``class_counts``
+        less the shapes logged after ``cutoff``. None when the log does not reach back to
+        ``cutoff`` or does not end at ``seq`` (a scratch cell, a state built by hand)."""
+        if not self.shape_base <= cutoff <= self.seq or self.shape_base + len(self.shape_log) != self.seq:
+            return None
+        counts = dict(self.class_counts)
+        names = self.shape_names
+        for i in self.shape_log[cutoff - self.shape_base:]:
+            k = names[i]
+            counts[k] -= 1
+        return {k: c for k, c in counts.items() if c}
+
+    def forget_finished(self, keep: int, keep_ids: int) -> int:
+        """Forget the oldest finished tasks beyond ``keep`` (see ``retention.py``), leaving
+        a tombstone of each, and keep the ``keep_ids`` newest tombstones. A task that the
+        queue, a preemption's grace, a closed batch window or a reservation token still names
+        is kept for now. Nothing is forgotten while the shape log does not cover every
+        arrival (a state built by hand): FGD's histogram would lose the forgotten shapes.
+        Returns how many were forgotten."""
+        if self.shape_base + len(self.shape_log) != self.seq:
+            return 0
+        over = len(self.finished) - keep
+        gone: list[str] = []
+        if over > 0:
+            named = self._named_elsewhere()
+            for tid in self.finished:
+                if len(gone) == over:
+                    break
+                if tid not in named:
+                    gone.append(tid)
+        memo = self.task_cache.get(("json", "task"))
+        gangs = self._groups.get("gang")
+        for tid in gone:
+            del self.finished[tid]
+            t = self.tasks.pop(tid)
+            pair = (t.status, t.node)
+            self.forgotten[tid] = self._tombs.setdefault(pair, pair)
+            if memo is not None:
+                memo.pop(tid, None)
+            g = t.task.labels.get("gang")
+            if g and gangs is not None and g in gangs:
+                gangs[g].remove(tid)
+                if not gangs[g]:
+                    del gangs[g]
+        if gone:
+            self._arrivals = None        # built again, from the tasks kept, when next asked for
+        extra = len(self.forgotten) - keep_ids
+        if extra > 0:
+            for tid in list(itertools.islice(self.forgotten, extra)):
+                del self.forgotten[tid]
+        return len(gone)
+
+    def _named_elsewhere(self) -> set[str]:
+        """Ids that a structure other than ``tasks`` names and reads the task of."""
+        named = {q[-1] for q in self.queue}
+        named.update(g[1] for g in self.grace)
+        named.update(self.batch_due)
+        for tok in (self.reservations.get("tokens") or {}).values():
+            named.update(tok.get("waiting") or ())
+            named.update(tok.get("queued") or ())
+        return named
 
     def moving_off(self, node_id: str) -> list[str]:
         """Ids of the tasks whose old copy, in a reserve-first move, still holds ``node_id``."""
@@ -692,6 +804,13 @@ class CellState:
 
     def check(self) -> None:
         """Assert the capacity invariants (for tests and debugging)."""
+        for tid in self.finished:          # forgetting (retention.py)
+            t = self.tasks[tid]
+            assert t.status in TERMINAL and _forgettable(t.task), (tid, t.status)
+        assert not self.forgotten.keys() & self.tasks.keys(), "a forgotten task is still held"
+        for kind, groups in self._groups.items():
+            for g, ids in groups.items():
+                assert all(tid in self.tasks for tid in ids), (kind, g, "names a forgotten task")
         assert (self.cpu_free >= 0).all() and (self.cpu_free <= self.cpu_cap).all()
         assert (self.mem_free >= 0).all() and (self.mem_free <= self.mem_cap).all()
         assert self.accel_cap.shape == self.accel_free.shape == (self.n_nodes, len(self.accel_keys))
@@ -813,7 +932,17 @@ class CellState:
             **({"profiler": self.profiler.to_json()} if self.profiler is not None else {}),
             # elastic jobs' books only when there are any: other cells snapshot as before
             **({"elastic": json.loads(json.dumps(self.elastic, sort_keys=True))} if self.elastic else {}),
+            # forgetting (retention.py): what may be forgotten, in order, and the tombstones
+            **({"finished": list(self.finished)} if self.finished else {}),
+            **({"forgotten": self._forgotten_json()} if self.forgotten else {}),
+            **({"shape_log": {"base": self.shape_base, "names": list(self.shape_names),
+                              "log": self.shape_log.tolist()}} if self.shape_names else {}),
         }
+
+    def _forgotten_json(self) -> dict[str, Any]:
+        pairs: dict[tuple[str, Optional[str]], int] = {}
+        ids = [[tid, pairs.setdefault(pair, len(pairs))] for tid, pair in self.forgotten.items()]
+        return {"pairs": [list(p) for p in pairs], "ids": ids}
 
     @classmethod
     def from_snapshot(cls, snap: dict[str, Any]) -> "CellState":
@@ -860,8 +989,41 @@ class CellState:
         s.prewarm = json.loads(json.dumps(snap.get("prewarm") or {}))
         s.profiler = Profiler.from_json(snap["profiler"]) if snap.get("profiler") is not None else None
         s.elastic = json.loads(json.dumps(snap.get("elastic") or {}))
+        s._restore_forgetting(snap)
         s._derived = {}
         return s
+
+    def _restore_forgetting(self, snap: dict[str, Any]) -> None:
+        """The finished order, tombstones and shape log of a snapshot; for one written before
+        cells forgot (none of the keys), built from its tasks, which are then all there."""
+        if "finished" in snap:
+            self.finished = {tid: None for tid in snap["finished"]}
+        else:
+            done = [t for t in self.tasks.values() if t.status in TERMINAL and _forgettable(t.task)]
+            self.finished = {t.task.task_id: None for t in sorted(done, key=lambda t: t.seq)}
+        gone = snap.get("forgotten")
+        if gone:
+            pairs = [(st, node) for st, node in gone["pairs"]]
+            for p in pairs:
+                self._tombs[p] = p
+            self.forgotten = {tid: pairs[k] for tid, k in gone["ids"]}
+        log = snap.get("shape_log")
+        if log is not None:
+            self.shape_base = int(log["base"])
+            self.shape_names = list(log["names"])
+            self.shape_log = array("I", log["log"])
+        elif not self.forgotten:
+            from .frag import shape_key      # frag imports this module
+            by_seq = sorted(self.tasks.values(), key=lambda t: t.seq)
+            if [t.seq for t in by_seq] == list(range(1, self.seq + 1)):
+                for t in by_seq:
+                    r = t.task.request
+                    key = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
+                    i = self._shape_ids.setdefault(key, len(self.shape_names))
+                    if i == len(self.shape_names):
+                        self.shape_names.append(key)
+                    self.shape_log.append(i)
+        self._shape_ids = {k: i for i, k in enumerate(self.shape_names)}
 
     def copy(self) -> "CellState":
         return CellState.from_snapshot(self.to_snapshot())

@@ -30,7 +30,7 @@ from ..frag import (TypicalTasks, frag_after_shared, gap_waste_table, node_frag,
                     typical_from_counts)
 from ..framework import REGISTRY, CycleContext, Plugin
 from ..node_classes import classes_present, node_classes, representatives
-from ..state import GPU_MILLI, CellState
+from ..state import GPU_MILLI, SHAPE_LOG_KEEP, CellState
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,8 @@ class TypicalArgs:
     typical: Typical = arg("observed", "the typical tasks: a list of {cpu_milli, gpu_count, gpu_milli, "
                            "gpu_models, count}, or \"observed\" (the cell's running histogram)", null=DEFAULT)
     threshold_pct: float = arg(95.0, "popularity cut of the observed shapes, %", ge=0, le=100)
-    refresh_every: int = arg(500, "re-read the observed histogram every this many submissions", ge=1)
+    refresh_every: int = arg(500, "re-read the observed histogram every this many submissions (at most "
+                             "the arrivals whose shapes a cell logs, state.SHAPE_LOG_KEEP)", ge=1, le=SHAPE_LOG_KEEP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,20 +116,24 @@ def gpu_weighted(tt: TypicalTasks) -> TypicalTasks:
 
 
 def shape_counts_through(state: CellState, cutoff: int) -> dict[str, int]:
-    """The histogram of the shapes of the tasks with ``seq <= cutoff``. Kept for the last
-    few cutoffs in ``state.task_cache``, and a new cutoff starts from the nearest one below
-    it, so an epoch costs its own arrivals, not the cell's history (a restored state walks
-    its history once). Only a cutoff the cell has reached (``<= state.seq``) is kept: later
-    arrivals would change a later one. Callers must not change the dict."""
+    """The histogram of the shapes of the tasks with ``seq <= cutoff``: the running counts
+    less the shapes that arrived after ``cutoff`` (``CellState.shape_counts_after``, which
+    counts the tasks the cell has forgotten too), so an epoch costs its own arrivals, not
+    the cell's history. A state without a shape log (a gang's scratch cell, a state built
+    by hand) walks its tasks instead, from the nearest cutoff below. Kept for the last few
+    cutoffs in ``state.task_cache``; only a cutoff the cell has reached (``<= state.seq``)
+    is kept: later arrivals would change a later one. Callers must not change the dict."""
     memo = state.task_cache.setdefault("shape-counts", {})
     counts = memo.get(cutoff)
     if counts is None:
-        prev = max((c for c in memo if c <= cutoff), default=0)
-        counts = dict(memo[prev]) if prev else {}
-        for t in state.arrived_through(prev, cutoff):
-            r = t.task.request
-            key = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
-            counts[key] = counts.get(key, 0) + 1
+        counts = state.shape_counts_after(cutoff)
+        if counts is None:
+            prev = max((c for c in memo if c <= cutoff), default=0)
+            counts = dict(memo[prev]) if prev else {}
+            for t in state.arrived_through(prev, cutoff):
+                r = t.task.request
+                key = shape_key(r.cpu, r.gpu_count, r.gpu_milli, r.models)
+                counts[key] = counts.get(key, 0) + 1
         if cutoff <= state.seq:
             memo[cutoff] = counts
             for old in sorted(memo)[:-4]:

@@ -22,6 +22,7 @@ from ..prewarm import PrewarmArgs
 from ..profiler import ProfileArgs
 from ..qos import QosArgs
 from ..reservation_args import ReservationArgs
+from ..retention import RetentionArgs
 from ..telemetry import TelemetryArgs
 
 # equal scores: a seeded draw, the smallest node id, the lowest row, or the BestFit score
@@ -65,6 +66,8 @@ class StrategyArgs:
                                "sites ahead of demand, its period, bandwidth and cache budgets (processors/prewarm.py)")
     profiles: ProfileArgs = arg(ProfileArgs(), "the task profiler: a profile of each task in its decisions' "
                                 "provenance and offered to plugins (processors/profiler.py)")
+    retention: RetentionArgs = arg(RetentionArgs(), "how many finished tasks a cell remembers whole, and how many "
+                                   "forgotten ids it still recognises (processors/retention.py)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,7 +62,8 @@ BAD = [
     ("dotprod", "max_gpu", "8000", "a number > 0"),
     ("worst-fit", "tie_break", "sideways", "one of 'random', 'name', 'first', 'BestFit'"),
     ("fgd", "threshold_pct", 150, "a number in 0..100"),
-    ("fgd", "refresh_every", 0, "an integer >= 1"),
+    ("fgd", "refresh_every", 0, "an integer in 1..100000"),
+    ("fgd", "refresh_every", 100_001, "an integer in 1..100000"),       # the shape log's reach
     ("fgd", "mode", "linear", "one of 'sigmoid', 'raw'"),
     ("fgd", "class_weight", "milli", "one of 'count', 'gpu'"),
     ("fgd", "device_tie", "last", "one of 'first', 'bestfit'"),

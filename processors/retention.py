@@ -1,0 +1,42 @@
+"""How much of its finished work a cell remembers (the ``retention`` key of a cell's policy).
+
+A cell that kept every task it ever saw grew without bound: about 1 MiB of memory and
+430 KiB of snapshot per 1,000 finished tasks (``bench/history_growth.py``), so a plane at
+full load for a day would hold gigabytes and take minutes to snapshot and restore. So a
+cell *forgets* its oldest finished tasks (``CellState.forget_finished``, after an input):
+
+* a task is forgotten only when it is finished (COMPLETED, FAILED, CANCELLED,
+  UNSCHEDULABLE), belongs to no gang and no job (their members answer for the group), and
+  nothing else in the state names it (the queue, a preemption's grace, a closed batch
+  window, a reservation's waiting claimants);
+* the oldest finished first, once more than ``finished_tasks`` are kept (in steps of an
+  eighth of it, so the work is spread);
+* a forgotten task leaves a tombstone, its id with its last status and node, for the
+  ``forgotten_ids`` most recently forgotten: a submission with that id is still a duplicate,
+  and a stale copy of it still reporting RUNNING somewhere is still told to stop.
+
+Forgetting changes no decision while the tombstones last: everything a decision reads of
+finished tasks is kept (the tombstones; FGD's observed shape histogram comes from the
+cell's running counts and its arrival shape log, ``CellState.shape_log``). Past the
+tombstones, an id is no longer known: a duplicate of a task forgotten more than
+``forgotten_ids`` forgettings ago is taken as a new task. ``tests/processors/test_retention.py``
+runs the same inputs with and without forgetting and compares every decision.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .args import arg
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionArgs:
+    """The ``retention`` key of a cell's policy (defaults here)."""
+    finished_tasks: int = arg(10_000, "finished tasks a cell keeps whole; the oldest beyond them are forgotten "
+                              "(processors/retention.py)", ge=0)
+    forgotten_ids: int = arg(200_000, "ids of forgotten tasks kept, with their last status and node, so that "
+                             "a duplicate submission or a stale copy of one is still recognised", ge=0)
+
+    def batch(self) -> int:
+        """How many more than ``finished_tasks`` may pile up before they are forgotten."""
+        return max(1, self.finished_tasks // 8)

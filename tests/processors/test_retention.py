@@ -1,0 +1,228 @@
+"""A cell forgets its oldest finished tasks (processors/retention.py) and decides exactly as
+if it had not: the same inputs, with and without forgetting (and across restores), give the
+same decisions."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from core_helpers import Feed
+
+from suanli.processors import state as state_module
+from suanli.processors.plugins.fgd import shape_counts_through
+from suanli.processors.state import TERMINAL, CellState
+
+NODES = [("n0", 2, "T4"), ("n1", 4, "T4"), ("n2", 8, "V100"), ("n3", 0, ""), ("n4", 4, "V100")]
+
+
+def _config(finished: int, ids: int = 1_000_000) -> dict:
+    # FGD's observed histogram re-read every 7 arrivals, so its cutoffs fall behind tasks
+    # that arrived, finished and were forgotten after them
+    return {"seed": 3, "retry_every_ms": 0, "refresh_every": 7, "retention": {"finished_tasks": finished,
+                                                                           "forgotten_ids": ids},
+            "qos": {"grace_ms": 500, "batch_window_ms": 2_000}}
+
+
+def _script(seed: int, steps: int = 600) -> list[tuple[str, dict]]:
+    """A seeded mix of inputs: arrivals of every tier and shape (gangs, urgent and batch ones
+    among them), completions, failures, cancellations, nodes going DOWN and back,
+    heartbeats, ticks, duplicate submissions of old ids and stale reports of old tasks
+    from other nodes. Node names in status reports are filled in at feed time."""
+    rnd = random.Random(seed)
+    out: list[tuple[str, dict]] = []
+    at = 10
+    n = 0
+    for _ in range(steps):
+        at += rnd.randint(1, 400)
+        r = rnd.random()
+        if r < 0.35 or n < 5:
+            n += 1
+            gpus = rnd.choice([0, 0, 1, 1, 2, 4])
+            labels = {}
+            if rnd.random() < 0.08:                       # gangs of two, their names reused
+                labels.update({"gang": f"g{n % 3}", "gang-size": "2"})
+            if rnd.random() < 0.05:
+                labels["scheduling"] = rnd.choice(["urgent", "batch"])
+            out.append(("task", {"tid": f"t{n}", "cpu": rnd.choice([500, 1000, 4000]), "gpus": gpus,
+                                 "milli": rnd.choice([250, 500, 1000]) if gpus == 1 else (1000 if gpus else 0),
+                                 "qos": rnd.choice(["GOLD", "SILVER", "SILVER", "BRONZE"]), "at": at,
+                                 "priority": rnd.randint(0, 3), "labels": labels}))
+        elif r < 0.60:
+            out.append(("end", {"tid": f"t{rnd.randint(1, n)}", "status": rnd.choice(["COMPLETED", "COMPLETED",
+                                                                                     "FAILED"]), "at": at}))
+        elif r < 0.66:
+            out.append(("cancel", {"tid": f"t{rnd.randint(1, n)}", "at": at}))
+        elif r < 0.72:
+            out.append(("running", {"tid": f"t{rnd.randint(1, n)}", "at": at}))
+        elif r < 0.78:
+            out.append(("dup", {"tid": f"t{rnd.randint(1, n)}", "at": at}))
+        elif r < 0.84:
+            out.append(("stale", {"tid": f"t{rnd.randint(1, n)}", "node": rnd.choice(NODES)[0], "at": at}))
+        elif r < 0.88:
+            node = rnd.choice(NODES)[0]
+            out.append(("node", {"node": node, "status": "DOWN", "at": at}))
+            out.append(("node", {"node": node, "status": "READY", "at": at + 1}))
+        else:
+            out.append(("tick", {"at": at}))
+    return out
+
+
+def _feed(f: Feed, step: tuple[str, dict], known: dict[str, str]) -> None:
+    kind, a = step
+    if kind == "task":
+        f.task(a["tid"], cpu=a["cpu"], gpus=a["gpus"], milli=a["milli"], qos=a["qos"], at=a["at"],
+               priority=a["priority"], labels=a["labels"])
+    elif kind == "end":
+        f.send("TaskStatusChanged", {"task_id": a["tid"], "node_id": known.get(a["tid"], ""), "status": a["status"],
+                                     "at": a["at"], "exit_code": 0, "message": ""})
+    elif kind == "running":
+        f.send("TaskStatusChanged", {"task_id": a["tid"], "node_id": known.get(a["tid"], ""), "status": "RUNNING",
+                                     "at": a["at"], "exit_code": 0, "message": ""})
+    elif kind == "cancel":
+        f.send("TaskCancelled", {"task_id": a["tid"], "reason": "test", "at": a["at"]})
+    elif kind == "dup":
+        f.task(a["tid"], cpu=300, at=a["at"])
+    elif kind == "stale":
+        f.send("TaskStatusChanged", {"task_id": a["tid"], "node_id": a["node"], "status": "RUNNING",
+                                     "at": a["at"], "exit_code": 0, "message": ""})
+    elif kind == "node":
+        f.send("NodeStatusChanged", {"node_id": a["node"], "status": a["status"], "reason": "test", "at": a["at"]})
+    else:
+        f.send("CellTick", {"at": a["at"]})
+
+
+def _run(seed: int, *, forget: bool, restore_every: int = 0, ids: int = 1_000_000) -> tuple[list, Feed]:
+    """All outputs of the script; ``known``: where each task was last placed, read from the
+    outputs (not from the state, which may have forgotten it), so both runs send the same
+    inputs."""
+    f = Feed(strategy="default", config=_config(0, ids))
+    if not forget:
+        f.state.forget_finished = lambda *_a: 0
+    for nid, gpus, model in NODES:
+        f.node(nid, cpu=16000, mem=65536, gpus=gpus, model=model or "T4")
+    known: dict[str, str] = {}
+    for i, step in enumerate(_script(seed)):
+        seen = len(f.outputs)
+        _feed(f, step, known)
+        for kind, out in f.outputs[seen:]:
+            if kind == "TaskPlaced":
+                known[out["task_id"]] = out["node_id"]
+            elif kind == "TaskMigrated":
+                known[out["task_id"]] = out["to_node"]
+        if forget:
+            s = f.state
+            s.check()
+            assert not set(s.forgotten) & set(s.tasks)
+            assert all(s.tasks[t].status in TERMINAL for t in s.finished)
+        if restore_every and i % restore_every == restore_every - 1:
+            f.state = CellState.from_snapshot(json.loads(json.dumps(f.state.to_snapshot(), sort_keys=True)))
+    return f.outputs, f
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_forgetting_finished_tasks_changes_no_decision_live_or_restored(seed):
+    kept, full = _run(seed, forget=False)
+    forgot, lean = _run(seed, forget=True)
+    restored, _ = _run(seed, forget=True, restore_every=37)
+    assert forgot == kept
+    assert restored == kept
+    # the runs did what they are for: tasks were forgotten, and inputs about them came after
+    assert len(lean.state.forgotten) > 50
+    assert len(lean.state.tasks) + len(lean.state.forgotten) == len(full.state.tasks)
+    gone = set(lean.state.forgotten)
+    stale_stops = [o for k, o in forgot if k == "StopCommand" and o["task_id"] in gone
+                   and o["reason"].startswith("stale copy")]
+    assert stale_stops, "no stale copy of a forgotten task was stopped"
+    gang_ids = {step[1]["tid"] for step in _script(seed) if step[0] == "task" and step[1]["labels"].get("gang")}
+    placed = {o["task_id"] for k, o in forgot if k == "TaskPlaced"}
+    assert gang_ids & placed & gone, "no gang member was placed, finished and then forgotten"
+
+
+def test_a_forgotten_id_is_still_a_duplicate_until_its_tombstone_goes():
+    f = Feed(strategy="bestfit", config={"seed": 1, "retention": {"finished_tasks": 0, "forgotten_ids": 2}})
+    f.node("a", cpu=8000)
+    for i in range(4):
+        f.task(f"t{i}", cpu=500)
+        f.status(f"t{i}", "COMPLETED", at=10 + i)
+    s = f.state
+    # with nothing kept, finished tasks go two at a time (a batch of at least one over 0)
+    assert list(s.forgotten) == ["t2", "t3"] and not s.tasks and not s.finished
+    assert f.task("t3", cpu=500) == []                                     # still known: a duplicate
+    placed = f.task("t0", cpu=500)                                         # its tombstone went: new
+    assert [k for k, _ in placed] == ["TaskPlaced"]
+
+
+def test_a_job_member_is_kept_and_a_finished_gang_member_leaves_its_gang():
+    f = Feed(strategy="bestfit", config={"seed": 1, "retention": {"finished_tasks": 0}})
+    f.node("a", cpu=1000)
+    f.task("big", cpu=1000)
+    f.task("g", cpu=100, labels={"gang": "x", "gang-size": "2"})   # pending: 1 of 2 members
+    f.send("TaskSubmitted", {"task_id": "j", "tenant": "t", "cell": "test", "submitted_at": 1,
+                             "resources": {"cpu_milli": 100, "memory_mib": 1, "gpu_count": 0, "gpu_milli": 0,
+                                           "gpu_models": []}, "qos_tier": "SILVER", "labels": {}, "job_id": "J"})
+    f.send("TaskCancelled", {"task_id": "g", "reason": "test", "at": 5})
+    f.send("TaskCancelled", {"task_id": "j", "reason": "test", "at": 6})
+    f.status("big", "COMPLETED", at=7)
+    s = f.state
+    assert {"g", "big"} <= set(s.forgotten) and s.gang_members("x") == []
+    assert "j" in s.tasks and "j" not in s.finished and s.job_tasks("J")[0].task.task_id == "j"
+    s.check()
+    f.task("g2", cpu=100, labels={"gang": "x", "gang-size": "2"})  # the gang starts again from none
+    assert s.gang_members("x") == ["g2"]
+
+
+def test_a_snapshot_from_before_forgetting_restores_its_order_and_shape_log():
+    f = Feed(strategy="bestfit", config={"seed": 1})
+    f.node("a", cpu=8000, gpus=2)
+    for i in range(9):
+        f.task(f"t{i}", cpu=500 + 100 * (i % 3), gpus=i % 2, milli=500 if i % 2 else 0)
+        if i % 3 == 0:
+            f.status(f"t{i}", "COMPLETED", at=10 + i)
+    snap = json.loads(json.dumps(f.state.to_snapshot()))
+    for key in ("finished", "forgotten", "shape_log"):
+        snap.pop(key, None)                                    # as written before cells forgot
+    old = CellState.from_snapshot(snap)
+    assert list(old.finished) == list(f.state.finished) == ["t0", "t3", "t6"]
+    assert old.shape_log.tolist() == f.state.shape_log.tolist()
+    for cutoff in range(0, 10):
+        assert shape_counts_through(old, cutoff) == shape_counts_through(f.state, cutoff)
+
+
+def test_the_shape_log_keeps_at_least_its_reach_and_trims_where_a_restored_state_does(monkeypatch):
+    monkeypatch.setattr(state_module, "SHAPE_LOG_KEEP", 4)
+    f = Feed(strategy="bestfit", config={"seed": 1})
+    f.node("a", cpu=64000)
+    for i in range(11):
+        f.task(f"t{i}", cpu=100 * (1 + i % 2))
+        s = f.state
+        assert len(s.shape_log) >= min(s.seq, 4) and s.shape_base + len(s.shape_log) == s.seq
+        assert s.shape_base % 4 == 0
+    restored = CellState.from_snapshot(json.loads(json.dumps(f.state.to_snapshot())))
+    assert (restored.shape_base, restored.shape_log.tolist()) == (f.state.shape_base, f.state.shape_log.tolist())
+    walked = {"100/0/0/": 0, "200/0/0/": 0}
+    for t in sorted(f.state.tasks.values(), key=lambda t: t.seq)[:9]:
+        walked[f"{t.task.request.cpu}/0/0/"] += 1
+    assert f.state.shape_counts_after(9) == walked
+    assert f.state.shape_counts_after(f.state.shape_base - 1) is None       # beyond the log's reach
+
+
+def test_a_cancelled_task_a_closed_batch_window_still_names_is_kept_until_the_window_is_done():
+    f = Feed(strategy="default", config={"seed": 1, "retention": {"finished_tasks": 0},
+                                         "qos": {"batch_window_ms": 1_000, "batch_chunk": 1,
+                                                 "batch_solves_per_tick": 1}})
+    f.node("a", cpu=8000)
+    for i in range(3):
+        f.task(f"b{i}", cpu=100, at=10, labels={"scheduling": "batch"})
+    f.send("CellTick", {"at": 2_000})                        # the window closes: one solved, two left
+    assert f.state.batch_due == ["b1", "b2"]
+    f.send("TaskCancelled", {"task_id": "b1", "reason": "test", "at": 2_001})
+    f.task("x", cpu=100, at=2_002)
+    f.status("x", "COMPLETED", at=2_003)                     # two finished: time to forget
+    assert "b1" in f.state.tasks and "x" in f.state.forgotten
+    f.send("CellTick", {"at": 3_000})                        # b1 is read (and skipped), b2 solved next
+    f.send("CellTick", {"at": 4_000})
+    assert not f.state.batch_due and f.state.tasks["b2"].status != "PENDING"
+    f.task("y", cpu=100, at=4_001)
+    f.status("y", "COMPLETED", at=4_002)
+    assert "b1" in f.state.forgotten                         # no longer named: forgotten
