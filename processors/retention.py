@@ -6,9 +6,11 @@ full load for a day would hold gigabytes and take minutes to snapshot and restor
 cell *forgets* its oldest finished tasks (``CellState.forget_finished``, after an input):
 
 * a task is forgotten only when it is finished (COMPLETED, FAILED, CANCELLED,
-  UNSCHEDULABLE), belongs to no gang and no job (their members answer for the group), and
-  nothing else in the state names it (the queue, a preemption's grace, a closed batch
-  window, a reservation's waiting claimants);
+  UNSCHEDULABLE), is not a member of a job (``job_id`` or the ``job`` label: the elastic
+  and federated rules read finished members; a finished gang member goes, and leaves its
+  gang's index, since the gang rule reads only waiting members), and nothing else in the
+  state names it (the queue, a preemption's grace, a closed batch window, a reservation's
+  waiting or queued claimants);
 * the oldest finished first, once more than ``finished_tasks`` are kept (in steps of an
   eighth of it, so the work is spread);
 * a forgotten task leaves a tombstone, its id with its last status and node, for the

@@ -225,8 +225,9 @@ class CellState:
         self._on_node: Optional[dict[str, dict[str, None]]] = None
         # The indexes below are kept the same way, for the same reason: the cell keeps its
         # live tasks and thousands of finished ones (retention.py), so a walk of ``tasks``
-        # costs far more than the answer (measured by ``bench/history_growth.py``). They live outside ``_derived``, which a new GPU model
-        # clears, because nothing they hold depends on the node rows.
+        # costs far more than the answer (measured by ``bench/history_growth.py``). They
+        # live outside ``_derived``, which a new GPU model clears, because nothing they
+        # hold depends on the node rows.
         # kind (a key of ``_GROUPS``) -> group -> ids of its tasks in arrival order, each kind
         # built on first use and then kept by :meth:`add_task`
         self._groups: dict[str, dict[str, list[str]]] = {}
@@ -239,7 +240,8 @@ class CellState:
         self._arrivals: Optional[list[TaskRecord]] = None
         self.task_cache: dict[Any, Any] = {}
         # --- forgetting finished tasks (retention.py) ---
-        # ids of the finished tasks that may be forgotten (no group), oldest finish first
+        # ids of the finished tasks that may be forgotten (not job members: _forgettable),
+        # oldest finish first
         self.finished: dict[str, None] = {}
         # tombstones: forgotten id -> (its last status, its node), oldest forgotten first
         self.forgotten: dict[str, tuple[str, Optional[str]]] = {}
