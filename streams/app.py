@@ -474,9 +474,12 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
         outputs = [out for r in unsent for out in runner.apply(_raw_kafka(r))]
         to_ack = [Message(r.topic, r.partition, r.offset, (r.timestamp or 0) / 1000, 0, None, r.key, r.value, None,
                           tp=TP(r.topic, r.partition)) for r in unsent]
+        cells = runner.partition(partition).cells.values()
         log.warning("scheduler: partition %s recovered: state from %s as of %s, re-applied %s records "
-                    "(%s with their outputs sent from here: not marked as stored), resuming at %s",
-                    partition, source, as_of, len(missing), len(unsent), first_offset)
+                    "(%s with their outputs sent from here: not marked as stored), resuming at %s; "
+                    "its cells hold %s tasks and %s tombstones of forgotten ones",
+                    partition, source, as_of, len(missing), len(unsent), first_offset,
+                    sum(len(c.tasks) for c in cells), sum(len(c.forgotten) for c in cells))
         return outputs, to_ack
 
     @app.on_partitions_revoked.connect

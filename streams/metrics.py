@@ -40,6 +40,9 @@ Metric names (all prefixed ``suanli_``; base units; counters end in ``_total``):
 ``suanli_gpu_allocated{cell,model}``                       GPUs allocated (fractions: 0.5 = half)
 ``suanli_gpu_capacity{cell,model}``                        GPUs registered
 ``suanli_nodes{cell,status,health}``                       nodes by status and heartbeat health
+``suanli_cell_tasks{cell,held}``                           tasks in the cell's memory: ``kept`` (their
+                                                           records) and ``forgotten`` (tombstones of
+                                                           finished tasks past the retention)
 ``suanli_snapshot_age_seconds{partition}``                 since the partition's state was last
                                                            snapshotted (or restored) by this process
 ``suanli_snapshot_write_seconds``                          histogram: time to write one snapshot
@@ -326,10 +329,13 @@ class SchedulerMetrics(WorkerMetrics):
         allocated: dict[tuple[str, ...], float] = {}
         capacity: dict[tuple[str, ...], float] = {}
         nodes: dict[tuple[str, ...], float] = {}
+        tasks: dict[tuple[str, ...], float] = {}
         for part in list(self.runner.partitions.values()):
             for cell, state in list(part.cells.items()):
                 fold_state(cell, state, queue, allocated, capacity, nodes)
-        self._state = {"queue": queue, "allocated": allocated, "capacity": capacity, "nodes": nodes}
+                tasks[(cell, "kept")] = float(len(state.tasks))
+                tasks[(cell, "forgotten")] = float(len(state.forgotten))
+        self._state = {"queue": queue, "allocated": allocated, "capacity": capacity, "nodes": nodes, "tasks": tasks}
 
     def _state_families(self) -> Iterator[Any]:
         state = self._state
@@ -338,7 +344,9 @@ class SchedulerMetrics(WorkerMetrics):
                   ["cell", "model"]),
                  ("capacity", "suanli_gpu_capacity", "GPUs registered, by cell and GPU model.", ["cell", "model"]),
                  ("nodes", "suanli_nodes", "Registered nodes, by cell, status and heartbeat health.",
-                  ["cell", "status", "health"]))
+                  ["cell", "status", "health"]),
+                 ("tasks", "suanli_cell_tasks", "Tasks in a cell's memory: kept (their records) and forgotten "
+                  "(tombstones of finished tasks past the policy's retention).", ["cell", "held"]))
         for key, name, doc, labels in specs:
             family = GaugeMetricFamily(name, doc, labels=labels)
             for label_values, value in sorted(state.get(key, {}).items()):

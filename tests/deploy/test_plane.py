@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import signal
 import struct
 import threading
@@ -24,6 +25,7 @@ from suanli.replay.log_replay import decided_prefix, describe, first_divergence,
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer
+from suanli.streams.records import RawRecord
 
 pytestmark = pytest.mark.stack
 
@@ -180,24 +182,10 @@ def test_scheduler_survives_sigkill_without_lost_or_duplicated_placements(stack)
     kills: list[float] = []
     stop = threading.Event()
 
-    def killer() -> None:
-        # Each kill waits until the scheduler it kills has recovered its partition and run a
-        # while (so that restores from snapshots (written every 5 s) plus catch-up are tested, not
-        # only processes killed while joining the group), then a random 1-4 s more.
-        rng = random.Random(2026)
-        while len(kills) < 5 and not stop.is_set():
-            seen = len(_recoveries(plane))
-            deadline = time.monotonic() + 60
-            while len(_recoveries(plane)) == seen and time.monotonic() < deadline and not stop.is_set():
-                stop.wait(0.2)
-            stop.wait(rng.uniform(2.0, 8.0))
-            pid = next(s for s, _ in plane.services if s.name == "scheduler").pid()
-            if pid is not None and not stop.is_set():
-                os.kill(pid, signal.SIGKILL)
-                kills.append(time.monotonic())
-
-    thread = threading.Thread(target=killer, daemon=True)
-    thread.start()
+    # Each kill waits until the scheduler it kills has recovered its partition and run a while
+    # (so that restores from snapshots (written every 5 s) plus catch-up are tested, not only
+    # processes killed while joining the group).
+    thread = _killer(plane, kills, stop, times=5, pause=(2.0, 8.0), seed=2026)
     try:
         result = asyncio.run(plane.run())
     finally:
@@ -213,16 +201,7 @@ def test_scheduler_survives_sigkill_without_lost_or_duplicated_placements(stack)
     settings = plane.s
     cell_log = asyncio.run(_read(settings, f"{settings.namespace}.cells"))
     decisions = asyncio.run(_read(settings, f"{settings.namespace}.decisions"))
-    # Duplicates from redelivery carry the same event id and bytes; keep first occurrences.
-    seen, recorded, placements = set(), [], {}
-    for d in decisions:
-        if d.payload["event_id"] in seen:
-            continue
-        seen.add(d.payload["event_id"])
-        recorded.append(d.value)
-        if d.kind == "TaskPlaced":
-            assert d.payload["task_id"] not in placements, f"{d.payload['task_id']} placed twice"
-            placements[d.payload["task_id"]] = (d.payload["node_id"], d.payload["gpu_devices"])
+    recorded, placements = _distinct_decisions(decisions)
     # The connector is stopped first and reports its running tasks FAILED; those inputs may
     # reach the cell log after the scheduler stopped. Compare what the scheduler had read:
     # every input up to the last one it decided on, per partition (the log is ordered).
@@ -247,6 +226,145 @@ def test_scheduler_survives_sigkill_without_lost_or_duplicated_placements(stack)
               "distinct_decisions": len(recorded), "duplicates_dropped": len(decisions) - len(recorded),
               "placed": len(placements), "seconds": result["seconds"]}
     _report("crash", report)
+
+
+def test_a_cell_that_forgets_survives_kills_and_still_refuses_its_forgotten_tasks(stack):
+    """Retention on the real stack: a policy that keeps only 16 finished tasks, two SIGKILLs of
+    the scheduler (each restore comes from a snapshot that carries tombstones), then every one
+    of the first 150 tasks submitted again under a new event id. None is placed twice, and the
+    decisions are those of a crash-free replay and of a replay whose cell forgets nothing."""
+    from suanli.replay.driver import drive
+
+    forget = {"retention": {"finished_tasks": 16, "forgotten_ids": 100_000}}
+    again = 150
+    kills: list[float] = []
+    restored, stop = threading.Event(), threading.Event()
+
+    async def workload(publish, send_raw, tasks, names):
+        await publish("PolicyChanged", {"event_id": "forgetful", "cell": tasks[0]["cell"], "strategy": "default",
+                                        "config_json": json.dumps(forget), "changed_by": "test", "at": 1})
+        await drive(publish, tasks, 50)
+        # the resubmissions go to a cell restored (after the last kill) from a snapshot
+        deadline = time.monotonic() + 120
+        while not restored.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        for task in tasks[:again]:
+            await publish("TaskSubmitted", dict(task, event_id=f"again-{task['event_id']}"))
+
+    plane = _plane(stack, tasks=1200, rate=50, time_scale=0.00005, workload=workload)
+    plane.start()
+
+    # Each kill waits for the scheduler's recovery and then long enough (6-8 s) for a snapshot
+    # (every 5 s) of a cell that has forgotten tasks by then; the resubmissions wait for the
+    # recovery after the last kill.
+    thread = _killer(plane, kills, stop, times=2, pause=(6.0, 8.0), seed=7, recovered=restored)
+    try:
+        result = asyncio.run(plane.run())
+    finally:
+        stop.set()
+        thread.join()
+        recoveries = _recoveries(plane)
+        plane.stop()
+    assert len(kills) == 2, f"only {len(kills)} kills happened before the run drained"
+    assert result["submitted"] == 1200
+    assert result["placed"] + result["pending"] + result["unschedulable"] == 1200, result
+    assert result["capacity_violations"] == 0, result["violations"]
+    restores = [line for line in recoveries if "state from snapshot" in line]
+    tombstones = [int(m) for line in restores for m in re.findall(r"and (\d+) tombstones", line)]
+    assert tombstones and max(tombstones) > 0, f"no restore from a snapshot with tombstones: {recoveries}"
+
+    settings = plane.s
+    cell_log = asyncio.run(_read(settings, f"{settings.namespace}.cells"))
+    decisions = asyncio.run(_read(settings, f"{settings.namespace}.decisions"))
+    recorded, placed = _distinct_decisions(decisions)      # fails on a resubmission placed again
+    resubmitted = [r for r in cell_log if r.kind == "TaskSubmitted" and r.payload["event_id"].startswith("again-")]
+    assert len(resubmitted) == again
+
+    with RegistryClient(settings.registry_url) as registry:
+        codec = Codec(registry)
+        records = decided_prefix(cell_log, (d.payload for d in decisions))
+        crash_free = regenerate(codec, records)
+        divergence = first_divergence(recorded, crash_free)
+        assert divergence is None, (f"decision #{divergence.index} differs from a crash-free replay: recorded "
+                                    f"{describe(codec, divergence.recorded)}, replayed "
+                                    f"{describe(codec, divergence.regenerated)}")
+
+        def remembering(record):
+            kind, payload = codec.decode(record.value)
+            if kind != "PolicyChanged":
+                return record
+            config = {"retention": {"finished_tasks": 1_000_000, "forgotten_ids": 0}}
+            value = codec.encode(kind, dict(payload, config_json=json.dumps(config)))
+            return RawRecord(record.topic, record.partition, record.offset, record.timestamp, record.key, value)
+
+        def gist(values):
+            out = []
+            for value in values:
+                kind, payload = codec.decode(value)
+                out.append((kind, payload.get("event_id"), payload.get("task_id"), payload.get("node_id"),
+                            tuple(payload.get("gpu_devices") or ())))
+            return out
+
+        # the whole log (the resubmissions too), replayed by a cell that forgets and by one
+        # whose policy forgets nothing: the same decisions (the provenance's policy digest aside)
+        whole = [RawRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
+                 for r in sorted(cell_log, key=lambda r: (r.partition, r.offset))]
+        assert gist(regenerate(codec, [remembering(r) for r in whole])) == gist(regenerate(codec, whole))
+    _report("retention", {"kills": len(kills), "restarts": result["worker_restarts"],
+                          "tombstones_at_restores": tombstones, "placed": len(placed), "resubmitted": again,
+                          "seconds": result["seconds"]})
+
+
+def _killer(plane: Plane, kills: list[float], stop: threading.Event, *, times: int, pause: tuple[float, float],
+            seed: int, recovered: threading.Event | None = None) -> threading.Thread:
+    """A started thread that SIGKILLs the plane's scheduler ``times`` times (appending the
+    time of each to ``kills``): each once the scheduler has recovered (from its start or the
+    last kill) and run a random ``pause`` seconds more. ``recovered`` is set once it has
+    recovered from the last kill. Stops early when ``stop`` is set."""
+    def run() -> None:
+        rng = random.Random(seed)
+        seen = 0
+        while len(kills) < times and not stop.is_set():
+            _wait_for_recovery(plane, seen, stop)
+            stop.wait(rng.uniform(*pause))
+            pid = next(s for s, _ in plane.services if s.name == "scheduler").pid()
+            if pid is not None and not stop.is_set():
+                seen = len(_recoveries(plane))
+                os.kill(pid, signal.SIGKILL)
+                kills.append(time.monotonic())
+        if recovered is not None and _wait_for_recovery(plane, seen, stop):
+            recovered.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _distinct_decisions(decisions: list) -> tuple[list[bytes], dict[str, tuple]]:
+    """The decision records' values, first occurrences only (duplicates from redelivery carry
+    the same event id and bytes), and each placed task's (node, devices); fails if a task was
+    placed twice."""
+    seen, recorded, placements = set(), [], {}
+    for d in decisions:
+        if d.payload["event_id"] in seen:
+            continue
+        seen.add(d.payload["event_id"])
+        recorded.append(d.value)
+        if d.kind == "TaskPlaced":
+            assert d.payload["task_id"] not in placements, f"{d.payload['task_id']} placed twice"
+            placements[d.payload["task_id"]] = (d.payload["node_id"], d.payload["gpu_devices"])
+    return recorded, placements
+
+
+def _wait_for_recovery(plane: Plane, seen: int, stop: threading.Event, timeout: float = 60.0) -> bool:
+    """Wait until the scheduler's log has more than ``seen`` recovery lines (False: stopped or
+    timed out first)."""
+    deadline = time.monotonic() + timeout
+    while len(_recoveries(plane)) <= seen:
+        if stop.is_set() or time.monotonic() > deadline:
+            return False
+        stop.wait(0.2)
+    return True
 
 
 def _recoveries(plane: Plane) -> list[str]:

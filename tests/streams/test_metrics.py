@@ -128,6 +128,27 @@ def test_scheduler_metrics_agree_with_the_runner_outputs_and_the_cell_state(code
     assert value(reg, "suanli_worker_info", role="scheduler", namespace="ns") == 1
 
 
+def test_cell_tasks_counts_the_records_kept_and_the_tombstones_of_forgotten_ones(codec):
+    import json
+
+    m = M.SchedulerMetrics("ns", codec, [TOPICS.cell_log])
+    feed = Feed(codec, m)
+    feed.send("NodeRegistered", node("n0", "T4", 4, cpu=16000))
+    feed.send("PolicyChanged", {"event_id": "p", "cell": "c1", "strategy": "default", "changed_by": "test",
+                                "config_json": json.dumps({"retention": {"finished_tasks": 1}}), "at": 1})
+    for i in range(4):
+        feed.send("TaskSubmitted", task(f"t{i}", "SILVER", cpu=1000))
+    for i in range(3):                          # 3 finished > 1 kept + a batch of 1: two are forgotten
+        feed.send("TaskStatusChanged", {"event_id": f"s{i}", "task_id": f"t{i}", "cell": "c1", "node_id": "n0",
+                                        "status": "COMPLETED", "at": 2 + i, "exit_code": 0, "message": "",
+                                        "usage": None})
+    m.refresh()
+    state = feed.runner.partition(0).cells["c1"]
+    assert len(state.forgotten) == 2 and len(state.tasks) == 2, (sorted(state.forgotten), sorted(state.tasks))
+    assert value(m.registry, "suanli_cell_tasks", cell="c1", held="kept") == 2
+    assert value(m.registry, "suanli_cell_tasks", cell="c1", held="forgotten") == 2
+
+
 def test_snapshot_age_and_consumer_lag(codec):
     m = M.SchedulerMetrics("ns", codec, [TOPICS.cell_log])
     assert "suanli_snapshot_age_seconds" in families(m.registry)
