@@ -1186,7 +1186,7 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
     state, outs = _decide(state, event, position)
     if state.finished:
         keep = policy_strategy(state).args.retention
-        if len(state.finished) > keep.finished_tasks + keep.batch():
+        if len(state.finished) > keep.finished_tasks + keep.batch() + state.finished_pinned:
             state.forget_finished(keep.finished_tasks, keep.forgotten_ids)
     return state, outs
 

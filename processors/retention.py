@@ -12,7 +12,9 @@ cell *forgets* its oldest finished tasks (``CellState.forget_finished``, after a
   state names it (the queue, a preemption's grace, a closed batch window, a reservation's
   waiting or queued claimants);
 * the oldest finished first, once more than ``finished_tasks`` are kept (in steps of an
-  eighth of it, so the work is spread);
+  eighth of it, so the work is spread); the tasks a pass had to keep because something still
+  named them count on top, so that the next pass waits for another eighth rather than
+  coming after every input while they stay named;
 * a forgotten task leaves a tombstone, its id with its last status and node, for the
   ``forgotten_ids`` most recently forgotten: a submission with that id is still a duplicate,
   and a stale copy of it still reporting RUNNING somewhere is still told to stop.

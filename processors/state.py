@@ -245,6 +245,10 @@ class CellState:
         self.finished: dict[str, None] = {}
         # tombstones: forgotten id -> (its last status, its node), oldest forgotten first
         self.forgotten: dict[str, tuple[str, Optional[str]]] = {}
+        # finished tasks the last pass had to keep beyond the retention (still named by the
+        # queue, a grace, a batch window or a token): the next pass waits for a batch more
+        # than these, so that many pinned tasks do not make every input try again
+        self.finished_pinned = 0
         self._tombs: dict[tuple[str, Optional[str]], tuple[str, Optional[str]]] = {}   # one tuple per pair
         # the shape (``frag.shape_key``) of every arrival, as an index into ``shape_names``:
         # ``shape_log[i]`` is the arrival with ``seq == shape_base + i + 1``. FGD's observed
@@ -543,7 +547,8 @@ class CellState:
         queue, a preemption's grace, a closed batch window or a reservation token still names
         is kept for now. Nothing is forgotten while the shape log does not cover every
         arrival (a state built by hand): FGD's histogram would lose the forgotten shapes.
-        Returns how many were forgotten."""
+        Sets ``finished_pinned``: how many it kept beyond ``keep``. Returns how many were
+        forgotten."""
         if self.shape_base + len(self.shape_log) != self.seq:
             return 0
         over = len(self.finished) - keep
@@ -571,6 +576,7 @@ class CellState:
                     del gangs[g]
         if gone:
             self._arrivals = None        # built again, from the tasks kept, when next asked for
+        self.finished_pinned = max(0, len(self.finished) - keep)
         extra = len(self.forgotten) - keep_ids
         if extra > 0:
             for tid in list(itertools.islice(self.forgotten, extra)):
@@ -936,6 +942,7 @@ class CellState:
             **({"elastic": json.loads(json.dumps(self.elastic, sort_keys=True))} if self.elastic else {}),
             # forgetting (retention.py): what may be forgotten, in order, and the tombstones
             **({"finished": list(self.finished)} if self.finished else {}),
+            **({"finished_pinned": self.finished_pinned} if self.finished_pinned else {}),
             **({"forgotten": self._forgotten_json()} if self.forgotten else {}),
             **({"shape_log": {"base": self.shape_base, "names": list(self.shape_names),
                               "log": self.shape_log.tolist()}} if self.shape_names else {}),
@@ -1003,6 +1010,7 @@ class CellState:
         else:
             done = [t for t in self.tasks.values() if t.status in TERMINAL and _forgettable(t.task)]
             self.finished = {t.task.task_id: None for t in sorted(done, key=lambda t: t.seq)}
+        self.finished_pinned = int(snap.get("finished_pinned", 0))
         gone = snap.get("forgotten")
         if gone:
             pairs = [(st, node) for st, node in gone["pairs"]]

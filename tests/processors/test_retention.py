@@ -224,5 +224,35 @@ def test_a_cancelled_task_a_closed_batch_window_still_names_is_kept_until_the_wi
     f.send("CellTick", {"at": 4_000})
     assert not f.state.batch_due and f.state.tasks["b2"].status != "PENDING"
     f.task("y", cpu=100, at=4_001)
-    f.status("y", "COMPLETED", at=4_002)
+    f.status("y", "COMPLETED", at=4_002)                     # the pass waits for a batch beyond b1
+    assert "b1" in f.state.tasks and f.state.finished_pinned == 1
+    f.task("z", cpu=100, at=4_003)
+    f.status("z", "COMPLETED", at=4_004)
     assert "b1" in f.state.forgotten                         # no longer named: forgotten
+    assert f.state.finished_pinned == 0
+
+
+def test_tasks_kept_because_they_are_named_do_not_make_every_input_try_again(monkeypatch):
+    from suanli.processors.state import CellState
+
+    passes = []
+    real = CellState.forget_finished
+    monkeypatch.setattr(CellState, "forget_finished", lambda self, *a: passes.append(1) or real(self, *a))
+    f = Feed(strategy="default", config={"seed": 1, "retention": {"finished_tasks": 0},
+                                         "qos": {"batch_window_ms": 1_000, "batch_chunk": 1,
+                                                 "batch_solves_per_tick": 1}})
+    f.node("a", cpu=64_000)
+    for i in range(21):
+        f.task(f"b{i}", cpu=100, at=10, labels={"scheduling": "batch"})
+    f.send("CellTick", {"at": 2_000})                        # the window closes: one solved, 20 left
+    for i in range(1, 21):                                   # cancelled, but the closed window names them
+        f.send("TaskCancelled", {"task_id": f"b{i}", "reason": "test", "at": 2_000 + i})
+    assert f.state.finished_pinned == 20
+    before = len(passes)
+    for i in range(20):
+        f.task(f"x{i}", cpu=100, at=3_000 + 2 * i)
+        f.status(f"x{i}", "COMPLETED", at=3_001 + 2 * i)
+    # a pass per two completions (a batch of 1 beyond the 20 pinned), not one per input (40)
+    assert len(passes) - before == 10, len(passes) - before
+    assert all(f"b{i}" in f.state.tasks for i in range(1, 21))
+    assert sum(f"x{i}" in f.state.forgotten for i in range(20)) == 20
