@@ -7,14 +7,15 @@ the same topics once at start-up and then follows them:
 * the cell log, the decisions and the dead letters into a
   :class:`~suanli.projections.lifecycle.LifecycleView` (the same fold, fed in the same
   order at start-up: cell log, then decisions, then dead letters, as ``load_lifecycle``);
-* the raw tasks topic for submissions intake has not forwarded yet (shown as SUBMITTED)
-  and for reservation bids;
+* the raw tasks topic for submissions intake has not forwarded yet (shown as SUBMITTED;
+  one is dropped once the lifecycle knows its task) and for reservation bids;
 * the decisions, per task, for the audit (:mod:`suanli.api.audit`);
 * the bids, the reservation decisions and the placements of tasks labelled ``reservation``
   into a :class:`~suanli.projections.reservations.ReservationsView` (bids SUBMITTED ->
   GRANTED | LOST, tokens GRANTED -> CLAIMED | EXPIRED ...).
 
-Reads are answered from memory (microseconds). Staleness is bounded by the follow loop
+Reads are answered from memory, through the lifecycle's indexes where a walk of every task
+would grow with the history (``bench/read_model_growth.py``). Staleness is bounded by the follow loop
 (a fetch every 200 ms at most); :meth:`LogFollower.sync` is a read-your-writes barrier: it
 waits until everything stored before the call has been folded. Memory grows with the log
 (one entry per task and per decision); the audit projection in ``projections/audit.py``
@@ -94,8 +95,10 @@ class ReadModel:
             self.reservations.apply(kind, payload)
         if role in ("cell_log", "dead_letters"):
             self.lifecycle.apply(kind, payload)
+            self._known(payload)
         elif role == "decisions":
             self.lifecycle.apply(kind, payload)
+            self._known(payload)
             self._on_decision(kind, payload, topic, partition, offset)
         elif role == "raw_tasks":
             self._on_raw(kind, payload)
@@ -117,9 +120,18 @@ class ReadModel:
         self._seen.add(key)
         return True
 
+    def _known(self, p: dict[str, Any]) -> None:
+        """The lifecycle knows the task now: its submission answers nothing more (every read
+        looks in the lifecycle first), so it goes, and ``submissions`` stays as short as
+        what intake has not forwarded yet."""
+        task_id = p.get("task_id")
+        if task_id is not None and task_id in self.lifecycle.tasks:
+            self.submissions.pop(task_id, None)
+
     def _on_raw(self, kind: str, p: dict[str, Any]) -> None:
         if kind == "TaskSubmitted":
-            if validate_event(kind, p) is None and p["task_id"] not in self.submissions:
+            if validate_event(kind, p) is None and p["task_id"] not in self.submissions \
+                    and p["task_id"] not in self.lifecycle.tasks:
                 self.submissions[p["task_id"]] = Submission(p["task_id"], p["tenant"], p["cell"], p["submitted_at"],
                                                             p.get("priority", 0), p.get("qos_tier", ""),
                                                             p.get("job_id") or "")

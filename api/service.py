@@ -38,6 +38,7 @@ unknown node or cell is a 404, an id registered in several cells without ``cell`
 """
 from __future__ import annotations
 
+import heapq
 import json
 import re
 import time
@@ -224,15 +225,18 @@ class ApiService:
         """The caller's tasks (optionally of one status and cell), oldest submission first."""
         await self._ready()
         lifecycle = self.model.lifecycle
-        cells = {t.cell for t in lifecycle.tasks.values() if t.tenant == tenant and t.status == "PENDING"}
+        cells = {t.cell for t in lifecycle.open_tasks() if t.tenant == tenant and t.status == "PENDING"}
         for c in cells:
             self._refresh_queue(c)
-        rows: list[TaskView | Submission] = [t for t in lifecycle.tasks.values() if t.tenant == tenant]
+        if status is not None and status not in TERMINAL:   # only open tasks can have it: read those
+            rows: list[TaskView | Submission] = [t for t in lifecycle.open_tasks() if t.tenant == tenant]
+        else:
+            rows = lifecycle.tenant_tasks(tenant)
         rows += [s for s in self.model.submissions.values() if s.tenant == tenant and s.task_id not in lifecycle.tasks]
-        out = [self._status(t) for t in rows]
-        out = [t for t in out if (status is None or t.status == status) and (cell is None or t.cell == cell)]
-        out.sort(key=lambda t: (t.submitted_at, t.task_id))
-        return self._hide(tenant, ListTasksResponse(tasks=out[:limit]))
+        rows = [t for t in rows if (status is None or getattr(t, "status", "SUBMITTED") == status)
+                and (cell is None or t.cell == cell)]
+        first = heapq.nsmallest(limit, rows, key=lambda t: (t.submitted_at, t.task_id))
+        return self._hide(tenant, ListTasksResponse(tasks=[self._status(t) for t in first]))
 
     async def why_pending(self, tenant: str, task_id: str) -> WhyPendingResponse:
         """The reasons of the latest decision and the task's current place in its cell's queue."""

@@ -257,7 +257,7 @@ def node_detail(state: DashboardState, key: tuple[str, str], node: Any) -> dict[
 def queues(state: DashboardState, tenant: str) -> str:
     lifecycle = state.model.lifecycle
     now = time.time() * 1000
-    cells = sorted({t.cell for t in lifecycle.tasks.values() if t.tenant == tenant and t.status in ("PENDING", "PREEMPTED")})
+    cells = sorted({t.cell for t in lifecycle.open_tasks() if t.tenant == tenant and t.status in ("PENDING", "PREEMPTED")})
     hide = Redactor(state, tenant)
     out = ['<section class="card"><h1>Queues <small>your pending tasks, by cell, QoS tier and position</small></h1>'
            '<p class="note">Positions are in the cell\'s whole queue, as the scheduler orders it: urgent before '
@@ -317,7 +317,7 @@ def tasks(state: DashboardState, tenant: str, status: str | None, query: str, li
           job: str = "") -> str:
     """The tenant's tasks; ``job``: only the member tasks of that job (issue 22)."""
     lifecycle = state.model.lifecycle
-    rows: list[Any] = [t for t in lifecycle.tasks.values() if t.tenant == tenant]
+    rows: list[Any] = lifecycle.tenant_tasks(tenant)
     rows += [s for s in state.model.submissions.values() if s.tenant == tenant and s.task_id not in lifecycle.tasks]
     if job:
         rows = [t for t in rows if getattr(t, "job_id", "") == job]

@@ -113,6 +113,21 @@ def test_status_of_own_tasks(client, history, alpha):
         == ["a2"]
 
 
+def test_a_submission_answers_until_the_lifecycle_knows_its_task_and_lists_filter_alike(client, service, alpha):
+    raw = ("raw_tasks",) + submitted("s1", "alpha")[1:]
+    feed(service.model, node(), raw)
+    assert client.get("/v1/tasks/s1", headers=alpha).json()["status"] == "SUBMITTED"
+    assert [t["task_id"] for t in client.get("/v1/tasks?status=SUBMITTED", headers=alpha).json()["tasks"]] == ["s1"]
+    feed(service.model, submitted("s1", "alpha"), pending("s1", "alpha", offset=3), raw)   # a raw copy read late
+    assert service.model.submissions == {}            # the lifecycle answers for it now
+    assert client.get("/v1/tasks/s1", headers=alpha).json()["status"] == "PENDING"
+    assert [t["task_id"] for t in client.get("/v1/tasks?status=PENDING", headers=alpha).json()["tasks"]] == ["s1"]
+    assert client.get("/v1/tasks?status=SUBMITTED", headers=alpha).json()["tasks"] == []
+    feed(service.model, placed("s1", "alpha", offset=4), released("s1", "alpha", offset=5))
+    assert [t["task_id"] for t in client.get("/v1/tasks?status=COMPLETED", headers=alpha).json()["tasks"]] == ["s1"]
+    assert client.get("/v1/tasks?status=PENDING", headers=alpha).json()["tasks"] == []
+
+
 def test_why_pending_gives_reasons_and_the_current_queue_position(client, history, alpha, beta):
     # queue of cell c: a3 (priority 5), then b1, then a2 (arrival order)
     a2 = client.get("/v1/tasks/a2/why-pending", headers=alpha).json()

@@ -178,3 +178,17 @@ def test_tasks_are_indexed_by_job():
     assert [t.task_id for t in view.job_tasks("j1", tenant="t1")] == ["a", "c"]
     assert view.tasks["a"].job_id == "j1" and view.tasks["b"].job_id == ""
     assert view.job_tasks("none") == []
+
+
+def test_the_indexes_follow_a_task_first_seen_in_a_status_then_submitted_placed_and_finished():
+    early = ("TaskStatusChanged", {"event_id": "run-a", "task_id": "a", "cell": "c", "node_id": "n1",
+                                   "status": "RUNNING", "at": 5})
+    view = _fold([_node(), early])                    # a status names no tenant
+    assert [t.task_id for t in view.tenant_tasks("")] == ["a"] and view.counts()["submitted"] == 0
+    view = _fold([_node(), early, _submit("a"), _submit("b")])
+    assert view.tenant_tasks("") == [] and [t.task_id for t in view.tenant_tasks("t")] == ["a", "b"]
+    assert [t.task_id for t in view.open_tasks("c")] == ["a", "b"] and view.open_tasks("other") == []
+    view = _fold([_node(), early, _submit("a"), _submit("b"), _placed("a", [0]), _released("a")])
+    assert [t.task_id for t in view.open_tasks()] == ["b"]
+    counts = view.counts()
+    assert (counts["submitted"], counts["placed"], counts["completed"], counts["running"]) == (2, 1, 1, 0)
