@@ -170,9 +170,10 @@ class LifecycleView:
         self._ended: set[str] = set()               # dispatch ids whose copy reported its end
         self._moving: dict[str, _Hold] = {}         # task -> the old copy's hold of a reserve-first move
         # Indexes of the tasks, so that a query reads the tasks it is about rather than the
-        # whole history (an API holding 200,000 tasks spent ~60 ms per pending task asked
-        # for, walking them all): kept from the tasks each input touched (every change to a
-        # task goes through :meth:`_task`), once the input is folded (:meth:`_reindex`).
+        # whole history (an API holding 200,000 tasks spent 31 ms on a pending task and 466
+        # ms on a list, walking them all: bench/read_model_growth.py): kept from the tasks
+        # each input touched (every change to a task goes through :meth:`_task`), once the
+        # input is folded (:meth:`_reindex`).
         self._open: dict[str, TaskView] = {}        # tasks not TERMINAL, first seen first
         self._of_tenant: dict[str, dict[str, TaskView]] = {}   # tenant -> its tasks, first seen first
         self._by_status: dict[str, int] = {}        # status -> tasks
@@ -262,7 +263,8 @@ class LifecycleView:
 
     def _on_TaskSubmitted(self, p: dict[str, Any]) -> None:
         view = self._task(p)
-        view.tenant, view.cell = p.get("tenant") or view.tenant, p.get("cell") or view.cell   # seen first in a status?
+        # first seen in a status (which names no tenant)? the submission tells whose it is
+        view.tenant, view.cell = view.tenant or p.get("tenant", ""), view.cell or p.get("cell", "")
         r = p["resources"]
         view.submitted_at = p["submitted_at"]
         view.gpu_request = r.get("gpu_count", 0) * r.get("gpu_milli", 0)
