@@ -93,13 +93,11 @@ class ReadModel:
         """Fold one decoded record read from the topic of ``role`` (one of :data:`ROLES`)."""
         if kind in RESERVATION_KINDS and role != "dead_letters":
             self.reservations.apply(kind, payload)
-        if role in ("cell_log", "dead_letters"):
+        if role in ("cell_log", "dead_letters", "decisions"):
             self.lifecycle.apply(kind, payload)
             self._known(payload)
-        elif role == "decisions":
-            self.lifecycle.apply(kind, payload)
-            self._known(payload)
-            self._on_decision(kind, payload, topic, partition, offset)
+            if role == "decisions":
+                self._on_decision(kind, payload, topic, partition, offset)
         elif role == "raw_tasks":
             self._on_raw(kind, payload)
         for listener in self.listeners:

@@ -207,14 +207,22 @@ def test_the_shape_log_keeps_at_least_its_reach_and_trims_where_a_restored_state
     assert f.state.shape_counts_after(f.state.shape_base - 1) is None       # beyond the log's reach
 
 
-def test_a_cancelled_task_a_closed_batch_window_still_names_is_kept_until_the_window_is_done():
+def _closed_batch_window(batch: int, cpu: int) -> Feed:
+    """A cell that forgets every finished task it can, on one node of ``cpu`` milli, whose
+    batch window (one solve a tick) has closed on ``batch`` tasks b0..: one solved, the
+    rest left in ``batch_due``."""
     f = Feed(strategy="default", config={"seed": 1, "retention": {"finished_tasks": 0},
                                          "qos": {"batch_window_ms": 1_000, "batch_chunk": 1,
                                                  "batch_solves_per_tick": 1}})
-    f.node("a", cpu=8000)
-    for i in range(3):
+    f.node("a", cpu=cpu)
+    for i in range(batch):
         f.task(f"b{i}", cpu=100, at=10, labels={"scheduling": "batch"})
-    f.send("CellTick", {"at": 2_000})                        # the window closes: one solved, two left
+    f.send("CellTick", {"at": 2_000})
+    return f
+
+
+def test_a_cancelled_task_a_closed_batch_window_still_names_is_kept_until_the_window_is_done():
+    f = _closed_batch_window(3, cpu=8000)                    # one solved, two left
     assert f.state.batch_due == ["b1", "b2"]
     f.send("TaskCancelled", {"task_id": "b1", "reason": "test", "at": 2_001})
     f.task("x", cpu=100, at=2_002)
@@ -238,13 +246,7 @@ def test_tasks_kept_because_they_are_named_do_not_make_every_input_try_again(mon
     passes = []
     real = CellState.forget_finished
     monkeypatch.setattr(CellState, "forget_finished", lambda self, *a: passes.append(1) or real(self, *a))
-    f = Feed(strategy="default", config={"seed": 1, "retention": {"finished_tasks": 0},
-                                         "qos": {"batch_window_ms": 1_000, "batch_chunk": 1,
-                                                 "batch_solves_per_tick": 1}})
-    f.node("a", cpu=64_000)
-    for i in range(21):
-        f.task(f"b{i}", cpu=100, at=10, labels={"scheduling": "batch"})
-    f.send("CellTick", {"at": 2_000})                        # the window closes: one solved, 20 left
+    f = _closed_batch_window(21, cpu=64_000)                 # one solved, 20 left
     for i in range(1, 21):                                   # cancelled, but the closed window names them
         f.send("TaskCancelled", {"task_id": f"b{i}", "reason": "test", "at": 2_000 + i})
     assert f.state.finished_pinned == 20
