@@ -37,4 +37,4 @@ class FollowerAuditSource:
         self.model = model
 
     async def task_decisions(self, task_id: str) -> Sequence[DecisionRecord]:
-        return list(self.model.decisions.get(task_id, ()))
+        return self.model.task_decisions(task_id)

@@ -18,8 +18,11 @@ Reads are answered from memory, through the lifecycle's indexes where a walk of 
 would grow with the history (``bench/read_model_growth.py``). Staleness is bounded by the follow loop
 (a fetch every 200 ms at most); :meth:`LogFollower.sync` is a read-your-writes barrier: it
 waits until everything stored before the call has been folded. Memory grows with the log
-(one entry per task and per decision); the audit projection in ``projections/audit.py``
-is the durable replacement for the per-task decision lists.
+(one entry per task and per decision). A decision the follower read off the wire is kept as
+its record's bytes and decoded again only when the audit asks for its task
+(:meth:`ReadModel.task_decisions`): a decoded decision with its provenance costs about four
+times its bytes in memory (``python -m suanli.bench.read_model_growth --memory``). The audit
+projection in ``projections/audit.py`` is the durable index of the same decisions.
 
 :class:`ReadModel` is the pure part (no I/O; tests feed it records); :class:`LogFollower`
 is the Kafka edge.
@@ -30,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -62,6 +65,18 @@ class DecisionRecord:
     offset: int
 
 
+class KeptDecision(NamedTuple):
+    """One decision as the read model keeps it: ``body`` is the record's wire bytes (decoded
+    when read) or, fed without them, the payload as given."""
+
+    event_id: str | None
+    kind: str
+    body: bytes | dict[str, Any]
+    topic: str
+    partition: int
+    offset: int
+
+
 @dataclass
 class Submission:
     """A TaskSubmitted seen on the raw topic (valid by intake's rules)."""
@@ -82,22 +97,26 @@ class ReadModel:
     lifecycle: LifecycleView = field(default_factory=LifecycleView)
     submissions: dict[str, Submission] = field(default_factory=dict)
     reservations: ReservationsView = field(default_factory=ReservationsView)
-    decisions: dict[str, list[DecisionRecord]] = field(default_factory=dict)
-    _seen: set[str] = field(default_factory=set)
+    # Task id -> its decisions in log order, each once (by event id). Kept as wire bytes when
+    # ``decode`` is set and apply is given them: see the module docstring.
+    decisions: dict[str, list[KeptDecision]] = field(default_factory=dict)
+    # Wire bytes -> (kind, payload): the follower's codec. None: payloads are kept decoded.
+    decode: Callable[[bytes], tuple[str, dict[str, Any]]] | None = None
     # Called after each record is folded, with apply's arguments (the dashboard, api/ui/state.py,
     # follows node places, conditions and per-tenant counts this way). Same loop, no awaits.
     listeners: list[Callable[..., None]] = field(default_factory=list)
 
     def apply(self, role: str, kind: str, payload: dict[str, Any], topic: str = "", partition: int = 0,
-              offset: int = 0) -> None:
-        """Fold one decoded record read from the topic of ``role`` (one of :data:`ROLES`)."""
+              offset: int = 0, wire: bytes | None = None) -> None:
+        """Fold one decoded record read from the topic of ``role`` (one of :data:`ROLES`);
+        ``wire``: the record's bytes, which ``payload`` was decoded from."""
         if kind in RESERVATION_KINDS and role != "dead_letters":
             self.reservations.apply(kind, payload)
         if role in ("cell_log", "dead_letters", "decisions"):
             self.lifecycle.apply(kind, payload)
             self._known(payload)
             if role == "decisions":
-                self._on_decision(kind, payload, topic, partition, offset)
+                self._on_decision(kind, payload, topic, partition, offset, wire)
         elif role == "raw_tasks":
             self._on_raw(kind, payload)
         for listener in self.listeners:
@@ -107,16 +126,6 @@ class ReadModel:
     def bids(self) -> dict[str, BidState]:
         """Bid id -> what is known of it (the reservation fold's)."""
         return self.reservations.bids
-
-    def _first(self, payload: dict[str, Any], scope: str) -> bool:
-        event_id = payload.get("event_id")
-        if event_id is None:
-            return True
-        key = f"{scope}:{event_id}"
-        if key in self._seen:
-            return False
-        self._seen.add(key)
-        return True
 
     def _known(self, p: dict[str, Any]) -> None:
         """The lifecycle knows the task now: its submission answers nothing more (every read
@@ -134,10 +143,26 @@ class ReadModel:
                                                             p.get("priority", 0), p.get("qos_tier", ""),
                                                             p.get("job_id") or "")
 
-    def _on_decision(self, kind: str, p: dict[str, Any], topic: str, partition: int, offset: int) -> None:
-        if kind in TASK_DECISION_KINDS:
-            if self._first(p, "decision"):
-                self.decisions.setdefault(p["task_id"], []).append(DecisionRecord(kind, p, topic, partition, offset))
+    def _on_decision(self, kind: str, p: dict[str, Any], topic: str, partition: int, offset: int,
+                     wire: bytes | None) -> None:
+        if kind not in TASK_DECISION_KINDS:
+            return
+        kept = self.decisions.setdefault(p["task_id"], [])
+        event_id = p.get("event_id")
+        # A redelivered decision carries its event id again; a task has few decisions, so
+        # its own list is the set to look in (a set of every id would grow with the log).
+        if event_id is not None and any(d.event_id == event_id for d in kept):
+            return
+        body = wire if wire is not None and self.decode is not None else p
+        kept.append(KeptDecision(event_id, kind, body, topic, partition, offset))
+
+    def task_decisions(self, task_id: str) -> list[DecisionRecord]:
+        """Every decision about ``task_id`` in log order, each once, decoded (the audit's)."""
+        out = []
+        for d in self.decisions.get(task_id, ()):
+            payload = d.body if isinstance(d.body, dict) else self.decode(d.body)[1]
+            out.append(DecisionRecord(d.kind, payload, d.topic, d.partition, d.offset))
+        return out
 
 
 class LogFollower:
@@ -153,6 +178,8 @@ class LogFollower:
         self.settings = settings
         self.codec = codec
         self.model = model or ReadModel()
+        if self.model.decode is None:
+            self.model.decode = codec.decode
         self.poll_ms = poll_ms
         names = TopicNames(settings.namespace)
         self._role_of = {getattr(names, role): role for role in ROLES}
@@ -236,7 +263,7 @@ class LogFollower:
                                                       partition=record.partition, offset=record.offset)
                 except DecodeError:
                     continue    # intake dead-letters it; the dead letter is what we fold
-                self.model.apply(role, kind, payload, record.topic, record.partition, record.offset)
+                self.model.apply(role, kind, payload, record.topic, record.partition, record.offset, record.value)
 
     async def _notify(self) -> None:
         async with self._progress:

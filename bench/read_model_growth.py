@@ -131,6 +131,26 @@ def run(levels: list[int], repeat: int = 20, out: Callable[[str], None] = print)
     return {"levels": rows, "ratio_last_to_first": ratios, "repeat": repeat}
 
 
+def levels_arg(parser: argparse.ArgumentParser, text: str, least: int = 0) -> list[int]:
+    """``--levels``: comma-separated whole numbers, ascending, none below ``least`` (else the
+    parser's usage error)."""
+    try:
+        levels = [int(x) for x in text.split(",")]
+    except ValueError:
+        parser.error(f"--levels: comma-separated whole numbers, not {text!r}")
+    if levels != sorted(levels) or levels[0] < least:
+        parser.error(f"--levels: ascending, none below {least}, not {text!r}")
+    return levels
+
+
+def write_json(path: str | None, result: dict[str, Any]) -> None:
+    """The figures to ``path`` (nothing when None), indented, ending in a newline."""
+    if path:
+        with open(path, "w") as fh:
+            json.dump(result, fh, indent=2)
+            fh.write("\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suanli.bench.read_model_growth",
                                      description=__doc__.split("\n\n")[0])
@@ -138,17 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20, help="calls per probe and level")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
-    try:
-        levels = [int(x) for x in args.levels.split(",")]
-    except ValueError:
-        parser.error(f"--levels: comma-separated whole numbers, not {args.levels!r}")
-    if levels != sorted(levels) or any(n < 0 for n in levels):
-        parser.error("--levels: ascending, none negative")
-    result = run(levels, args.repeat)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result, fh, indent=2)
-            fh.write("\n")
+    write_json(args.json, run(levels_arg(parser, args.levels), args.repeat))
     return 0
 
 

@@ -45,6 +45,7 @@ a federated job's accuracy, loss and bytes per round) are kept by job and round
 """
 from __future__ import annotations
 
+from sys import intern
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -56,7 +57,7 @@ ENDED = ("COMPLETED", "FAILED", "CANCELLED")          # a copy's own end, as its
 _ORDER = {s: i for i, s in enumerate(("SUBMITTED", "PENDING", "PLACED", "DISPATCHED", "RUNNING"))}
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskView:
     task_id: str
     tenant: str = ""
@@ -226,7 +227,7 @@ class LifecycleView:
     def _task(self, p: dict[str, Any]) -> TaskView:
         view = self.tasks.get(p["task_id"])
         if view is None:
-            view = self.tasks[p["task_id"]] = TaskView(p["task_id"], p.get("tenant", ""), p.get("cell", ""))
+            view = self.tasks[p["task_id"]] = TaskView(p["task_id"], intern(p.get("tenant", "")), intern(p.get("cell", "")))
             self._touched.setdefault(view.task_id, (view, None))
         elif view.task_id not in self._touched:
             self._touched[view.task_id] = (view, self._facts(view))
@@ -264,13 +265,13 @@ class LifecycleView:
     def _on_TaskSubmitted(self, p: dict[str, Any]) -> None:
         view = self._task(p)
         # first seen in a status (which names no tenant)? the submission tells whose it is
-        view.tenant, view.cell = view.tenant or p.get("tenant", ""), view.cell or p.get("cell", "")
+        view.tenant, view.cell = view.tenant or intern(p.get("tenant", "")), view.cell or intern(p.get("cell", ""))
         r = p["resources"]
         view.submitted_at = p["submitted_at"]
         view.gpu_request = r.get("gpu_count", 0) * r.get("gpu_milli", 0)
         view.priority = p.get("priority", 0)
-        view.qos_tier = p.get("qos_tier", "")
-        view.scheduling = (p.get("labels") or {}).get("scheduling", "")
+        view.qos_tier = intern(p.get("qos_tier", ""))
+        view.scheduling = intern((p.get("labels") or {}).get("scheduling", ""))
         self._requests[view.task_id] = (r.get("cpu_milli", 0), r.get("memory_mib", 0),
                                         r.get("gpu_milli", 0) if r.get("gpu_count", 0) else 0)
         self._seq += 1
@@ -290,7 +291,7 @@ class LifecycleView:
 
     def _on_TaskStatusChanged(self, p: dict[str, Any]) -> None:
         view = self._task(p)
-        status = p["status"]
+        status = intern(p["status"])
         copy = copy_of(p, p.get("cell") or view.cell)
         if copy is not None and status in ENDED:
             self._ended.add(copy)
@@ -324,10 +325,10 @@ class LifecycleView:
     def _decided(self, view: TaskView, p: dict[str, Any]) -> None:
         view.decision_id = p["decision_id"]
         view.decided_at = p["provenance"]["decided_at"]
-        view.path = list(p["provenance"].get("path") or [])
-        view.strategy = (p["provenance"].get("strategy") or {}).get("name", "")
-        view.tenant = p.get("tenant", view.tenant)
-        view.cell = p.get("cell", view.cell)
+        view.path = [intern(step) for step in p["provenance"].get("path") or ()]
+        view.strategy = intern((p["provenance"].get("strategy") or {}).get("name", ""))
+        view.tenant = intern(p.get("tenant", view.tenant))
+        view.cell = intern(p.get("cell", view.cell))
 
     def _on_TaskPlaced(self, p: dict[str, Any]) -> None:
         view = self._task(p)
@@ -336,7 +337,7 @@ class LifecycleView:
             self.violations.append(f"{view.task_id}: placed again ({p['decision_id']}) while holding "
                                    f"{view.node_id} ({view.decision_id})")
             return
-        view.status, view.node_id = "PLACED", p["node_id"]
+        view.status, view.node_id = "PLACED", intern(p["node_id"])
         view.gpu_devices, view.gpu_milli = list(p["gpu_devices"]), p["gpu_milli"]
         view.cpu_milli, view.memory_mib = p["cpu_milli"], p["memory_mib"]
         view.reasons, view.queue_position, view.placed_once = [], 0, True
@@ -390,7 +391,7 @@ class LifecycleView:
         if view.status in ACTIVE:
             self._hold(view, -1, p["decision_id"])
         self._end_move(view)
-        view.status = p["cause"] if p["cause"] in TERMINAL else "CANCELLED"
+        view.status = intern(p["cause"]) if p["cause"] in TERMINAL else "CANCELLED"
 
     def _on_TaskLost(self, p: dict[str, Any]) -> None:
         """Its node went DOWN: return what it held there (before any new placement is audited)."""
@@ -469,7 +470,7 @@ class LifecycleView:
                 self._leave(view, view.node_id)
         cpu, mem, milli = self._requests.get(view.task_id, (view.cpu_milli, view.memory_mib, view.gpu_milli))
         devices = list(p.get("gpu_devices") or [])
-        view.status, view.node_id, view.gpu_devices = "PLACED", dst, devices
+        view.status, view.node_id, view.gpu_devices = "PLACED", intern(dst), devices
         view.gpu_milli = (milli or view.gpu_milli) if devices else 0
         view.cpu_milli, view.memory_mib = cpu or view.cpu_milli, mem or view.memory_mib
         view.reasons, view.queue_position, view.placed_once = [], 0, True

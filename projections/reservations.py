@@ -42,6 +42,7 @@ TOKEN_STATUSES = ("GRANTED", "CLAIMED", "EXPIRED", "ENDED", "RELEASED")
 LABEL = "reservation"
 PREFIX = "rsv-"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]*")
+_IDEMPOTENT = frozenset({"TaskSubmitted", "TaskPlaced"})
 RECENT = 4096       # unlabelled placements kept, in case the claimant's label is read after its placement
 
 
@@ -133,7 +134,10 @@ class ReservationsView:
         if handler is None:
             return
         event_id = p.get("event_id")
-        if event_id is not None:
+        # Submissions and placements are every task's, and their handlers are idempotent (a
+        # label is taken once, a claim adds nothing twice): remembering their event ids would
+        # only grow with the history (bench/read_model_memory.py).
+        if event_id is not None and kind not in _IDEMPOTENT:
             key = f"{kind}:{event_id}"
             if key in self._seen:
                 return

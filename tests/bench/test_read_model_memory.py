@@ -1,0 +1,15 @@
+"""The read-model memory bench runs, both folds answer alike, and bytes cost less than dicts."""
+from __future__ import annotations
+
+from suanli.bench import read_model_memory
+
+
+def test_two_levels_fold_both_ways_with_the_same_answers_and_the_bytes_held_smaller():
+    lines: list[str] = []
+    figures = read_model_memory.run([40, 120], node_count=20, out=lines.append)
+    first, last = figures["levels"]
+    assert (first["tasks"], last["tasks"]) == (40, 120) and last["records"] > first["records"]
+    assert last["decisions"] >= 120 and figures["same_answers"] is True
+    assert lines[-1].startswith("bytes a task more, from 40 to 120 tasks")
+    more = figures["bytes_per_task_more"]
+    assert 0 < more["wire"] < more["decoded"]
