@@ -17,11 +17,13 @@ the same topics once at start-up and then follows them:
 Reads are answered from memory, through the lifecycle's indexes where a walk of every task
 would grow with the history (``bench/read_model_growth.py``). Staleness is bounded by the follow loop
 (a fetch every 200 ms at most); :meth:`LogFollower.sync` is a read-your-writes barrier: it
-waits until everything stored before the call has been folded. Memory grows with the log
-(one entry per task and per decision). A decision the follower read off the wire is kept as
+waits until everything stored before the call has been folded. Memory grows with the tasks
+kept: the follower's model keeps the newest ``Settings.api_finished_tasks`` finished tasks
+and forgets older ones with their decisions (:meth:`ReadModel.forget`, leaving tombstones:
+``LifecycleView.forget_finished``). A decision the follower read off the wire is kept as
 its record's bytes and decoded again only when the audit asks for its task
-(:meth:`ReadModel.task_decisions`): a decoded decision with its provenance costs about four
-times its bytes in memory (``python -m suanli.bench.read_model_growth --memory``). The audit
+(:meth:`ReadModel.task_decisions`): a decoded decision with its provenance costs several
+times its bytes in memory (``python -m suanli.bench.read_model_memory``). The audit
 projection in ``projections/audit.py`` is the durable index of the same decisions.
 
 :class:`ReadModel` is the pure part (no I/O; tests feed it records); :class:`LogFollower`
@@ -102,14 +104,27 @@ class ReadModel:
     decisions: dict[str, list[KeptDecision]] = field(default_factory=dict)
     # Wire bytes -> (kind, payload): the follower's codec. None: payloads are kept decoded.
     decode: Callable[[bytes], tuple[str, dict[str, Any]]] | None = None
+    # Finished tasks kept whole, and tombstones of forgotten ones (LifecycleView.forget_finished);
+    # None: keep every task. A pass comes once an eighth of ``keep_finished`` more have finished.
+    keep_finished: int | None = None
+    keep_ids: int = 200_000
+    # Called with the ids of the tasks each pass forgot (the dashboard drops its marks of them).
+    forget_listeners: list[Callable[[list[str]], None]] = field(default_factory=list)
+    _next_pass: int = 0
     # Called after each record is folded, with apply's arguments (the dashboard, api/ui/state.py,
     # follows node places, conditions and per-tenant counts this way). Same loop, no awaits.
     listeners: list[Callable[..., None]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self._next_pass = max(1, (self.keep_finished or 0) // 8)
+
     def apply(self, role: str, kind: str, payload: dict[str, Any], topic: str = "", partition: int = 0,
               offset: int = 0, wire: bytes | None = None) -> None:
         """Fold one decoded record read from the topic of ``role`` (one of :data:`ROLES`);
-        ``wire``: the record's bytes, which ``payload`` was decoded from."""
+        ``wire``: the record's bytes, which ``payload`` was decoded from. A record about a
+        forgotten task is dropped (a duplicate or a stale report)."""
+        if payload.get("task_id") in self.lifecycle.forgotten:
+            return
         if kind in RESERVATION_KINDS and role != "dead_letters":
             self.reservations.apply(kind, payload)
         if role in ("cell_log", "dead_letters", "decisions"):
@@ -121,6 +136,21 @@ class ReadModel:
             self._on_raw(kind, payload)
         for listener in self.listeners:
             listener(role, kind, payload, topic, partition, offset)
+        if self.keep_finished is not None and self.lifecycle.finished_held() > self.keep_finished + self._next_pass:
+            self.forget()
+
+    def forget(self) -> list[str]:
+        """Forget the oldest finished tasks beyond ``keep_finished`` (their decisions too) and
+        tell the forget listeners; the next pass waits for another eighth of it (the job
+        members kept count on top). Returns the ids forgotten."""
+        keep = self.keep_finished or 0
+        gone = self.lifecycle.forget_finished(keep, self.keep_ids)
+        for task_id in gone:
+            self.decisions.pop(task_id, None)
+        self._next_pass = self.lifecycle.finished_held() - keep + max(1, keep // 8)
+        for listener in self.forget_listeners:
+            listener(gone)
+        return gone
 
     @property
     def bids(self) -> dict[str, BidState]:
@@ -138,7 +168,7 @@ class ReadModel:
     def _on_raw(self, kind: str, p: dict[str, Any]) -> None:
         if kind == "TaskSubmitted":
             if validate_event(kind, p) is None and p["task_id"] not in self.submissions \
-                    and p["task_id"] not in self.lifecycle.tasks:
+                    and p["task_id"] not in self.lifecycle.tasks and p["task_id"] not in self.lifecycle.forgotten:
                 self.submissions[p["task_id"]] = Submission(p["task_id"], p["tenant"], p["cell"], p["submitted_at"],
                                                             p.get("priority", 0), p.get("qos_tier", ""),
                                                             p.get("job_id") or "")
@@ -177,7 +207,7 @@ class LogFollower:
     def __init__(self, settings: Settings, codec: Codec, *, model: ReadModel | None = None, poll_ms: int = 200):
         self.settings = settings
         self.codec = codec
-        self.model = model or ReadModel()
+        self.model = model or ReadModel(keep_finished=settings.api_finished_tasks, keep_ids=settings.api_forgotten_ids)
         if self.model.decode is None:
             self.model.decode = codec.decode
         self.poll_ms = poll_ms

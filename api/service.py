@@ -148,6 +148,11 @@ class ApiService:
             await self._sync()
             task = self._find_local(task_id)
         if task is None or task.tenant != tenant:
+            gone = self.model.lifecycle.forgotten.get(task_id)
+            if gone is not None and gone[0] == tenant:
+                raise NotFoundError(f"task {task_id!r} finished ({gone[1]}) and the API no longer keeps it: it keeps "
+                                    f"the newest {self.model.keep_finished} finished tasks (SUANLI_API_FINISHED_TASKS); "
+                                    f"its decisions stay in the audit: `suanli audit why {task_id}`")
             raise NotFoundError(f"no task {task_id!r}")
         return task
 

@@ -14,11 +14,14 @@ them (``ReadModel.apply``, no Kafka), two ways:
 - ``decoded``: the decision payloads kept as decoded dicts (the read model before the
   decisions were kept as their bytes; a model without ``decode`` still does this);
 - ``wire``: each decision kept as its record's bytes and decoded when the audit reads it
-  (what the API's follower does).
+  (what the API's follower does), every task kept;
+- ``forgets``: as ``wire``, keeping only the newest finished tasks, as many as the first
+  level has (``ReadModel.keep_finished``; the API's default keeps 100,000), with the
+  default 200,000 tombstones.
 
 At each level (so many tasks of the same history) it prints the bytes the fold allocated
 and still holds (``tracemalloc``), then what a task more costs between the first level and
-the last, and checks that both ways answer every task's decisions alike.
+the last, and checks that the first two ways answer every task's decisions alike.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from typing import Any, Callable
 from suanli.bench.read_model_growth import levels_arg, write_json
 
 CELL = "bench"
+MODES = ("decoded", "wire", "forgets")
 LOG = "bench.cells"
 
 
@@ -71,7 +75,8 @@ def codec() -> Any:
     return Codec(DirRegistry({}))
 
 
-def fold(records: list[tuple[str, str, bytes]], codec: Any, keep_wire: bool) -> tuple[Any, int]:
+def fold(records: list[tuple[str, str, bytes]], codec: Any, keep_wire: bool,
+         keep_finished: int | None = None) -> tuple[Any, int]:
     """A read model folded from ``records``, and the bytes it holds (tracemalloc)."""
     from suanli.api.readmodel import ReadModel
 
@@ -79,7 +84,7 @@ def fold(records: list[tuple[str, str, bytes]], codec: Any, keep_wire: bool) -> 
         codec.decode(wire)               # its schema cache is the codec's memory, not the model's
     gc.collect()
     tracemalloc.start()
-    model = ReadModel(decode=codec.decode if keep_wire else None)
+    model = ReadModel(decode=codec.decode if keep_wire else None, keep_finished=keep_finished)
     for offset, (role, _kind, stored) in enumerate(records):   # as the follower: decode, then fold
         wire = bytes(bytearray(stored))  # a record's own bytes, as each fetched record has them
         kind, payload = codec.decode(wire)
@@ -101,8 +106,10 @@ def run(levels: list[int], node_count: int, out: Callable[[str], None] = print) 
         row: dict[str, Any] = {"tasks": tasks, "records": len(upto), "decisions": len(decisions),
                                "decision_wire_bytes_mean": round(sum(map(len, decisions)) / max(len(decisions), 1), 1)}
         models = {}
-        for mode in ("decoded", "wire"):
-            models[mode], row[f"{mode}_held_bytes"] = fold(upto, wire_codec, keep_wire=mode == "wire")
+        for mode in MODES:
+            models[mode], row[f"{mode}_held_bytes"] = fold(upto, wire_codec, keep_wire=mode != "decoded",
+                                                           keep_finished=levels[0] if mode == "forgets" else None)
+        row["forgets_tasks_held"] = len(models["forgets"].lifecycle.tasks)
         row["same_answers"] = all(models["wire"].task_decisions(t) == models["decoded"].task_decisions(t)
                                   for t in models["decoded"].decisions)
         out(json.dumps(row))
@@ -113,7 +120,7 @@ def run(levels: list[int], node_count: int, out: Callable[[str], None] = print) 
         # The model holds some bounded things too (the reservation fold's last 4,096 unlabelled
         # placements); what a task more costs is the growth between the levels.
         result["bytes_per_task_more"] = {mode: round((last[f"{mode}_held_bytes"] - first[f"{mode}_held_bytes"]) / grown, 1)
-                                         for mode in ("decoded", "wire")}
+                                         for mode in MODES}
         out(f"bytes a task more, from {first['tasks']} to {last['tasks']} tasks: {json.dumps(result['bytes_per_task_more'])}")
     result["same_answers"] = all(row["same_answers"] for row in result["levels"])
     return result

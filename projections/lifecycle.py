@@ -42,11 +42,20 @@ member task ids by job id in submission order (:meth:`LifecycleView.job_tasks`),
 decision be read before its submission). A job's rounds (``JobRound``, from the cell log:
 a federated job's accuracy, loss and bytes per round) are kept by job and round
 (:meth:`LifecycleView.rounds_of`).
+
+Forgetting (:meth:`LifecycleView.forget_finished`, which the API's read model calls): a
+long-lived fold would hold every task its topics ever carried. The oldest finished tasks
+(TERMINAL, in the order they finished) beyond a number to keep are dropped with everything
+kept about them, job members excepted (a job's view reads its members); each leaves a
+tombstone (its tenant and last status) for the newest ``keep_ids`` of them, and any later
+event about a tombstoned task (a redelivered duplicate, a stale report) is ignored. The
+tallies of :meth:`LifecycleView.counts` still count forgotten tasks.
 """
 from __future__ import annotations
 
-from sys import intern
+import itertools
 from dataclasses import dataclass, field
+from sys import intern
 from typing import Any, Optional
 
 from suanli.errors import NotFoundError, ValidationError
@@ -181,13 +190,25 @@ class LifecycleView:
         self._placed_once = 0                       # tasks placed at least once
         self._known = 0                             # tasks whose submission or a decision was read
         self._touched: dict[str, tuple[TaskView, Optional[tuple[str, str, bool, bool]]]] = {}
+        # Forgetting (see the module docstring): the finished tasks in the order they finished,
+        # each task's event ids (so that forgetting it frees them), and the tombstones.
+        self._finished: dict[str, None] = {}
+        self._events_of: dict[str, list[str]] = {}
+        self.forgotten: dict[str, tuple[str, str]] = {}   # task id -> (tenant, last status), oldest first
+        self._gone: dict[str, int] = {}               # what the forgotten tasks still add to the tallies
+        self._tombs: dict[tuple[str, str], tuple[str, str]] = {}
 
     def apply(self, kind: str, p: dict[str, Any]) -> None:
+        task_id = p.get("task_id")
+        if task_id is not None and task_id in self.forgotten:
+            return                       # a duplicate or a stale report of a task forgotten
         event_id = p.get("event_id")
         if event_id is not None:
             if event_id in self._seen:
                 return
             self._seen.add(event_id)
+            if task_id is not None:
+                self._events_of.setdefault(task_id, []).append(event_id)
         handler = getattr(self, f"_on_{kind}", None)
         if handler is not None:
             try:
@@ -219,9 +240,47 @@ class LifecycleView:
             self._of_tenant.setdefault(tenant, {})[task_id] = view
             if status in TERMINAL:
                 self._open.pop(task_id, None)
+                self._finished[task_id] = None
             else:
                 self._open[task_id] = view
+                self._finished.pop(task_id, None)
         self._touched.clear()
+
+    def forget_finished(self, keep: int, keep_ids: int) -> list[str]:
+        """Forget the finished tasks beyond the newest ``keep`` (job members are kept), leaving
+        a tombstone of each, and keep the newest ``keep_ids`` tombstones (see the module
+        docstring). Returns the ids forgotten, oldest finished first."""
+        over = len(self._finished) - keep
+        gone: list[str] = []
+        for task_id in self._finished if over > 0 else ():
+            if len(gone) == over:
+                break
+            if not self.tasks[task_id].job_id:
+                gone.append(task_id)
+        for task_id in gone:
+            del self._finished[task_id]
+            view = self.tasks.pop(task_id)
+            tenant, status, placed, known = self._facts(view)
+            self._of_tenant[tenant].pop(task_id, None)
+            self._gone[status] = self._gone.get(status, 0) + 1
+            self._gone[":placed"] = self._gone.get(":placed", 0) + placed
+            self._gone[":known"] = self._gone.get(":known", 0) + known
+            for event_id in self._events_of.pop(task_id, ()):
+                self._seen.discard(event_id)
+            for copy in self._copies.pop(task_id, ()):
+                self._ended.discard(copy)
+            for table in (self._requests, self._left, self._early, self._moving):
+                table.pop(task_id, None)
+            pair = (tenant, status)
+            self.forgotten[task_id] = self._tombs.setdefault(pair, pair)   # one tuple per distinct pair
+        extra = len(self.forgotten) - keep_ids
+        for task_id in list(itertools.islice(self.forgotten, max(0, extra))):
+            del self.forgotten[task_id]
+        return gone
+
+    def finished_held(self) -> int:
+        """Finished tasks the view holds (job members and all)."""
+        return len(self._finished)
 
     # ----------------------------------------------------------------- inputs
     def _task(self, p: dict[str, Any]) -> TaskView:
@@ -547,7 +606,9 @@ class LifecycleView:
         assert not self._touched, "an input's touched tasks were not reindexed"
         tasks = self.tasks.values()
         assert list(self._open) == [t.task_id for t in tasks if t.status not in TERMINAL], "open tasks"
-        statuses: dict[str, int] = {}
+        assert sorted(self._finished) == sorted(t.task_id for t in tasks if t.status in TERMINAL), "finished tasks"
+        assert not set(self.forgotten) & set(self.tasks), "a forgotten task is held"
+        statuses: dict[str, int] = {k: n for k, n in self._gone.items() if not k.startswith(":")}
         tenants: dict[str, list[str]] = {}
         for t in tasks:
             statuses[t.status] = statuses.get(t.status, 0) + 1
@@ -555,8 +616,8 @@ class LifecycleView:
         assert {k: n for k, n in self._by_status.items() if n} == statuses, (self._by_status, statuses)
         assert {k: sorted(v) for k, v in self._of_tenant.items() if v} == {k: sorted(v) for k, v in tenants.items()}, \
             "tasks by tenant"
-        assert self._placed_once == sum(t.placed_once for t in tasks)
-        assert self._known == sum(bool(t.submitted_at or t.decision_id) for t in tasks)
+        assert self._placed_once == sum(t.placed_once for t in tasks) + self._gone.get(":placed", 0)
+        assert self._known == sum(bool(t.submitted_at or t.decision_id) for t in tasks) + self._gone.get(":known", 0)
 
     def open_tasks(self, cell: str | None = None) -> list[TaskView]:
         """The tasks not finished (not TERMINAL), of ``cell`` if given, first seen first."""

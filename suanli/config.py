@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     registry_heap: str = Field("384m", description="Max heap of the embedded registry JVM.")
     namespace: str = Field("suanli", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
                            description="Prefix of every topic and worker group: one control plane per namespace.")
+    api_finished_tasks: int = Field(100_000, ge=0, description="Finished tasks the API's read model keeps whole; the "
+                                    "oldest finished beyond them are forgotten (their decisions stay in the log "
+                                    "and the audit index). Each costs about 3 KB (bench/read_model_memory.py).")
+    api_forgotten_ids: int = Field(200_000, ge=0, description="Ids of tasks the API's read model forgot, kept so that "
+                                   "a duplicate or a stale report of one is ignored and a lookup says it was "
+                                   "forgotten.")
     partitions: int = Field(4, ge=1, description="Partitions of the cell log and raw topics when Suanli creates them.")
     tick_ms: int = Field(1000, ge=10, description="Period of the CellTick the intake worker writes into each cell log "
                                                   "it has seen: the scheduler's clock advances at least this often.")

@@ -80,6 +80,8 @@ class DashboardState:
         for task_id in list(model.lifecycle.tasks) + list(model.submissions):
             self._refresh(task_id)
         model.listeners.append(self.observe)
+        if hasattr(model, "forget_listeners"):
+            model.forget_listeners.append(self.forget)
 
     # ------------------------------------------------------------------ the listener
     def observe(self, role: str, kind: str, p: dict[str, Any], *_position: Any) -> None:
@@ -130,6 +132,13 @@ class DashboardState:
                 self.conditions[key] = p.get("condition") or "NORMAL"
             self._node(key)
             self.cell_seen[key[0]] = self.seq
+
+    def forget(self, task_ids: list[str]) -> None:
+        """The read model forgot these finished tasks: drop their marks (the per-tenant
+        counts keep counting them, as the lifecycle's tallies do)."""
+        for task_id in task_ids:
+            self._task.pop(task_id, None)
+            self.task_seq.pop(task_id, None)
 
     def _node(self, key: tuple[str, str]) -> None:
         self.seq += 1

@@ -177,6 +177,31 @@ def running_api(tmp: Path, partitions: int = 1):
         server.stop()
 
 
+@contextlib.contextmanager
+def plane_with_api(tmp: Path, nodes: int, **settings: Any):
+    """A control plane (intake, scheduler, ``nodes`` simulated openb nodes, time at 1x) and a
+    ready ``suanli api serve`` in front of it, in a fresh namespace with ``settings`` on top;
+    yields (plane, api), both stopped afterwards."""
+    from suanli.config import load_settings
+    from suanli.deploy.plane import Plane, PlaneOptions
+
+    csv = tmp / "nodes.csv"
+    all_nodes = (load_settings().openb_dir / "openb_node_list_gpu_node.csv").read_text().splitlines()
+    csv.write_text("\n".join(all_nodes[:1] + all_nodes[300:300 + nodes]) + "\n")
+    config = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=1, **settings)
+    plane = Plane(config, PlaneOptions(tasks=0, time_scale=1.0, quiet=True, nodes_csv=csv), out=lambda _m: None)
+    plane.start()
+    server = None
+    try:
+        server = ApiProcess(config, write_tokens(tmp / "tokens.toml"), tmp / "api.log")
+        server.wait_ready()
+        yield plane, server
+    finally:
+        if server is not None:
+            server.stop()
+        plane.stop()
+
+
 def run_go(binary: Path, api: ApiProcess, tenant: str, *args: str) -> subprocess.CompletedProcess:
     """Run the Go client against ``api`` with ``tenant``'s token (from $SUANLI_API_TOKEN)."""
     env = {**os.environ, "SUANLI_API_TOKEN": TOKENS[tenant]}

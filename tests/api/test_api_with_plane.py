@@ -8,27 +8,14 @@ import time
 import uuid
 
 import pytest
-from api_helpers import ApiProcess, run_go, write_tokens
-
-from suanli.config import load_settings
-from suanli.deploy.plane import Plane, PlaneOptions
+from api_helpers import plane_with_api, run_go
 
 pytestmark = pytest.mark.stack
 
 
 @pytest.fixture(scope="module")
 def plane_api(stack, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("plane")
-    nodes = tmp / "nodes.csv"
-    all_nodes = (load_settings().openb_dir / "openb_node_list_gpu_node.csv").read_text().splitlines()
-    nodes.write_text("\n".join(all_nodes[:1] + all_nodes[300:304]) + "\n")
-    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=1)
-    plane = Plane(settings, PlaneOptions(tasks=0, time_scale=1.0, quiet=True, nodes_csv=nodes), out=lambda _m: None)
-    plane.start()
-    server = None
-    try:
-        server = ApiProcess(settings, write_tokens(tmp / "tokens.toml"), tmp / "api.log")
-        server.wait_ready()
+    with plane_with_api(tmp_path_factory.mktemp("plane"), nodes=4) as (plane, server):
         with server.client("alpha") as http:
             deadline = time.monotonic() + 180
             while len(http.get("/v1/nodes", params={"cell": plane.cell}).json()["nodes"]) < 4:
@@ -36,10 +23,6 @@ def plane_api(stack, tmp_path_factory):
                 plane.check_alive()
                 time.sleep(0.5)
         yield plane, server
-    finally:
-        if server is not None:
-            server.stop()
-        plane.stop()
 
 
 def _wait_status(http, task_id: str, done, timeout: float = 120.0) -> dict:

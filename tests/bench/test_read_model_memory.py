@@ -1,4 +1,5 @@
-"""The read-model memory bench runs, both folds answer alike, and bytes cost less than dicts."""
+"""The read-model memory bench runs, both folds answer alike, bytes cost less than dicts, and a
+model that forgets holds about as many tasks as it keeps."""
 from __future__ import annotations
 
 from suanli.bench import read_model_memory
@@ -12,4 +13,5 @@ def test_two_levels_fold_both_ways_with_the_same_answers_and_the_bytes_held_smal
     assert last["decisions"] >= 120 and figures["same_answers"] is True
     assert lines[-1].startswith("bytes a task more, from 40 to 120 tasks")
     more = figures["bytes_per_task_more"]
-    assert 0 < more["wire"] < more["decoded"]
+    assert 0 < more["forgets"] < more["wire"] < more["decoded"]
+    assert first["forgets_tasks_held"] == 40 and 40 <= last["forgets_tasks_held"] <= 45

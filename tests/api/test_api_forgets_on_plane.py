@@ -1,0 +1,68 @@
+"""The API forgets its oldest finished tasks, on the real stack: tasks submitted over REST run
+to completion on a simulated cluster (intake, scheduler, simulator on the broker the tests
+start), and an API that keeps 8 finished tasks answers the newest ones whole and the older
+ones 404, saying to their tenant that they finished and were forgotten."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from api_helpers import plane_with_api
+
+pytestmark = pytest.mark.stack
+
+KEEP = 8
+TASKS = 30
+
+
+@pytest.fixture(scope="module")
+def forgetting_api(stack, tmp_path_factory):
+    with plane_with_api(tmp_path_factory.mktemp("forgets"), nodes=2, api_finished_tasks=KEEP,
+                        api_forgotten_ids=1000) as (plane, server):
+        yield plane, server
+
+
+def _finished_or_forgotten(http, task_id: str) -> str:
+    """"kept" (COMPLETED, answered whole), "forgotten" (404 saying so), or "" (not yet)."""
+    r = http.get(f"/v1/tasks/{task_id}")
+    if r.status_code == 200:
+        return "kept" if r.json()["status"] == "COMPLETED" else ""
+    assert r.status_code == 404, r.text
+    detail = r.json()["detail"]
+    if "finished (COMPLETED) and the API no longer keeps it" in detail:
+        return "forgotten"
+    assert detail == f"no task {task_id!r}", detail      # not read yet
+    return ""
+
+
+def test_tasks_run_to_completion_and_the_oldest_finished_are_forgotten(forgetting_api):
+    plane, api = forgetting_api
+    ids = [f"fg-{i:02d}-{uuid.uuid4().hex[:6]}" for i in range(TASKS)]
+    with api.client("alpha") as http:
+        for task in ids:
+            doc = {"id": task, "cell": plane.cell, "resources": {"cpu": 1, "memory": "1Gi"}, "duration": "2s"}
+            assert http.post("/v1/tasks", json=doc).status_code == 202
+        deadline = time.monotonic() + 240
+        while True:
+            answers = {task: _finished_or_forgotten(http, task) for task in ids}
+            if all(answers.values()):
+                break
+            assert time.monotonic() < deadline, f"not finished: {[t for t, a in answers.items() if not a]}"
+            plane.check_alive()
+            time.sleep(0.5)
+        kept = [t for t in ids if answers[t] == "kept"]
+        forgotten = [t for t in ids if answers[t] == "forgotten"]
+        # at most an eighth (one task here) more than KEEP between passes
+        assert KEEP <= len(kept) <= KEEP + 1 and len(forgotten) == TASKS - len(kept), answers
+        # the kept ones are whole: their decisions, placement to release, come from the wire bytes
+        for task in kept:
+            kinds = [d["kind"] for d in http.get(f"/v1/tasks/{task}/audit").json()["decisions"]]
+            assert kinds[0] == "TaskPlaced" and kinds[-1] == "TaskReleased", (task, kinds)
+        # a forgotten one: its audit trail is gone from the API too, and the lists no longer hold it
+        assert http.get(f"/v1/tasks/{forgotten[0]}/audit").status_code == 404
+        listed = {t["task_id"] for t in http.get("/v1/tasks", params={"limit": 100}).json()["tasks"]}
+        assert set(kept) <= listed and not listed & set(forgotten)
+    with api.client("beta") as http:       # another tenant learns nothing of it
+        r = http.get(f"/v1/tasks/{forgotten[0]}")
+        assert r.status_code == 404 and r.json()["detail"] == f"no task {forgotten[0]!r}"
