@@ -5,8 +5,9 @@ for a second of silence on each topic, so one read costs seconds. The API instea
 the same topics once at start-up and then follows them:
 
 * the cell log, the decisions and the dead letters into a
-  :class:`~suanli.projections.lifecycle.LifecycleView` (the same fold, fed in the same
-  order at start-up: cell log, then decisions, then dead letters, as ``load_lifecycle``);
+  :class:`~suanli.projections.lifecycle.LifecycleView` (the same fold as ``load_lifecycle``;
+  at start-up the topics are read together, each fetched batch in :data:`ROLES` order, as
+  the live loop reads them);
 * the raw tasks topic for submissions intake has not forwarded yet (shown as SUBMITTED;
   one is dropped once the lifecycle knows its task) and for reservation bids;
 * the decisions, per task, for the audit (:mod:`suanli.api.audit`);
@@ -52,7 +53,7 @@ from suanli.streams.topics import TopicNames
 
 log = logging.getLogger(__name__)
 
-# Start-up order of the fold (see the module docstring); the roles name TopicNames attributes.
+# The order a fetched batch is folded in (see the module docstring); the roles name TopicNames attributes.
 ROLES = ("cell_log", "raw_tasks", "decisions", "dead_letters")
 
 
@@ -199,7 +200,7 @@ class LogFollower:
     """Folds the namespace's topics into a :class:`ReadModel` in the background.
 
     Contract: after :meth:`start`, :attr:`ready` becomes true once everything stored before
-    the start has been folded (in :data:`ROLES` order); from then on new records are folded
+    the start has been folded (each fetched batch in :data:`ROLES` order); from then on new records are folded
     as they arrive. :meth:`wait_ready` raises :class:`UnavailableError` on timeout.
     All methods run on one asyncio loop; the model is only mutated between awaits.
     """
@@ -306,13 +307,15 @@ class LogFollower:
             consumer.assign(self._tps)
             await consumer.seek_to_beginning(*self._tps)
             ends = await consumer.end_offsets(self._tps)
-            for role in ROLES:        # catch up topic by topic, in the fold's order
-                role_tps = [tp for tp in self._tps if self._role_of[tp.topic] == role]
-                while True:
-                    behind = [tp for tp in role_tps if await consumer.position(tp) < ends[tp]]
-                    if not behind:
-                        break
-                    self._apply(await consumer.getmany(*behind, timeout_ms=1000, max_records=5000))
+            # Catch up on every topic at once, as the live loop reads them: the fold takes the
+            # topics in any order (statuses wait for their placement), and read one after the
+            # other nothing would finish before the decisions came, so the model would hold
+            # the whole history on the way however much it forgets (bench/read_model_memory.py).
+            while True:
+                behind = [tp for tp in self._tps if await consumer.position(tp) < ends[tp]]
+                if not behind:
+                    break
+                self._apply(await consumer.getmany(*behind, timeout_ms=1000, max_records=5000))
             self._ready.set()
             await self._notify()
             log.info("read model ready: %d tasks, %d nodes", len(self.model.lifecycle.tasks),

@@ -17,7 +17,9 @@ them (``ReadModel.apply``, no Kafka), two ways:
   (what the API's follower does), every task kept;
 - ``forgets``: as ``wire``, keeping only the newest finished tasks, as many as the first
   level has (``ReadModel.keep_finished``; the API's default keeps 100,000), with the
-  default 200,000 tombstones.
+  default 200,000 tombstones. It also reports the most the fold held on the way (its peak),
+  for the records in log order and read topic by topic (the whole cell log first, then the
+  decisions: how the API's catch-up read them before it read all topics at once).
 
 At each level (so many tasks of the same history) it prints the bytes the fold allocated
 and still holds (``tracemalloc``), then what a task more costs between the first level and
@@ -76,8 +78,9 @@ def codec() -> Any:
 
 
 def fold(records: list[tuple[str, str, bytes]], codec: Any, keep_wire: bool,
-         keep_finished: int | None = None) -> tuple[Any, int]:
-    """A read model folded from ``records``, and the bytes it holds (tracemalloc)."""
+         keep_finished: int | None = None) -> tuple[Any, int, int]:
+    """A read model folded from ``records``, the bytes it holds at the end and the most it
+    held on the way (tracemalloc)."""
     from suanli.api.readmodel import ReadModel
 
     for wire in {w[:5]: w for _role, _kind, w in records}.values():
@@ -91,9 +94,9 @@ def fold(records: list[tuple[str, str, bytes]], codec: Any, keep_wire: bool,
         model.apply(role, kind, payload, f"bench.{role}", 0, offset, wire if keep_wire else None)
     del kind, payload, wire
     gc.collect()
-    held, _peak = tracemalloc.get_traced_memory()
+    held, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return model, held
+    return model, held, peak
 
 
 def run(levels: list[int], node_count: int, out: Callable[[str], None] = print) -> dict[str, Any]:
@@ -107,11 +110,21 @@ def run(levels: list[int], node_count: int, out: Callable[[str], None] = print) 
                                "decision_wire_bytes_mean": round(sum(map(len, decisions)) / max(len(decisions), 1), 1)}
         models = {}
         for mode in MODES:
-            models[mode], row[f"{mode}_held_bytes"] = fold(upto, wire_codec, keep_wire=mode != "decoded",
-                                                           keep_finished=levels[0] if mode == "forgets" else None)
+            models[mode], row[f"{mode}_held_bytes"], peak = fold(upto, wire_codec, keep_wire=mode != "decoded",
+                                                                 keep_finished=levels[0] if mode == "forgets" else None)
+            if mode == "forgets":
+                row["forgets_peak_bytes"] = peak
         row["forgets_tasks_held"] = len(models["forgets"].lifecycle.tasks)
         row["same_answers"] = all(models["wire"].task_decisions(t) == models["decoded"].task_decisions(t)
                                   for t in models["decoded"].decisions)
+        # Read topic by topic (the whole cell log, then the decisions), as a catch-up that
+        # finishes one topic before the next: nothing finishes before the decisions come, so
+        # the fold holds every task and stashed status on the way, whatever it forgets later.
+        by_topic = sorted(upto, key=lambda r: r[0] != "cell_log")
+        model, _held, row["forgets_by_topic_peak_bytes"] = fold(by_topic, wire_codec, keep_wire=True,
+                                                                keep_finished=levels[0])
+        row["by_topic_same_tasks"] = (model.lifecycle.counts() == models["forgets"].lifecycle.counts()
+                                      and model.lifecycle.tasks == models["forgets"].lifecycle.tasks)
         out(json.dumps(row))
         result["levels"].append(row)
     first, last = result["levels"][0], result["levels"][-1]

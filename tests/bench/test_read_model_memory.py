@@ -15,3 +15,6 @@ def test_two_levels_fold_both_ways_with_the_same_answers_and_the_bytes_held_smal
     more = figures["bytes_per_task_more"]
     assert 0 < more["forgets"] < more["wire"] < more["decoded"]
     assert first["forgets_tasks_held"] == 40 and 40 <= last["forgets_tasks_held"] <= 45
+    # read topic by topic, the same model in the end, but it held more on the way
+    assert last["by_topic_same_tasks"] is True
+    assert last["forgets_by_topic_peak_bytes"] > last["forgets_peak_bytes"]
