@@ -199,6 +199,9 @@ class LifecycleView:
         self._tombs: dict[tuple[str, str], tuple[str, str]] = {}
 
     def apply(self, kind: str, p: dict[str, Any]) -> None:
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is None:
+            return                       # a kind the fold does not read (ticks, heartbeats): no id kept
         task_id = p.get("task_id")
         if task_id is not None and task_id in self.forgotten:
             return                       # a duplicate or a stale report of a task forgotten
@@ -209,12 +212,10 @@ class LifecycleView:
             self._seen.add(event_id)
             if task_id is not None:
                 self._events_of.setdefault(task_id, []).append(event_id)
-        handler = getattr(self, f"_on_{kind}", None)
-        if handler is not None:
-            try:
-                handler(p)
-            finally:
-                self._reindex()
+        try:
+            handler(p)
+        finally:
+            self._reindex()
 
     @staticmethod
     def _facts(view: TaskView) -> tuple[str, str, bool, bool]:

@@ -58,3 +58,11 @@ def test_job_members_are_kept_and_the_pass_walks_past_them():
     assert view.forget_finished(keep=1, keep_ids=10) == ["x", "y"]
     assert list(view.tasks) == ["m"] and [t.task_id for t in view.job_tasks("job-1")] == ["m"]
     view.check()
+
+
+def test_the_ids_of_kinds_the_fold_does_not_read_are_not_kept():
+    # a cell log carries a CellTick a second and batched heartbeats: their ids would pile up for ever
+    view = _fold(LifecycleView(), [_node()] + [("CellTick", {"event_id": f"tick-{i}", "cell": "c", "at": i})
+                                               for i in range(500)]
+                 + [("NodeHeartbeat", {"event_id": f"hb-{i}", "cell": "c", "at": i}) for i in range(50)])
+    assert view._seen == {"reg-n1"}
