@@ -111,7 +111,7 @@ class ReadModel:
     keep_ids: int = 200_000
     # Called with the ids of the tasks each pass forgot (the dashboard drops its marks of them).
     forget_listeners: list[Callable[[list[str]], None]] = field(default_factory=list)
-    _next_pass: int = 0
+    _next_pass: int = field(default=0, init=False, repr=False)
     # Called after each record is folded, with apply's arguments (the dashboard, api/ui/state.py,
     # follows node places, conditions and per-tenant counts this way). Same loop, no awaits.
     listeners: list[Callable[..., None]] = field(default_factory=list)

@@ -150,9 +150,10 @@ class ApiService:
         if task is None or task.tenant != tenant:
             gone = self.model.lifecycle.forgotten.get(task_id)
             if gone is not None and gone[0] == tenant:
-                raise NotFoundError(f"task {task_id!r} finished ({gone[1]}) and the API no longer keeps it: it keeps "
-                                    f"the newest {self.model.keep_finished} finished tasks (SUANLI_API_FINISHED_TASKS); "
-                                    f"its decisions stay in the audit: `suanli audit why {task_id}`")
+                raise NotFoundError(f"task {task_id!r} finished ({gone[1]}) and the API no longer keeps it: it "
+                                    f"keeps the newest {self.model.keep_finished} finished tasks "
+                                    f"(SUANLI_API_FINISHED_TASKS); its decisions stay in the audit: "
+                                    f"`suanli audit why {task_id}`")
             raise NotFoundError(f"no task {task_id!r}")
         return task
 

@@ -132,9 +132,9 @@ def run(levels: list[int], node_count: int, out: Callable[[str], None] = print) 
     if grown:
         # The model holds some bounded things too (the reservation fold's last 4,096 unlabelled
         # placements); what a task more costs is the growth between the levels.
-        result["bytes_per_task_more"] = {mode: round((last[f"{mode}_held_bytes"] - first[f"{mode}_held_bytes"]) / grown, 1)
-                                         for mode in MODES}
-        out(f"bytes a task more, from {first['tasks']} to {last['tasks']} tasks: {json.dumps(result['bytes_per_task_more'])}")
+        more = {mode: round((last[f"{mode}_held_bytes"] - first[f"{mode}_held_bytes"]) / grown, 1) for mode in MODES}
+        result["bytes_per_task_more"] = more
+        out(f"bytes a task more, from {first['tasks']} to {last['tasks']} tasks: {json.dumps(more)}")
     result["same_answers"] = all(row["same_answers"] for row in result["levels"])
     return result
 

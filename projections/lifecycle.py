@@ -287,7 +287,8 @@ class LifecycleView:
     def _task(self, p: dict[str, Any]) -> TaskView:
         view = self.tasks.get(p["task_id"])
         if view is None:
-            view = self.tasks[p["task_id"]] = TaskView(p["task_id"], intern(p.get("tenant", "")), intern(p.get("cell", "")))
+            view = self.tasks[p["task_id"]] = TaskView(p["task_id"], intern(p.get("tenant", "")),
+                                                       intern(p.get("cell", "")))
             self._touched.setdefault(view.task_id, (view, None))
         elif view.task_id not in self._touched:
             self._touched[view.task_id] = (view, self._facts(view))
