@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 import time
@@ -143,7 +144,7 @@ def _status(args: argparse.Namespace) -> int:
         print(f"suanli: no task {args.task!r} in the log of namespace {settings().namespace!r}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(task.__dict__, indent=2, default=str))
+        print(json.dumps(dataclasses.asdict(task), indent=2, default=str))
         return 0
     print("\n".join(status_lines(view, task)))
     return 0
