@@ -49,7 +49,7 @@ class Settings(BaseSettings):
                            description="Prefix of every topic and worker group: one control plane per namespace.")
     api_finished_tasks: int = Field(100_000, ge=0, description="Finished tasks the API's read model keeps whole; the "
                                     "oldest finished beyond them are forgotten (their decisions stay in the log "
-                                    "and the audit index). Each costs about 3 KB (bench/read_model_memory.py).")
+                                    "and the audit index). Each costs about 3.4 KB (bench/read_model_memory.py).")
     api_forgotten_ids: int = Field(200_000, ge=0, description="Ids of tasks the API's read model forgot, kept so that "
                                    "a duplicate or a stale report of one is ignored and a lookup says it was "
                                    "forgotten.")
