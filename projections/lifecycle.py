@@ -195,7 +195,9 @@ class LifecycleView:
         self._finished: dict[str, None] = {}
         self._events_of: dict[str, list[str]] = {}
         self.forgotten: dict[str, tuple[str, str]] = {}   # task id -> (tenant, last status), oldest first
-        self._gone: dict[str, int] = {}               # what the forgotten tasks still add to the tallies
+        # what the forgotten tasks still add to the tallies (checked by :meth:`check`)
+        self._gone_status: dict[str, int] = {}
+        self._gone_placed = self._gone_known = 0
         self._tombs: dict[tuple[str, str], tuple[str, str]] = {}
 
     def apply(self, kind: str, p: dict[str, Any]) -> None:
@@ -263,9 +265,9 @@ class LifecycleView:
             view = self.tasks.pop(task_id)
             tenant, status, placed, known = self._facts(view)
             self._of_tenant[tenant].pop(task_id, None)
-            self._gone[status] = self._gone.get(status, 0) + 1
-            self._gone[":placed"] = self._gone.get(":placed", 0) + placed
-            self._gone[":known"] = self._gone.get(":known", 0) + known
+            self._gone_status[status] = self._gone_status.get(status, 0) + 1
+            self._gone_placed += placed
+            self._gone_known += known
             for event_id in self._events_of.pop(task_id, ()):
                 self._seen.discard(event_id)
             for copy in self._copies.pop(task_id, ()):
@@ -610,7 +612,7 @@ class LifecycleView:
         assert list(self._open) == [t.task_id for t in tasks if t.status not in TERMINAL], "open tasks"
         assert sorted(self._finished) == sorted(t.task_id for t in tasks if t.status in TERMINAL), "finished tasks"
         assert not set(self.forgotten) & set(self.tasks), "a forgotten task is held"
-        statuses: dict[str, int] = {k: n for k, n in self._gone.items() if not k.startswith(":")}
+        statuses: dict[str, int] = dict(self._gone_status)
         tenants: dict[str, list[str]] = {}
         for t in tasks:
             statuses[t.status] = statuses.get(t.status, 0) + 1
@@ -618,8 +620,8 @@ class LifecycleView:
         assert {k: n for k, n in self._by_status.items() if n} == statuses, (self._by_status, statuses)
         assert {k: sorted(v) for k, v in self._of_tenant.items() if v} == {k: sorted(v) for k, v in tenants.items()}, \
             "tasks by tenant"
-        assert self._placed_once == sum(t.placed_once for t in tasks) + self._gone.get(":placed", 0)
-        assert self._known == sum(bool(t.submitted_at or t.decision_id) for t in tasks) + self._gone.get(":known", 0)
+        assert self._placed_once == sum(t.placed_once for t in tasks) + self._gone_placed
+        assert self._known == sum(bool(t.submitted_at or t.decision_id) for t in tasks) + self._gone_known
 
     def open_tasks(self, cell: str | None = None) -> list[TaskView]:
         """The tasks not finished (not TERMINAL), of ``cell`` if given, first seen first."""

@@ -80,8 +80,7 @@ class DashboardState:
         for task_id in list(model.lifecycle.tasks) + list(model.submissions):
             self._refresh(task_id)
         model.listeners.append(self.observe)
-        if hasattr(model, "forget_listeners"):
-            model.forget_listeners.append(self.forget)
+        model.forget_listeners.append(self.forget)
 
     # ------------------------------------------------------------------ the listener
     def observe(self, role: str, kind: str, p: dict[str, Any], *_position: Any) -> None:
