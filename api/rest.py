@@ -206,7 +206,8 @@ def create_app(service: ApiService, tokens: TokenStore, limits: Limits | None = 
     @app.get("/v1/tasks/{task_id}/audit", operation_id="GetAudit", response_model=AuditTrail,
              responses=_errors(401, 404, 422, 503), tags=["audit"])
     async def get_audit(caller: Tenant, task_id: TaskId) -> AuditTrail:
-        """Every decision about one of your tasks, with its provenance and decision path."""
+        """Every decision about one of your tasks, with its provenance and decision path; a
+        finished task the API no longer keeps is answered from the audit index."""
         return await service.get_audit(caller, task_id)
 
     @app.get("/v1/audit", operation_id="ListAudit", response_model=AuditList,

@@ -45,7 +45,7 @@ async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -
     """Run until interrupted (see the module docstring)."""
     import uvicorn
 
-    from suanli.api.audit import FollowerAuditSource
+    from suanli.api.audit import FollowerAuditSource, IndexedAuditArchive
     from suanli.api.grpc_server import build_server
     from suanli.api.readmodel import LogFollower
     from suanli.api.rest import create_app
@@ -70,7 +70,8 @@ async def serve(settings: Settings, tokens: TokenStore, options: ServeOptions) -
                                      namespace=settings.namespace) as producer:
                 service = ApiService(follower.model, KafkaSink(producer, settings.namespace),
                                      FollowerAuditSource(follower.model), namespace=settings.namespace,
-                                     follower=follower, operators=tokens.operators)
+                                     follower=follower, operators=tokens.operators,
+                                     archive=IndexedAuditArchive(settings))
                 grpc_server, grpc_port = build_server(service, tokens, f"{options.host}:{options.grpc_port}",
                                                       tls=_tls_pair(options))
                 await grpc_server.start()

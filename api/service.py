@@ -112,11 +112,15 @@ class ApiService:
 
     def __init__(self, model: ReadModel, sink: EventSink, audit: AuditSource, *, namespace: str,
                  follower: LogFollower | None = None, clock: Callable[[], float] = time.time,
-                 ready_timeout: float = 10.0, sync_timeout: float = 2.0, operators: frozenset[str] = frozenset()):
+                 ready_timeout: float = 10.0, sync_timeout: float = 2.0, operators: frozenset[str] = frozenset(),
+                 archive: AuditSource | None = None):
+        """``audit`` answers for the tasks the read model keeps; ``archive``, when given, for
+        the finished ones it has forgotten (``api/audit.py`` ``IndexedAuditArchive``)."""
         self.model = model
         self.operators = frozenset(operators)
         self.sink = sink
         self.audit = audit
+        self.archive = archive
         self.namespace = namespace
         self.follower = follower
         self.clock = clock
@@ -148,14 +152,29 @@ class ApiService:
             await self._sync()
             task = self._find_local(task_id)
         if task is None or task.tenant != tenant:
-            gone = self.model.lifecycle.forgotten.get(task_id)
-            if gone is not None and gone[0] == tenant:
-                raise NotFoundError(f"task {task_id!r} finished ({gone[1]}) and the API no longer keeps it: it "
+            status = self._forgotten_status(tenant, task_id)
+            if status is not None:
+                where = (f"GET /v1/tasks/{task_id}/audit or `suanli audit why {task_id}`" if self.archive is not None
+                         else f"`suanli audit why {task_id}`")
+                raise NotFoundError(f"task {task_id!r} finished ({status}) and the API no longer keeps it: it "
                                     f"keeps the newest {self.model.keep_finished} finished tasks "
-                                    f"(SUANLI_API_FINISHED_TASKS); its decisions stay in the audit: "
-                                    f"`suanli audit why {task_id}`")
+                                    f"(SUANLI_API_FINISHED_TASKS); its decisions stay in the audit: {where}")
             raise NotFoundError(f"no task {task_id!r}")
         return task
+
+    def _forgotten_status(self, tenant: str, task_id: str) -> str | None:
+        """The last status of the caller's task that the read model has forgotten; None for a
+        task it never forgot, or another tenant's."""
+        gone = self.model.lifecycle.forgotten.get(task_id)
+        return gone[1] if gone is not None and gone[0] == tenant else None
+
+    async def _task_decisions(self, tenant: str, task_id: str) -> list[Any]:
+        """The caller's decision records about ``task_id``: from the read model, or from the
+        archive once the model has forgotten the task."""
+        source = self.audit
+        if self.archive is not None and self._forgotten_status(tenant, task_id) is not None:
+            source = self.archive
+        return [r for r in await source.task_decisions(task_id) if r.payload.get("tenant") == tenant]
 
     @staticmethod
     def _status(task: TaskView | Submission) -> TaskStatus:
@@ -422,10 +441,22 @@ class ApiService:
                 position=LogPosition(topic=r.topic, partition=r.partition, offset=r.offset), job_id=p.get("job_id"))
 
     async def get_audit(self, tenant: str, task_id: str) -> AuditTrail:
-        """The caller's task's decisions with their provenance, in log order."""
-        task = await self._find(tenant, task_id)
-        records = [r for r in await self.audit.task_decisions(task_id) if r.payload.get("tenant") == tenant]
-        decisions = [self._decision(r) for r in records]
+        """The caller's task's decisions with their provenance, in log order. A finished task
+        the read model has forgotten is answered from the archive, with its last status."""
+        try:
+            task = await self._find(tenant, task_id)
+        except NotFoundError:
+            status = self._forgotten_status(tenant, task_id)
+            if status is None or self.archive is None:
+                raise
+            records = await self._task_decisions(tenant, task_id)
+            if not records:
+                raise NotFoundError(f"task {task_id!r} finished ({status}) and the API no longer keeps it, and the "
+                                    f"audit index holds no decision about it (was the decisions topic's "
+                                    f"retention shorter than the task's life?)") from None
+            return self._hide(tenant, AuditTrail(task_id=task_id, tenant=tenant, cell=records[0].payload["cell"],
+                                                 status=status, decisions=[self._decision(r) for r in records]))
+        decisions = [self._decision(r) for r in await self._task_decisions(tenant, task_id)]
         status = "SUBMITTED" if isinstance(task, Submission) else task.status
         return self._hide(tenant, AuditTrail(task_id=task_id, tenant=tenant, cell=task.cell, status=status,
                                              decisions=decisions))
@@ -448,8 +479,8 @@ class ApiService:
             ids = [task_id]
         records = []
         for tid in dict.fromkeys(ids):
-            records += [r for r in await self.audit.task_decisions(tid)
-                        if r.payload.get("tenant") == tenant and (job is None or r.payload.get("job_id") == job)]
+            records += [r for r in await self._task_decisions(tenant, tid)
+                        if job is None or r.payload.get("job_id") == job]
         records.sort(key=lambda r: (r.payload["provenance"].get("decided_at", 0), r.topic, r.partition, r.offset))
         return self._hide(tenant, AuditList(decisions=[self._decision(r) for r in records[-limit:]]))
 

@@ -253,10 +253,12 @@ class AuditFollower:
 # ------------------------------------------------------------------------------ entry points
 @asynccontextmanager
 async def opened_index(settings: Settings, *, backend: str = "rocksdb", path: Path | None = None,
-                       catch_up: bool = True, codec: Codec | None = None,
-                       progress: bool = False) -> AsyncIterator[tuple[AuditIndex, CatchUp]]:
+                       catch_up: bool = True, codec: Codec | None = None, progress: bool = False,
+                       catch_up_timeout: float = 600.0) -> AsyncIterator[tuple[AuditIndex, CatchUp]]:
     """The namespace's index, caught up with the decisions topic before it is handed out
-    (``progress``: with a bar on a terminal).
+    (``progress``: with a bar on a terminal). A catch-up that takes longer than
+    ``catch_up_timeout`` seconds raises :class:`AuditError`; what it folded so far stays
+    (each batch is one atomic write with its positions), so the next call goes on from there.
 
     If another process (a follower) holds the RocksDB index, it is opened read-only and
     not caught up: the follower keeps it current.
@@ -280,7 +282,8 @@ async def opened_index(settings: Settings, *, backend: str = "rocksdb", path: Pa
             if codec is None:
                 registry = RegistryClient(settings.registry_url)
                 codec = Codec(registry)
-            stats = await AuditFollower(settings.bootstrap_servers, topic, index, codec).catch_up(progress=progress)
+            stats = await AuditFollower(settings.bootstrap_servers, topic, index, codec).catch_up(
+                catch_up_timeout, progress=progress)
         else:
             stats.positions = _positions(index, topic)
         yield index, stats
@@ -334,5 +337,9 @@ class AuditIndexSource:
         from suanli.projections.audit import AuditQuery, payload_of
 
         rows = self.index.query(AuditQuery(task=task_id, limit=None))
+        # The index keeps rows in the order of their decision times; the contract is log
+        # order. A task's decisions share its cell's partition, where the two agree unless
+        # the cell's clock went back.
+        rows.sort(key=lambda r: (r["decision"]["topic"], r["decision"]["partition"], r["decision"]["offset"]))
         return [DecisionRecord(r["event"], payload_of(r), r["decision"]["topic"], r["decision"]["partition"],
                                r["decision"]["offset"]) for r in rows]
