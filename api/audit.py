@@ -26,13 +26,26 @@ from aiokafka.errors import KafkaError
 
 from suanli.errors import AuditError, RegistryError, UnavailableError
 
-__all__ = ["AuditSource", "DecisionRecord", "FollowerAuditSource", "IndexedAuditArchive"]
+__all__ = ["AuditArchive", "AuditSource", "DecisionRecord", "FollowerAuditSource", "IndexedAuditArchive"]
 
 
 @runtime_checkable
 class AuditSource(Protocol):
     async def task_decisions(self, task_id: str) -> Sequence[DecisionRecord]:
         """Every decision about ``task_id``, in log order (see the module docstring)."""
+        ...
+
+
+@runtime_checkable
+class AuditArchive(AuditSource, Protocol):
+    """An :class:`AuditSource` that also answers by job, for the jobs the read model forgot."""
+
+    async def task_decisions(self, task_id: str) -> Sequence[DecisionRecord]:
+        ...
+
+    async def job_decisions(self, job_id: str) -> Sequence[DecisionRecord]:
+        """Every decision about a member of ``job_id``, as ``task_decisions`` gives them
+        (no tenant filter), in log order."""
         ...
 
 
@@ -69,17 +82,24 @@ class IndexedAuditArchive:
         self._turn: asyncio.Lock | None = None
 
     async def task_decisions(self, task_id: str) -> Sequence[DecisionRecord]:
+        return await self._answer("task", task_id)
+
+    async def job_decisions(self, job_id: str) -> Sequence[DecisionRecord]:
+        return await self._answer("job", job_id)
+
+    async def _answer(self, by: str, key: str) -> Sequence[DecisionRecord]:
         if self._turn is None:
             self._turn = asyncio.Lock()
         async with self._turn:
-            return await asyncio.to_thread(asyncio.run, self._read(task_id))
+            return await asyncio.to_thread(asyncio.run, self._read(by, key))
 
-    async def _read(self, task_id: str) -> Sequence[DecisionRecord]:
+    async def _read(self, by: str, key: str) -> Sequence[DecisionRecord]:
         from suanli.projections.audit_follower import AuditIndexSource, opened_index
 
         try:
             async with opened_index(self.settings, catch_up_timeout=self.catch_up_timeout) as (index, _stats):
-                return await AuditIndexSource(index).task_decisions(task_id)
+                source = AuditIndexSource(index)
+                return await (source.task_decisions(key) if by == "task" else source.job_decisions(key))
         except (AuditError, KafkaError, RegistryError) as exc:
             raise UnavailableError(f"the audit index cannot answer yet ({exc}); retry shortly, or keep it "
                                    "current with `suanli audit follow`") from exc

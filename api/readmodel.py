@@ -142,8 +142,8 @@ class ReadModel:
 
     def forget(self) -> list[str]:
         """Forget the oldest finished tasks beyond ``keep_finished`` (their decisions too) and
-        tell the forget listeners; the next pass waits for another eighth of it (the job
-        members kept count on top). Returns the ids forgotten."""
+        tell the forget listeners; the next pass waits for another eighth of it (the finished
+        members of unfinished jobs, kept, count on top). Returns the ids forgotten."""
         keep = self.keep_finished or 0
         gone = self.lifecycle.forget_finished(keep, self.keep_ids)
         for task_id in gone:

@@ -50,7 +50,7 @@ import fastavro
 from fastavro.validation import ValidationError as AvroValidationError
 from pydantic import ValidationError as PydanticValidationError
 
-from suanli.api.audit import AuditSource
+from suanli.api.audit import AuditArchive, AuditSource
 from suanli.api.models import (AuditDecision, AuditList, AuditTrail, BidSpec, BidView, CancelRequest,
                                CancelTaskResponse, Health, JobView, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
                                ListTasksResponse, LogPosition, NodeStatusRequest, NodeStatusResponse, NodeView,
@@ -113,7 +113,7 @@ class ApiService:
     def __init__(self, model: ReadModel, sink: EventSink, audit: AuditSource, *, namespace: str,
                  follower: LogFollower | None = None, clock: Callable[[], float] = time.time,
                  ready_timeout: float = 10.0, sync_timeout: float = 2.0, operators: frozenset[str] = frozenset(),
-                 archive: AuditSource | None = None):
+                 archive: AuditArchive | None = None):
         """``audit`` answers for the tasks the read model keeps; ``archive``, when given, for
         the finished ones it has forgotten (``api/audit.py`` ``IndexedAuditArchive``)."""
         self.model = model
@@ -478,6 +478,11 @@ class ApiService:
         else:
             ids = [task_id]
         records = []
+        if job is not None and not ids and self.archive is not None \
+                and tenant in self.model.lifecycle.forgotten_jobs.get(job, ()):
+            # a job the read model forgot whole: its members are no longer known here
+            records = [r for r in await self.archive.job_decisions(job)
+                       if r.payload.get("tenant") == tenant and (task_id is None or r.payload["task_id"] == task_id)]
         for tid in dict.fromkeys(ids):
             records += [r for r in await self._task_decisions(tenant, tid)
                         if job is None or r.payload.get("job_id") == job]
@@ -501,6 +506,11 @@ class ApiService:
             await self._sync()
             rows = members()
         if not rows:
+            if tenant in self.model.lifecycle.forgotten_jobs.get(job_id, ()):
+                raise NotFoundError(f"job {job_id!r} finished and the API no longer keeps it: it keeps the newest "
+                                    f"{self.model.keep_finished} finished tasks (SUANLI_API_FINISHED_TASKS), a "
+                                    f"job's members together; its decisions stay in the audit: "
+                                    f"GET /v1/audit?job={job_id} or `suanli audit list --job {job_id}`")
             raise NotFoundError(f"no job {job_id!r}")
         for c in {t.cell for t in rows if isinstance(t, TaskView) and t.status == "PENDING"}:
             self._refresh_queue(c)

@@ -333,13 +333,24 @@ class AuditIndexSource:
         self.index = index
 
     async def task_decisions(self, task_id: str) -> list[Any]:
-        from suanli.api.readmodel import DecisionRecord
-        from suanli.projections.audit import AuditQuery, payload_of
+        from suanli.projections.audit import AuditQuery
 
-        rows = self.index.query(AuditQuery(task=task_id, limit=None))
+        return self._records(AuditQuery(task=task_id, limit=None))
+
+    async def job_decisions(self, job_id: str) -> list[Any]:
+        """Every decision about a member of ``job_id``, in log order."""
+        from suanli.projections.audit import AuditQuery
+
+        return self._records(AuditQuery(job=job_id, limit=None))
+
+    def _records(self, query: Any) -> list[Any]:
+        from suanli.api.readmodel import DecisionRecord
+        from suanli.projections.audit import payload_of
+
+        rows = self.index.query(query)
         # The index keeps rows in the order of their decision times; the contract is log
-        # order. A task's decisions share its cell's partition, where the two agree unless
-        # the cell's clock went back.
+        # order. A cell's decisions share a partition, where the two agree unless the cell's
+        # clock went back.
         rows.sort(key=lambda r: (r["decision"]["topic"], r["decision"]["partition"], r["decision"]["offset"]))
         return [DecisionRecord(r["event"], payload_of(r), r["decision"]["topic"], r["decision"]["partition"],
                                r["decision"]["offset"]) for r in rows]

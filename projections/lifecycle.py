@@ -46,10 +46,16 @@ a federated job's accuracy, loss and bytes per round) are kept by job and round
 Forgetting (:meth:`LifecycleView.forget_finished`, which the API's read model calls): a
 long-lived fold would hold every task its topics ever carried. The oldest finished tasks
 (TERMINAL, in the order they finished) beyond a number to keep are dropped with everything
-kept about them, job members excepted (a job's view reads its members); each leaves a
+kept about them (a job whole, below); each leaves a
 tombstone (its tenant and last status) for the newest ``keep_ids`` of them, and any later
 event about a tombstoned task (a redelivered duplicate, a stale report) is ignored. The
 tallies of :meth:`LifecycleView.counts` still count forgotten tasks.
+
+A job goes whole: once every member it has has finished, its members are forgotten together
+at the place of the last to finish, with its rounds and resizes, and the job id leaves a
+tombstone of its own (``forgotten_jobs``: its members' tenants) among the newest
+``keep_ids``. A late round or resize of a forgotten job is ignored. A member that arrives
+after its job was forgotten (a job id used again) starts the job anew.
 """
 from __future__ import annotations
 
@@ -195,6 +201,8 @@ class LifecycleView:
         self._finished: dict[str, None] = {}
         self._events_of: dict[str, list[str]] = {}
         self.forgotten: dict[str, tuple[str, str]] = {}   # task id -> (tenant, last status), oldest first
+        self.forgotten_jobs: dict[str, frozenset[str]] = {}   # job id -> its members' tenants, oldest first
+        self._job_events: dict[str, list[str]] = {}       # job id -> event ids of its rounds and resizes
         # what the forgotten tasks still add to the tallies (checked by :meth:`check`)
         self._gone_status: dict[str, int] = {}
         self._gone_placed = self._gone_known = 0
@@ -207,6 +215,9 @@ class LifecycleView:
         task_id = p.get("task_id")
         if task_id is not None and task_id in self.forgotten:
             return                       # a duplicate or a stale report of a task forgotten
+        job_level = task_id is None and kind in ("JobRound", "JobResized")
+        if job_level and p["job_id"] in self.forgotten_jobs and p["job_id"] not in self.jobs:
+            return                       # a late round or resize of a job forgotten
         event_id = p.get("event_id")
         if event_id is not None:
             if event_id in self._seen:
@@ -214,6 +225,8 @@ class LifecycleView:
             self._seen.add(event_id)
             if task_id is not None:
                 self._events_of.setdefault(task_id, []).append(event_id)
+            elif job_level:
+                self._job_events.setdefault(p["job_id"], []).append(event_id)
         try:
             handler(p)
         finally:
@@ -250,16 +263,32 @@ class LifecycleView:
         self._touched.clear()
 
     def forget_finished(self, keep: int, keep_ids: int) -> list[str]:
-        """Forget the finished tasks beyond the newest ``keep`` (job members are kept), leaving
-        a tombstone of each, and keep the newest ``keep_ids`` tombstones (see the module
-        docstring). Returns the ids forgotten, oldest finished first."""
+        """Forget the finished tasks beyond the newest ``keep``, leaving a tombstone of each,
+        and keep the newest ``keep_ids`` tombstones; a job goes whole once all its members
+        have finished, at its last member's place (see the module docstring), so a pass may
+        forget up to a job's size less one more than asked. Returns the ids forgotten, oldest
+        finished first (a job's members together)."""
         over = len(self._finished) - keep
         gone: list[str] = []
+        finished_of: dict[str, int] = {}       # job -> its members met so far in finishing order
+        jobs_gone: list[str] = []
         for task_id in self._finished if over > 0 else ():
-            if len(gone) == over:
+            if len(gone) >= over:
                 break
-            if not self.tasks[task_id].job_id:
+            job = self.tasks[task_id].job_id
+            if not job:
                 gone.append(task_id)
+                continue
+            finished_of[job] = finished_of.get(job, 0) + 1
+            if finished_of[job] == len(self.jobs[job]):      # every member has finished, this one last
+                gone += self.jobs[job]
+                jobs_gone.append(job)
+        for job in jobs_gone:
+            self.forgotten_jobs[job] = frozenset(self.tasks[t].tenant for t in self.jobs.pop(job))
+            self.job_rounds.pop(job, None)
+            self.job_resizes.pop(job, None)
+            for event_id in self._job_events.pop(job, ()):
+                self._seen.discard(event_id)
         for task_id in gone:
             del self._finished[task_id]
             view = self.tasks.pop(task_id)
@@ -276,9 +305,10 @@ class LifecycleView:
                 table.pop(task_id, None)
             pair = (tenant, status)
             self.forgotten[task_id] = self._tombs.setdefault(pair, pair)   # one tuple per distinct pair
-        extra = len(self.forgotten) - keep_ids
-        for task_id in list(itertools.islice(self.forgotten, max(0, extra))):
-            del self.forgotten[task_id]
+        for tombs in (self.forgotten, self.forgotten_jobs):
+            extra = len(tombs) - keep_ids
+            for key in list(itertools.islice(tombs, max(0, extra))):
+                del tombs[key]
         return gone
 
     def finished_held(self) -> int:
@@ -612,6 +642,7 @@ class LifecycleView:
         assert list(self._open) == [t.task_id for t in tasks if t.status not in TERMINAL], "open tasks"
         assert sorted(self._finished) == sorted(t.task_id for t in tasks if t.status in TERMINAL), "finished tasks"
         assert not set(self.forgotten) & set(self.tasks), "a forgotten task is held"
+        assert all(t in self.tasks for members in self.jobs.values() for t in members), "a job names a task not held"
         statuses: dict[str, int] = dict(self._gone_status)
         tenants: dict[str, list[str]] = {}
         for t in tasks:

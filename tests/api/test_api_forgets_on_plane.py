@@ -2,8 +2,9 @@
 to completion on a simulated cluster (intake, scheduler, simulator on the broker the tests
 start), and an API that keeps 8 finished tasks answers the newest ones whole and the older
 ones 404, saying to their tenant that they finished and were forgotten; so does a second API
-that reads the same log from the start. The forgotten ones' audit is still answered, from the
-namespace's audit index."""
+that reads the same log from the start. The first tasks are one job's members: the job is
+forgotten whole once they have finished. The forgotten tasks' and job's audit is still
+answered, from the namespace's audit index."""
 from __future__ import annotations
 
 import time
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.stack
 
 KEEP = 8
 TASKS = 30
+MEMBERS = 4
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +43,12 @@ def _finished_or_forgotten(http, task_id: str) -> str:
 def test_tasks_run_to_completion_and_the_oldest_finished_are_forgotten(forgetting_api, tmp_path):
     plane, api = forgetting_api
     ids = [f"fg-{i:02d}-{uuid.uuid4().hex[:6]}" for i in range(TASKS)]
+    job = f"fg-job-{uuid.uuid4().hex[:6]}"           # the first MEMBERS tasks are its members
     with api.client("alpha") as http:
-        for task in ids:
+        for i, task in enumerate(ids):
             doc = {"id": task, "cell": plane.cell, "resources": {"cpu": 1, "memory": "1Gi"}, "duration": "2s"}
+            if i < MEMBERS:
+                doc["job"] = job
             assert http.post("/v1/tasks", json=doc).status_code == 202
         deadline = time.monotonic() + 240
         while True:
@@ -66,7 +71,7 @@ def test_tasks_run_to_completion_and_the_oldest_finished_are_forgotten(forgettin
             assert kinds[0] == "TaskPlaced" and kinds[-1] == "TaskReleased", (task, kinds)
         # a forgotten one: the API answers its audit from the namespace's audit index, which it
         # catches up with the decisions topic itself (no follower runs here)
-        for task in forgotten[:3]:
+        for task in forgotten[-3:]:
             r = http.get(f"/v1/tasks/{task}/audit")
             assert r.status_code == 200, r.text
             trail = r.json()
@@ -74,6 +79,17 @@ def test_tasks_run_to_completion_and_the_oldest_finished_are_forgotten(forgettin
             kinds = [d["kind"] for d in trail["decisions"]]
             assert kinds[0] == "TaskPlaced" and kinds[-1] == "TaskReleased", (task, kinds)
             assert {d["task_id"] for d in trail["decisions"]} == {task}
+        # the job went whole once its members had finished; its audit too comes from the index
+        assert set(ids[:MEMBERS]) <= set(forgotten), answers
+        r = http.get(f"/v1/jobs/{job}")
+        assert r.status_code == 404 and "finished and the API no longer keeps it" in r.json()["detail"], r.text
+        r = http.get("/v1/audit", params={"job": job})
+        assert r.status_code == 200, r.text
+        by_member: dict[str, list[str]] = {}
+        for d in r.json()["decisions"]:
+            by_member.setdefault(d["task_id"], []).append(d["kind"])
+        assert set(by_member) == set(ids[:MEMBERS]), by_member
+        assert all(k[0] == "TaskPlaced" and k[-1] == "TaskReleased" for k in by_member.values()), by_member
         # the lists no longer hold the forgotten ones
         listed = {t["task_id"] for t in http.get("/v1/tasks", params={"limit": 100}).json()["tasks"]}
         assert set(kept) <= listed and not listed & set(forgotten)

@@ -81,3 +81,44 @@ def test_an_archive_without_the_task_says_so():
     tenant = forgets.lifecycle.forgotten[gone][0]
     with pytest.raises(NotFoundError, match="the audit index holds no decision about it"):
         asyncio.run(_service(forgets, AuditIndexSource(AuditIndex(MemoryStore()))).get_audit(tenant, gone))
+
+
+def _job_history():
+    from api_helpers import node, placed, released, submitted
+
+    def member(role_kind_payload, job):
+        role, kind, payload = role_kind_payload
+        return role, kind, {**payload, "job_id": job}
+
+    records = [node()]
+    for i, task in enumerate(("m1", "m2")):
+        records += [member(submitted(task, "alpha"), "j1"), member(placed(task, "alpha", offset=10 + i), "j1"),
+                    member(released(task, "alpha", offset=20 + i), "j1")]
+    records += [submitted("solo", "alpha"), placed("solo", "alpha", offset=30), released("solo", "alpha", offset=31)]
+    return records
+
+
+def test_a_job_forgotten_whole_is_audited_from_the_archive_and_its_404_says_so():
+    from api_helpers import feed
+
+    model = ReadModel(keep_finished=1, keep_ids=100)
+    records = _job_history()
+    feed(model, *records)
+    assert model.lifecycle.forgotten_jobs == {"j1": frozenset({"alpha"})} and "m1" not in model.lifecycle.tasks
+    index = AuditIndex(MemoryStore())
+    index.apply([SourceRecord("x.decisions", 0, i, kind, payload) for i, (role, kind, payload) in enumerate(records)
+                 if role == "decisions"])
+    service = _service(model, AuditIndexSource(index))
+    with pytest.raises(NotFoundError, match="job 'j1' finished and the API no longer keeps it.*GET /v1/audit\\?job=j1"):
+        asyncio.run(service.get_job("alpha", "j1"))
+    with pytest.raises(NotFoundError, match="^no job 'j1'$"):
+        asyncio.run(service.get_job("beta", "j1"))
+    listed = asyncio.run(service.list_audit("alpha", job="j1"))
+    assert [(d.task_id, d.kind) for d in listed.decisions] == [("m1", "TaskPlaced"), ("m2", "TaskPlaced"),
+                                                               ("m1", "TaskReleased"), ("m2", "TaskReleased")]
+    assert {d.job_id for d in listed.decisions} == {"j1"}
+    only_m2 = asyncio.run(service.list_audit("alpha", job="j1", task_id="m2")).decisions
+    assert [(d.task_id, d.kind) for d in only_m2] == [("m2", "TaskPlaced"), ("m2", "TaskReleased")]
+    assert asyncio.run(service.list_audit("beta", job="j1")).decisions == []
+    # without an archive the forgotten job's audit is empty, as for a job never seen
+    assert asyncio.run(_service(model).list_audit("alpha", job="j1")).decisions == []

@@ -49,14 +49,44 @@ def test_a_forgotten_task_stays_forgotten_whatever_of_it_comes_again_and_tombsto
     assert not any(e.endswith("-c") or "d-c" in e for e in view._seen)
 
 
-def test_job_members_are_kept_and_the_pass_walks_past_them():
-    member = [("TaskSubmitted", {**_submit("m", 1, 100)[1], "job_id": "job-1"}), _placed("m", [0], 100),
-              _released("m")]
-    view = _fold(LifecycleView(), [_node()] + member + [e for t in "xy" for e in _run(t)]
-                 + [_released(t) for t in "xy"])
-    # m finished first, but a job member is kept: the pass walks past it to x and y (m counts in keep)
-    assert view.forget_finished(keep=1, keep_ids=10) == ["x", "y"]
-    assert list(view.tasks) == ["m"] and [t.task_id for t in view.job_tasks("job-1")] == ["m"]
+def _member(task_id, job):
+    return [("TaskSubmitted", {**_submit(task_id, 1, 100)[1], "job_id": job}), _placed(task_id, [0], 100),
+            _status(task_id, "RUNNING")]
+
+
+def _round(job, n):
+    return ("JobRound", {"event_id": f"round-{job}-{n}", "job_id": job, "round": n, "tenant": "t"})
+
+
+def test_a_job_goes_whole_at_its_last_members_finish_and_one_still_running_keeps_it():
+    view = _fold(LifecycleView(), [_node()] + _member("m1", "j1") + _member("m2", "j1") + _run("x")
+                 + _member("k1", "j2") + _member("k2", "j2") + _run("y") + [_round("j1", 1)])
+    # j1's m1 finishes first, then x, then m2 (j1 is whole now), then y; j2 has k2 still running
+    _fold(view, [_released(t) for t in ("m1", "x", "m2", "k1", "y")])
+    assert view.forget_finished(keep=2, keep_ids=10) == ["x", "m1", "m2"]
+    assert sorted(view.tasks) == ["k1", "k2", "y"]
+    assert view.jobs == {"j2": ["k1", "k2"]} and view.forgotten_jobs == {"j1": frozenset({"t"})}
+    assert "j1" not in view.job_rounds and not any("j1" in e for e in view._seen)
+    view.check()
+    # j2 is kept while k2 runs: the pass walks past k1 and finds nothing more to forget
+    assert view.forget_finished(keep=0, keep_ids=10) == ["y"]
+    assert sorted(view.tasks) == ["k1", "k2"]
+    # a late round of j1 is ignored; a member that arrives later starts j1 anew
+    _fold(view, [_round("j1", 2)])
+    assert "j1" not in view.job_rounds
+    _fold(view, _member("m3", "j1") + [_round("j1", 3)])
+    assert [t.task_id for t in view.job_tasks("j1")] == ["m3"] and list(view.job_rounds["j1"]) == [3]
+    view.check()
+
+
+def test_job_tombstones_are_bounded_like_the_tasks():
+    events = [_node()]
+    for i in range(4):
+        events += _member(f"m{i}", f"j{i}") + [_released(f"m{i}")]
+    view = _fold(LifecycleView(), events)
+    assert view.forget_finished(keep=0, keep_ids=2) == ["m0", "m1", "m2", "m3"]
+    assert list(view.forgotten_jobs) == ["j2", "j3"] and list(view.forgotten) == ["m2", "m3"]
+    assert view.jobs == {} and view.tasks == {}
     view.check()
 
 
