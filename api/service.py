@@ -478,14 +478,17 @@ class ApiService:
         else:
             ids = [task_id]
         records = []
-        if job is not None and not ids and self.archive is not None \
-                and tenant in self.model.lifecycle.forgotten_jobs.get(job, ()):
-            # a job the read model forgot whole: its members are no longer known here
-            records = [r for r in await self.archive.job_decisions(job)
-                       if r.payload.get("tenant") == tenant and (task_id is None or r.payload["task_id"] == task_id)]
         for tid in dict.fromkeys(ids):
             records += [r for r in await self._task_decisions(tenant, tid)
                         if job is None or r.payload.get("job_id") == job]
+        if job is not None and self.archive is not None \
+                and tenant in self.model.lifecycle.forgotten_jobs.get(job, ()):
+            # a job the read model forgot whole: its members are no longer known here (and a
+            # member that came after started the job anew; the archive has both)
+            have = {r.payload["event_id"] for r in records}
+            records += [r for r in await self.archive.job_decisions(job)
+                        if r.payload.get("tenant") == tenant and r.payload["event_id"] not in have
+                        and (task_id is None or r.payload["task_id"] == task_id)]
         records.sort(key=lambda r: (r.payload["provenance"].get("decided_at", 0), r.topic, r.partition, r.offset))
         return self._hide(tenant, AuditList(decisions=[self._decision(r) for r in records[-limit:]]))
 

@@ -122,3 +122,16 @@ def test_a_job_forgotten_whole_is_audited_from_the_archive_and_its_404_says_so()
     assert asyncio.run(service.list_audit("beta", job="j1")).decisions == []
     # without an archive the forgotten job's audit is empty, as for a job never seen
     assert asyncio.run(_service(model).list_audit("alpha", job="j1")).decisions == []
+    # a member that comes later starts the job anew; the job's audit has the old members too,
+    # each decision once though the index has the new one's as well
+    from api_helpers import placed, submitted
+
+    later = [("cell_log", "TaskSubmitted", {**submitted("m3", "alpha")[2], "job_id": "j1"}),
+             ("decisions", "TaskPlaced", {**placed("m3", "alpha", offset=40)[2], "job_id": "j1"})]
+    for i, (role, kind, payload) in enumerate(later, start=len(records)):
+        model.apply(role, kind, payload, f"x.{role}", 0, i)
+    index.apply([SourceRecord("x.decisions", 0, len(records) + 1, "TaskPlaced", later[1][2])])
+    assert [t.task_id for t in asyncio.run(service.get_job("alpha", "j1")).tasks] == ["m3"]
+    kinds = [(d.task_id, d.kind) for d in asyncio.run(service.list_audit("alpha", job="j1")).decisions]
+    assert sorted(kinds) == sorted([("m1", "TaskPlaced"), ("m2", "TaskPlaced"), ("m1", "TaskReleased"),
+                                    ("m2", "TaskReleased"), ("m3", "TaskPlaced")])
