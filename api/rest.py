@@ -284,6 +284,6 @@ def create_app(service: ApiService, tokens: TokenStore, limits: Limits | None = 
         """Operators: make a drained (or cordoned) node take new work again (NodeStatusChanged READY)."""
         return await service.uncordon_node(caller, node_id, request or NodeStatusRequest())
 
-    metrics = instrument_api(app, service.namespace)      # GET /metrics; every request counted and timed
+    metrics = instrument_api(app, service.namespace, service.model)      # GET /metrics; every request counted and timed
     app.gate.on_reject = metrics.count_refused            # and those the limits answer before the app
     return app

@@ -50,6 +50,10 @@ Metric names (all prefixed ``suanli_``; base units; counters end in ``_total``):
 ``suanli_condition_changes_total{condition}``              NodeConditionChanged produced, by condition
 ``suanli_api_requests_total{method,route,status}``         REST requests (API)
 ``suanli_api_request_duration_seconds{method,route}``      histogram: REST request handling time (API)
+``suanli_api_read_model_tasks{held}``                      tasks in the API's read model: ``kept``,
+                                                           ``finished`` (of those kept), ``forgotten``
+``suanli_api_read_model_jobs{held}``                       jobs in it: ``kept``, ``forgotten`` (whole)
+``suanli_api_read_model_decisions``                        decisions it keeps for the audit (API)
 ========================================================  =========================================
 
 plus prometheus-client's ``process_*`` and ``python_*`` collectors.
@@ -400,9 +404,10 @@ class TelemetryMetrics(WorkerMetrics):
 
 # --------------------------------------------------------------------------- the API
 class ApiMetrics:
-    """REST requests of the API process, by method, route template and status."""
+    """REST requests of the API process, by method, route template and status; with a read
+    model, what it holds (read at scrape time: nothing is counted per record)."""
 
-    def __init__(self, namespace: str):
+    def __init__(self, namespace: str, model: Any = None):
         self.registry = CollectorRegistry()
         info = Gauge("suanli_worker_info", "One per worker process: its role and namespace.",
                      ["role", "namespace"], registry=self.registry)
@@ -411,6 +416,8 @@ class ApiMetrics:
                                 ["method", "route", "status"], registry=self.registry)
         self.duration = Histogram("suanli_api_request_duration_seconds", "Time to answer a REST request.",
                                   ["method", "route"], registry=self.registry)
+        if model is not None:
+            self.registry.register(_FamilyCollector(lambda: read_model_families(model)))
 
     def count_refused(self, scope: dict, status: int) -> None:
         """Count a request that the API's limits answered (429, 413) before any route
@@ -418,15 +425,36 @@ class ApiMetrics:
         self.requests.labels(scope.get("method", "?"), "(limits)", str(status)).inc()
 
 
-def instrument_api(app: Any, namespace: str) -> ApiMetrics:
+def read_model_families(model: Any) -> list[GaugeMetricFamily]:
+    """The gauges of an API read model (``api/readmodel.py`` ``ReadModel``): its tasks and jobs,
+    kept and forgotten, and the decisions it keeps."""
+    life = model.lifecycle
+    tasks = GaugeMetricFamily("suanli_api_read_model_tasks",
+                              "Tasks in the API's read model: kept (all), finished (of those kept) and "
+                              "forgotten (tombstones of finished tasks past SUANLI_API_FINISHED_TASKS).",
+                              labels=["held"])
+    for held, value in (("kept", len(life.tasks)), ("finished", life.finished_held()),
+                        ("forgotten", len(life.forgotten))):
+        tasks.add_metric([held], value)
+    jobs = GaugeMetricFamily("suanli_api_read_model_jobs",
+                             "Jobs in the API's read model: kept, and forgotten whole (tombstones).", labels=["held"])
+    jobs.add_metric(["kept"], len(life.jobs))
+    jobs.add_metric(["forgotten"], len(life.forgotten_jobs))
+    decisions = GaugeMetricFamily("suanli_api_read_model_decisions",
+                                  "Decisions the API's read model keeps (as their records' bytes) for its tasks' audit.")
+    decisions.add_metric([], sum(map(len, model.decisions.values())))
+    return [tasks, jobs, decisions]
+
+
+def instrument_api(app: Any, namespace: str, model: Any = None) -> ApiMetrics:
     """Count and time every REST request of a FastAPI ``app`` and serve ``GET /metrics`` on it
-    (the app's request metrics and the process collectors; no token: it says nothing about any
-    tenant's tasks)."""
+    (the app's request metrics, the read model's gauges when ``model`` is given, and the
+    process collectors; no token: it says nothing about any tenant's tasks)."""
     from starlette.responses import Response
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     disable_created_metrics()
-    metrics = ApiMetrics(namespace)
+    metrics = ApiMetrics(namespace, model)
     registry = exposition_registry(metrics.registry)
 
     class _Timing:
