@@ -23,20 +23,16 @@ import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from suanli.api.auth import hash_token
-from suanli.config import Settings, load_settings, to_env
+from suanli.bench.api_process import bench_api
+from suanli.config import Settings, load_settings
 from suanli.deploy.processes import rss_mib
 from suanli.errors import StackError
 
@@ -60,12 +56,6 @@ def build_flood(settings: Settings) -> Path:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_once(rate: float, duration: float, workers: int = 64, valid_rate: float = 20.0,
              log_dir: Path | None = None) -> dict[str, Any]:
     """One flood against a fresh API (see the module); the figures as a dict."""
@@ -73,18 +63,8 @@ def run_once(rate: float, duration: float, workers: int = 64, valid_rate: float 
     flood = build_flood(settings)
     valid_token, garbage_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     log_dir = log_dir or settings.home / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    tokens = log_dir / f"{settings.namespace}-api-tokens.toml"
-    tokens.write_text(f'[tokens]\n"{hash_token(valid_token)}" = "valid"\n"{hash_token(garbage_token)}" = "noisy"\n')
-    port, grpc_port = _free_port(), _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log_path = log_dir / f"{settings.namespace}-api.log"
-    with open(log_path, "w") as log:
-        api = subprocess.Popen([sys.executable, "-m", "suanli", "api", "serve", "--port", str(port), "--grpc-port",
-                                str(grpc_port), "--tokens", str(tokens)],
-                               env={**os.environ, **to_env(settings)}, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        _wait_ready(api, url, log_path)
+    with bench_api(settings, log_dir, {valid_token: "valid", garbage_token: "noisy"}) as served:
+        api, url, log_path = served.proc, served.url, served.log_path
         before = rss_mib(api.pid)
         samples: list[float] = []
         done = threading.Event()
@@ -113,28 +93,6 @@ def run_once(rate: float, duration: float, workers: int = 64, valid_rate: float 
                           "rss_mib_max": round(max(samples, default=0), 1),
                           "rss_mib_after": round(rss_mib(api.pid) or 0, 1), "log": str(log_path)}
         return figures
-    finally:
-        if api.poll() is None:
-            api.send_signal(signal.SIGTERM)
-            try:
-                api.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                api.kill()
-                api.wait(timeout=5)
-
-
-def _wait_ready(api: subprocess.Popen, url: str, log_path: Path, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if api.poll() is not None:
-            raise StackError(f"suanli api serve exited {api.returncode}: {log_path.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).json().get("ready"):
-                return
-        except (httpx.HTTPError, ValueError):
-            pass
-        time.sleep(0.3)
-    raise StackError(f"suanli api serve not ready after {timeout:.0f}s (log: {log_path})")
 
 
 def main(argv: list[str] | None = None) -> int:

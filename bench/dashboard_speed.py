@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from suanli.deploy.processes import stop_child
+
 CHROMIUM = os.environ.get("SUANLI_CHROMIUM", "/usr/bin/chromium")
 CELL = "bench"
 TENANT = "bench"
@@ -302,11 +304,7 @@ def measure(nodes: int, rate: float, seconds: float, loads: int, screenshot: Pat
                 stream = page.evaluate("({messages: window.suanli.messages, nodeUpdates: window.suanli.nodeUpdates})")
                 browser.close()
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_child(proc)
             log.close()
     return _figures(nodes, rate, seconds, renders, truth, seen, samples, stream, errors)
 

@@ -11,7 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,19 @@ class ServiceProcess:
             return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def stop_child(proc: subprocess.Popen[Any], grace: float = 15.0) -> None:
+    """Stop a child process this process started: SIGTERM, ``grace`` seconds to exit, then
+    SIGKILL; reaped either way. Nothing happens to one that has already exited."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
 
 
 def rss_mib(pid: int) -> float | None:

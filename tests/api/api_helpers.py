@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import uuid
-import signal
 import socket
 import ssl
 import subprocess
@@ -149,13 +148,9 @@ class ApiProcess:
         raise RuntimeError(f"api server not ready after {timeout}s:\n{self.log_file.read_text()}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        from suanli.deploy.processes import stop_child
+
+        stop_child(self.proc)
         self._log.close()
 
     def client(self, tenant: str | None) -> httpx.Client:
