@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol, Sequence, runtime_checkable
 
-from suanli.api.readmodel import DecisionRecord, ReadModel
-from suanli.config import Settings
 from aiokafka.errors import KafkaError
 
+from suanli.api.readmodel import DecisionRecord, ReadModel
+from suanli.config import Settings
 from suanli.errors import AuditError, RegistryError, UnavailableError
 
 __all__ = ["AuditArchive", "AuditSource", "DecisionRecord", "FollowerAuditSource", "IndexedAuditArchive"]

@@ -215,7 +215,7 @@ class LifecycleView:
         task_id = p.get("task_id")
         if task_id is not None and task_id in self.forgotten:
             return                       # a duplicate or a stale report of a task forgotten
-        job_level = task_id is None and kind in ("JobRound", "JobResized")
+        job_level = kind in ("JobRound", "JobResized")
         if job_level and p["job_id"] in self.forgotten_jobs and p["job_id"] not in self.jobs:
             return                       # a late round or resize of a job forgotten
         event_id = p.get("event_id")
@@ -223,10 +223,10 @@ class LifecycleView:
             if event_id in self._seen:
                 return
             self._seen.add(event_id)
-            if task_id is not None:
-                self._events_of.setdefault(task_id, []).append(event_id)
-            elif job_level:
+            if job_level:                # freed when the job goes (a resize names its head task too)
                 self._job_events.setdefault(p["job_id"], []).append(event_id)
+            elif task_id is not None:
+                self._events_of.setdefault(task_id, []).append(event_id)
         try:
             handler(p)
         finally:

@@ -58,22 +58,28 @@ def _round(job, n):
     return ("JobRound", {"event_id": f"round-{job}-{n}", "job_id": job, "round": n, "tenant": "t"})
 
 
+def _resize(job, n):
+    # a resize names its job's head task too
+    return ("JobResized", {"event_id": f"resize-{job}-{n}", "job_id": job, "task_id": "m1", "round": n,
+                           "tenant": "t"})
+
+
 def test_a_job_goes_whole_at_its_last_members_finish_and_one_still_running_keeps_it():
     view = _fold(LifecycleView(), [_node()] + _member("m1", "j1") + _member("m2", "j1") + _run("x")
-                 + _member("k1", "j2") + _member("k2", "j2") + _run("y") + [_round("j1", 1)])
+                 + _member("k1", "j2") + _member("k2", "j2") + _run("y") + [_round("j1", 1), _resize("j1", 1)])
     # j1's m1 finishes first, then x, then m2 (j1 is whole now), then y; j2 has k2 still running
     _fold(view, [_released(t) for t in ("m1", "x", "m2", "k1", "y")])
     assert view.forget_finished(keep=2, keep_ids=10) == ["x", "m1", "m2"]
     assert sorted(view.tasks) == ["k1", "k2", "y"]
     assert view.jobs == {"j2": ["k1", "k2"]} and view.forgotten_jobs == {"j1": frozenset({"t"})}
-    assert "j1" not in view.job_rounds and not any("j1" in e for e in view._seen)
+    assert "j1" not in view.job_rounds and "j1" not in view.job_resizes and not any("j1" in e for e in view._seen)
     view.check()
     # j2 is kept while k2 runs: the pass walks past k1 and finds nothing more to forget
     assert view.forget_finished(keep=0, keep_ids=10) == ["y"]
     assert sorted(view.tasks) == ["k1", "k2"]
     # a late round of j1 is ignored; a member that arrives later starts j1 anew
-    _fold(view, [_round("j1", 2)])
-    assert "j1" not in view.job_rounds
+    _fold(view, [_round("j1", 2), _resize("j1", 2)])
+    assert "j1" not in view.job_rounds and "j1" not in view.job_resizes
     _fold(view, _member("m3", "j1") + [_round("j1", 3)])
     assert [t.task_id for t in view.job_tasks("j1")] == ["m3"] and list(view.job_rounds["j1"]) == [3]
     view.check()
