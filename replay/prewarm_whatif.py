@@ -135,8 +135,9 @@ class Workload:
 
     def check(self) -> None:
         if self.sites < 1 or self.nodes_per_site < 1 or self.families < 1 or self.hours <= self.warmup_h \
-                or self.run_on_h < 0:
-            raise ReplayError("prewarm what-if: sites, nodes and families >= 1, hours > warmup_h, run_on_h >= 0")
+                or self.run_on_h < 0 or not self.release_every_h > 0:
+            raise ReplayError("prewarm what-if: sites, nodes and families >= 1, hours > warmup_h, run_on_h >= 0, "
+                              "release_every_h > 0")
 
 
 @dataclass(slots=True)
@@ -642,6 +643,11 @@ def _effective_prewarm() -> dict[str, Any]:
     return out
 
 
+def _workload(args: argparse.Namespace) -> Workload:
+    """The scenario the command line asks for (the rest at :class:`Workload`'s defaults)."""
+    return Workload(hours=args.hours, run_on_h=args.run_on, release_every_h=args.release_every)
+
+
 def _seeds(text: str) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
@@ -663,13 +669,13 @@ def _doc_head(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> dict[s
     """The command and the workload, first in every JSON this module writes."""
     return {"command": " ".join(["python -m suanli.replay.prewarm_whatif",
                                  *(argv if argv is not None else sys.argv[1:])]),
-            "workload": asdict(Workload(hours=args.hours, run_on_h=args.run_on)) | {"seed": "per run"}}
+            "workload": asdict(_workload(args)) | {"seed": "per run"}}
 
 
 def _main_sweep(args: argparse.Namespace, argv: Optional[Sequence[str]]) -> int:
     configs = _parse_sweep(args.sweep)
     started = time.perf_counter()
-    rows = sweep(Workload(hours=args.hours, run_on_h=args.run_on), _seeds(args.seeds), configs, args.workers)
+    rows = sweep(_workload(args), _seeds(args.seeds), configs, args.workers)
     for r in rows:
         print(f"{json.dumps(r['prewarm']):50s} hit {r['hit_rate_pct']:5.1f} %  wasted {r['wasted_prefetch_pct']} %  "
               f"(before the last hour {r['wasted_prefetch_judged_pct']} %)  prefetched {r['prefetched_gib']:.0f} GiB  "
@@ -686,6 +692,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--hours", type=float, default=10.0)
     p.add_argument("--run-on", type=float, default=1.0, dest="run_on",
                    help="hours of unmeasured arrivals after the window, to judge its last prewarms")
+    p.add_argument("--release-every", type=float, default=Workload().release_every_h, dest="release_every",
+                   help="mean hours between a family's new versions (default 3; a large value: versions hardly "
+                        "change, and on-demand caching alone serves most starts)")
     p.add_argument("--workers", type=int, default=2, help="runs in parallel (processes)")
     p.add_argument("--json", help="write the runs and the aggregate to this file")
     p.add_argument("--quiet", action="store_true")
@@ -694,7 +703,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     if args.sweep:
         return _main_sweep(args, argv)
-    jobs = [(Workload(seed=s, hours=args.hours, run_on_h=args.run_on), arm) for s in _seeds(args.seeds) for arm in ARMS]
+    jobs = [(replace(_workload(args), seed=s), arm) for s in _seeds(args.seeds) for arm in ARMS]
     for w, _ in jobs:
         w.check()
     say = (lambda _s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))

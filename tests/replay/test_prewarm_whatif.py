@@ -123,3 +123,16 @@ def test_a_sweep_parses_planner_arguments_and_refuses_unknown_ones():
     a, b = P.sweep(TINY, [3], [{"max_waste": 0.05}, {"max_waste": 0.5, "min_use": 0.0}], workers=1)
     assert a["prewarm"] == {"max_waste": 0.05} and b["prewarm"] == {"max_waste": 0.5, "min_use": 0.0}
     assert b["prefetched_gib"] >= a["prefetched_gib"]          # a looser waste budget prefetches no less
+
+
+def test_the_release_rate_comes_from_the_command_line_and_must_be_positive(tmp_path):
+    import pytest
+
+    from suanli.errors import ReplayError
+
+    out = tmp_path / "w.json"
+    assert P.main(["--seeds", "1", "--hours", "2.5", "--workers", "1", "--quiet", "--release-every", "24",
+                   "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["workload"]["release_every_h"] == 24
+    with pytest.raises(ReplayError, match="release_every_h > 0"):
+        P.main(["--seeds", "1", "--hours", "2.5", "--workers", "1", "--quiet", "--release-every", "0"])
