@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import re
 import secrets
 import sys
@@ -53,7 +54,7 @@ def scrape(api: BenchApi) -> dict[str, float]:
     """The read model's task counts and the process's RSS from one ``/metrics``."""
     text = httpx.get(f"{api.url}/metrics", timeout=10).text
     out: dict[str, float] = {}
-    for whole, held, value in _SERIES.findall(text):
+    for _series, held, value in _SERIES.findall(text):
         out[held or "rss_bytes"] = float(value)
     if "kept" not in out or "rss_bytes" not in out:
         raise StackError(f"{api.url}/metrics has no read-model or RSS series")
@@ -95,6 +96,7 @@ def run(tasks: int, keep: int, levels: list[int], every: float = 1.0, rate: floa
     token = secrets.token_urlsafe(24)
     arms = {f"keeps {keep}": keep, "keeps all": tasks + 1}
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in arms}
+
     async def workload(publish: Any, _send_raw: Any, trace: list[dict[str, Any]], _names: Any) -> None:
         from suanli.replay.driver import drive
 
@@ -104,11 +106,11 @@ def run(tasks: int, keep: int, levels: list[int], every: float = 1.0, rate: floa
     plane = Plane(settings, PlaneOptions(tasks=tasks, rate=rate, time_scale=time_scale, exit_when_drained=True,
                                          workload=workload, quiet=True, metrics_interval_s=0,
                                          drain_timeout=settle_timeout, metrics_port=None), out=lambda _m: None)
-    with bench_api(settings, log_dir, {token: "bench"}, name="api-keeps", env={
-            "SUANLI_API_FINISHED_TASKS": str(keep)}) as keeps, \
-            bench_api(settings, log_dir, {token: "bench"}, name="api-all", env={
-                "SUANLI_API_FINISHED_TASKS": str(tasks + 1)}) as everything:
-        apis = dict(zip(arms, (keeps, everything)))
+    with contextlib.ExitStack() as started_apis:
+        apis = {name: started_apis.enter_context(bench_api(
+                    settings, log_dir, {token: "bench"}, name=f"api-{i}",
+                    env={"SUANLI_API_FINISHED_TASKS": str(setting)}))
+                for i, (name, setting) in enumerate(arms.items())}
         stop = threading.Event()
 
         def sample() -> None:
@@ -127,7 +129,7 @@ def run(tasks: int, keep: int, levels: list[int], every: float = 1.0, rate: floa
             sampler.start()
             result = asyncio.run(plane.run())
             # every task folded by both, and every task the log had finished when the plane drained
-            # (the trace's first pods run for days of its time: they are still running)
+            # (tasks still running then may finish later: the condition does not wait for them)
             ended = sum(result.get(k, 0) for k in ("completed", "failed", "unschedulable"))
             deadline = time.monotonic() + settle_timeout
             while True:
