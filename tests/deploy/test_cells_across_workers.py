@@ -12,13 +12,16 @@ import os
 import signal
 import time
 import uuid
+from collections import Counter
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from suanli.bench.cells_across_workers import cell_names, node_event, placed, publish, read_topic, task_event
 from suanli.config import load_settings, to_env
 from suanli.deploy.plane import settled, worker_processes
 from suanli.deploy.waiting import wait_for
+from suanli.errors import StackError
 from suanli.replay.log_replay import describe, first_divergence, regenerate
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
@@ -60,8 +63,8 @@ def test_six_cells_on_three_workers_survive_a_worker_kill_and_share_with_a_fourt
         killed_at = time.time()
         asyncio.run(publish(settings, [task_event(c, i) for i in range(100, 200) for c in cells],
                              rate=200))
-        decided = wait_for("1,200 placements after the kill", lambda: (p := placed(settings)) and len(p) == 1200 and p,
-                       timeout=240)
+        decided = _wait_or_report("1,200 placements after the kill", settings, cells, started,
+                                  lambda: (p := placed(settings)) and len(p) == 1200 and p, timeout=240)
         # When each orphaned cell decided again: its first placement of a task submitted after the kill
         # (the decision record's broker timestamp against the wall clock of the kill).
         resumed = {c: min(r.timestamp for t in range(100, 200) for r in decided[f"{c}-t{t:05d}"]) / 1000 - killed_at
@@ -74,7 +77,8 @@ def test_six_cells_on_three_workers_survive_a_worker_kill_and_share_with_a_fourt
         with_fourth = wait_for("four workers sharing the six partitions",
                             lambda: settled([*survivors, fourth[0]], CELLS), timeout=120)
         asyncio.run(publish(settings, [task_event(c, i) for i in range(200, 250) for c in cells]))
-        decided = wait_for("1,500 placements", lambda: (p := placed(settings)) and len(p) == 1500 and p, timeout=180)
+        decided = _wait_or_report("1,500 placements", settings, cells, started,
+                                  lambda: (p := placed(settings)) and len(p) == 1500 and p, timeout=180)
     finally:
         for service in reversed(started):
             service.stop()
@@ -113,6 +117,31 @@ def test_six_cells_on_three_workers_survive_a_worker_kill_and_share_with_a_fourt
                "shares": {"three": _names(shares), "after_kill": _names(after_kill), "four": _names(with_fourth)}}
     print("cells across workers:", json.dumps(figures))
     assert with_fourth[fourth[0].name], figures
+
+
+def _wait_or_report(what: str, settings, cells: list[str], services, probe, timeout: float):
+    """``wait_for``; on a timeout, fail with what each cell had placed, how far each cell log
+    partition goes, and the last lines of every worker's log (where a stall shows)."""
+    try:
+        return wait_for(what, probe, timeout=timeout)
+    except StackError as exc:
+        by_cell = Counter(task_id.rsplit("-t", 1)[0] for task_id in placed(settings))
+        ends = asyncio.run(_end_offsets(settings, TopicNames(settings.namespace).cell_log))
+        tails = {s.name: s.log_tail() for s in services}
+        pytest.fail(f"{exc}\ntasks placed per cell: {dict(sorted((c, by_cell[c]) for c in cells))}\n"
+                    f"cell-log end offsets by partition: {ends}\n"
+                    + "\n".join(f"--- {name}:\n{tail}" for name, tail in tails.items()))
+
+
+async def _end_offsets(settings, topic: str) -> dict[int, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(settings.partitions)]
+        ends = await consumer.end_offsets(tps)
+        return {tp.partition: ends[tp] for tp in tps}
+    finally:
+        await consumer.stop()
 
 
 def _recoveries(services) -> dict[str, list[str]]:

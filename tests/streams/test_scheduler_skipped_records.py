@@ -1,0 +1,104 @@
+"""Records the scheduler's consumer never delivers are still decided, on the real stack
+(streams/app.py ``recover`` and ``SnapshotStore.mark_durable``).
+
+Faust can commit a partition's offset past records it dropped around a rebalance (its gap
+filling), so a committed offset proves nothing about what was decided. Here the scheduler's
+group starts with its committed offsets already at the end of the cell log, past a node and
+three tasks that no worker ever decided: its consumer delivers none of them. The next record
+of the partition (the intake's CellTick, every ``tick_ms``) shows the gap; the worker
+re-applies the skipped records *with* their outputs, since no durable mark covers them.
+Every task is placed once, and the cell's decisions equal a crash-free replay of its log,
+byte for byte."""
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
+
+from suanli.bench.cells_across_workers import publish, read_topic
+from suanli.config import load_settings, to_env
+from suanli.deploy.plane import worker_processes
+from suanli.deploy.waiting import wait_for
+from suanli.replay.log_replay import first_divergence, regenerate
+from suanli.schemas.codec import Codec
+from suanli.schemas.registry import RegistryClient
+from suanli.streams.kafka_io import ensure_topics
+from suanli.streams.kafka_security import client_options
+from suanli.streams.records import RawRecord
+from suanli.streams.topics import TopicNames, core_topics
+
+pytestmark = pytest.mark.stack
+
+
+async def _commit_at_end(settings, group: str, topic: str) -> dict[int, int]:
+    """Commit ``group``'s offsets of every partition of ``topic`` at its end offsets (as
+    Faust does when it fills a gap of dropped records); returns them by partition."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers, group_id=group,
+                                enable_auto_commit=False, **client_options(settings.bootstrap_servers))
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(settings.partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.commit({tp: OffsetAndMetadata(ends[tp], "") for tp in tps})
+        return {tp.partition: ends[tp] for tp in tps}
+    finally:
+        await consumer.stop()
+
+
+def test_records_committed_past_but_never_decided_are_decided_at_the_next_record(stack):
+    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
+    topics = TopicNames(settings.namespace)
+    run = uuid.uuid4().hex[:6]
+    cell = f"tail-{run}"
+    asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace)))
+    processes = worker_processes(settings)
+    intake, scheduler = processes["intake"], processes["scheduler"]
+    started = []
+    try:
+        intake[0].start(intake[1], env=to_env(settings))
+        started.append(intake[0])
+        node = {"event_id": f"reg-{run}", "node_id": f"n-{run}", "cell": cell, "site": "s", "region": "r",
+                "zone": "z", "tier": "onprem", "arch": "x86_64", "cpu_milli": 8000, "memory_mib": 16384,
+                "accelerators": [], "registered_at": 0}
+        tasks = [{"event_id": f"sub{i}-{run}", "task_id": f"t{i}-{run}", "tenant": "e2e", "cell": cell,
+                  "submitted_at": 1 + i, "resources": {"cpu_milli": 1000, "memory_mib": 1024}} for i in range(3)]
+        asyncio.run(publish(settings, [("NodeRegistered", node), *(("TaskSubmitted", t) for t in tasks)]))
+        inputs = wait_for("the node and three tasks on the cell log",
+                          lambda: (r := [x for x in asyncio.run(read_topic(settings, topics.cell_log))
+                                         if x.key == cell.encode() and x.kind != "CellTick"]) and len(r) == 4 and r,
+                          timeout=120)
+        partition = inputs[0].partition
+        ends = asyncio.run(_commit_at_end(settings, topics.worker_group("scheduler"), topics.cell_log))
+        assert ends[partition] > inputs[-1].offset
+
+        scheduler[0].start(scheduler[1], env=to_env(settings))
+        started.append(scheduler[0])
+        placed = wait_for("three placements", lambda: (p := [r for r in asyncio.run(read_topic(settings, topics.decisions))
+                                                             if r.kind == "TaskPlaced"]) and len(p) >= 3 and p,
+                          timeout=120)
+        log_text = scheduler[0].log_file.read_text(errors="replace")
+        decisions = asyncio.run(read_topic(settings, topics.decisions))
+        cell_log = asyncio.run(read_topic(settings, topics.cell_log))
+    finally:
+        for service in reversed(started):
+            service.stop()
+
+    assert sorted(r.payload["task_id"] for r in placed) == sorted(t["task_id"] for t in tasks)
+    # The worker found nothing marked durable, and re-decided what it skipped with outputs.
+    recovery = re.search(rf"partition {partition} recovered: .* re-applied (\d+) records \((\d+) with their outputs",
+                         log_text)
+    assert recovery and int(recovery[1]) == int(recovery[2]) >= 4, log_text[-2000:]
+    # The cell's decisions equal a crash-free replay of its log, byte for byte (the worker
+    # may not have decided the latest ticks yet: what it recorded is a prefix of the replay).
+    recorded = [d.value for d in decisions if d.payload.get("cell") == cell]
+    log = [RawRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
+           for r in sorted(cell_log, key=lambda r: r.offset) if r.key == cell.encode()]
+    with RegistryClient(settings.registry_url) as registry:
+        regenerated = regenerate(Codec(registry), log)
+    assert len(recorded) >= 3
+    assert first_divergence(recorded, regenerated[:len(recorded)]) is None
