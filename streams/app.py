@@ -68,6 +68,14 @@ LATENCY_SECONDS = 2.0        # how often the scheduler writes its latency figure
 SESSION_TIMEOUT_S = 10.0     # consumer-group session of every worker (see make_app)
 TICK_PROBE_TIMEOUT_S = 2.0   # a raw partition that does not answer within this holds the ticks back
 CATCH_UP_SLICE = 2000        # records re-applied between yields to the loop (heartbeats go on)
+STALL_CHECK_SECONDS = 15.0   # how often a scheduler looks for its partitions that wait but do not move
+
+
+def stalled(previous: tuple[int, int] | None, as_of: int, end: int) -> bool:
+    """Whether a partition looks stalled: the last check (``previous``: its state's offset
+    and the log's end offset then) already found records past the state, nothing was applied
+    since, and records still wait (``end`` is the next offset to be written)."""
+    return previous is not None and previous[0] == as_of and previous[1] > as_of + 1 and end > as_of + 1
 
 
 def _broker_url(bootstrap: str) -> str:
@@ -428,6 +436,7 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     snapshot_cost: dict[int, float] = {}           # seconds the last snapshot of a partition took
     forked = ForkedSnapshots(worker_dir(settings, "scheduler", instance), runner.snapshot)
     latest_event: dict[int, Any] = {}                # per partition, an event of it (the table's write context)
+    progress: dict[int, tuple[int, int]] = {}        # per owned partition, (state offset, log end) at the last stall check
 
     async def recover(event: Any, partition: int, first_offset: int) -> tuple[list[OutRecord], list[Any]]:
         """Bring the partition's state up to ``first_offset`` (the next record Faust gave us).
@@ -502,6 +511,7 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
         eagerly: every assignment is the full set), for operators and the scale-out test."""
         mine = sorted(tp.partition for tp in assigned if tp.topic == topics.cell_log)
         owned.update(mine)
+        progress.clear()                 # a new generation: the stall check starts afresh
         log.warning("scheduler: cell-log partitions assigned: %s", mine)
 
     declared: set[str] = set()
@@ -612,6 +622,32 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     @app.timer(interval=SNAPSHOT_REAP_SECONDS)
     async def reap_snapshots() -> None:
         store_snapshots()
+
+    @app.timer(interval=STALL_CHECK_SECONDS)
+    async def warn_of_stalls() -> None:
+        """Log each partition of this worker that has records waiting yet applied none since
+        the last check (:func:`stalled`): Faust has known stalls, consumers that stop
+        delivering. The warning tells an operator, or a test's failure report, a stalled
+        worker from an idle one. It only logs; it changes nothing."""
+        mine = sorted(owned)
+        if not mine or app.rebalancing or getattr(app, "in_recovery", False):
+            progress.clear()             # nothing is delivered meanwhile: not a stall
+            return
+        try:
+            ends = await app.consumer.highwaters(*(TP(topics.cell_log, p) for p in mine))
+        except Exception as exc:         # the consumer may not answer mid-rebalance: next time
+            log.info("scheduler: stall check skipped: %s", exc)
+            return
+        for partition in mine:
+            end = ends.get(TP(topics.cell_log, partition))
+            if end is None:
+                continue
+            held = runner.partitions.get(partition)
+            as_of = held.as_of if held is not None else -1
+            if stalled(progress.get(partition), as_of, end):
+                log.warning("scheduler: partition %s stalled: %s records wait past offset %s and none was "
+                            "applied in the last %.0f s", partition, end - as_of - 1, as_of, STALL_CHECK_SECONDS)
+            progress[partition] = (as_of, end)
 
     @app.timer(interval=LATENCY_SECONDS)
     async def write_latency() -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -50,32 +52,53 @@ async def _commit_at_end(settings, group: str, topic: str) -> dict[int, int]:
         await consumer.stop()
 
 
-def test_records_committed_past_but_never_decided_are_decided_at_the_next_record(stack):
-    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
+@dataclass
+class Skipped:
+    """A namespace whose cell log holds a node and three tasks of ``cell`` (on ``partition``)
+    that the scheduler's group committed past before any scheduler decided them."""
+    topics: TopicNames
+    cell: str
+    partition: int
+    tasks: list[dict]
+
+
+def _skipped_inputs(settings, intake: tuple[Any, list[str]]) -> Skipped:
+    """Start the intake worker (``(service, argv)``: the caller stops it), publish a node
+    and three tasks, wait until they are on the cell log, then commit the scheduler group's
+    offsets at the log's end."""
+    service, argv = intake
     topics = TopicNames(settings.namespace)
     run = uuid.uuid4().hex[:6]
-    cell = f"tail-{run}"
+    cell = f"skip-{run}"
+    service.start(argv, env=to_env(settings))
+    node = {"event_id": f"reg-{run}", "node_id": f"n-{run}", "cell": cell, "site": "s", "region": "r",
+            "zone": "z", "tier": "onprem", "arch": "x86_64", "cpu_milli": 8000, "memory_mib": 16384,
+            "accelerators": [], "registered_at": 0}
+    tasks = [{"event_id": f"sub{i}-{run}", "task_id": f"t{i}-{run}", "tenant": "e2e", "cell": cell,
+              "submitted_at": 1 + i, "resources": {"cpu_milli": 1000, "memory_mib": 1024}} for i in range(3)]
+    asyncio.run(publish(settings, [("NodeRegistered", node), *(("TaskSubmitted", t) for t in tasks)]))
+    inputs = wait_for("the node and three tasks on the cell log",
+                      lambda: (r := [x for x in asyncio.run(read_topic(settings, topics.cell_log))
+                                     if x.key == cell.encode() and x.kind != "CellTick"]) and len(r) == 4 and r,
+                      timeout=120)
+    ends = asyncio.run(_commit_at_end(settings, topics.worker_group("scheduler"), topics.cell_log))
+    assert ends[inputs[0].partition] > inputs[-1].offset
+    return Skipped(topics, cell, inputs[0].partition, tasks)
+
+
+def _namespace():
+    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
     asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace)))
     processes = worker_processes(settings)
-    intake, scheduler = processes["intake"], processes["scheduler"]
-    started = []
-    try:
-        intake[0].start(intake[1], env=to_env(settings))
-        started.append(intake[0])
-        node = {"event_id": f"reg-{run}", "node_id": f"n-{run}", "cell": cell, "site": "s", "region": "r",
-                "zone": "z", "tier": "onprem", "arch": "x86_64", "cpu_milli": 8000, "memory_mib": 16384,
-                "accelerators": [], "registered_at": 0}
-        tasks = [{"event_id": f"sub{i}-{run}", "task_id": f"t{i}-{run}", "tenant": "e2e", "cell": cell,
-                  "submitted_at": 1 + i, "resources": {"cpu_milli": 1000, "memory_mib": 1024}} for i in range(3)]
-        asyncio.run(publish(settings, [("NodeRegistered", node), *(("TaskSubmitted", t) for t in tasks)]))
-        inputs = wait_for("the node and three tasks on the cell log",
-                          lambda: (r := [x for x in asyncio.run(read_topic(settings, topics.cell_log))
-                                         if x.key == cell.encode() and x.kind != "CellTick"]) and len(r) == 4 and r,
-                          timeout=120)
-        partition = inputs[0].partition
-        ends = asyncio.run(_commit_at_end(settings, topics.worker_group("scheduler"), topics.cell_log))
-        assert ends[partition] > inputs[-1].offset
+    return settings, processes["intake"], processes["scheduler"]
 
+
+def test_records_committed_past_but_never_decided_are_decided_at_the_next_record(stack):
+    settings, intake, scheduler = _namespace()
+    started = [intake[0]]
+    try:
+        skipped = _skipped_inputs(settings, intake)
+        topics, cell, partition, tasks = skipped.topics, skipped.cell, skipped.partition, skipped.tasks
         scheduler[0].start(scheduler[1], env=to_env(settings))
         started.append(scheduler[0])
         placed = wait_for("three placements", lambda: (p := [r for r in asyncio.run(read_topic(settings, topics.decisions))
@@ -102,3 +125,24 @@ def test_records_committed_past_but_never_decided_are_decided_at_the_next_record
         regenerated = regenerate(Codec(registry), log)
     assert len(recorded) >= 3
     assert first_divergence(recorded, regenerated[:len(recorded)]) is None
+
+
+def test_a_scheduler_whose_records_never_come_says_its_partition_is_stalled(stack):
+    """Without the intake, no tick follows the skipped records: nothing is delivered to the
+    scheduler, and its stall check (streams/app.py ``warn_of_stalls``) names the partition
+    and the records waiting, once two checks in a row found them waiting."""
+    settings, intake, scheduler = _namespace()
+    started = [intake[0]]
+    try:
+        skipped = _skipped_inputs(settings, intake)
+        intake[0].stop()
+        started.remove(intake[0])
+        scheduler[0].start(scheduler[1], env=to_env(settings))
+        started.append(scheduler[0])
+        pattern = re.compile(rf"partition {skipped.partition} stalled: (\d+) records wait past offset -1")
+        warning = wait_for("the stall warning", lambda: pattern.search(scheduler[0].log_file.read_text(errors="replace"))
+                           if scheduler[0].log_file.exists() else None, timeout=120)
+    finally:
+        for service in reversed(started):
+            service.stop()
+    assert int(warning[1]) >= 4         # the node, the three tasks and the ticks before the intake stopped
