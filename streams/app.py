@@ -627,17 +627,20 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     async def warn_of_stalls() -> None:
         """Log each partition of this worker that has records waiting yet applied none since
         the last check (:func:`stalled`): Faust has known stalls, consumers that stop
-        delivering. The warning tells an operator, or a test's failure report, a stalled
-        worker from an idle one. It only logs; it changes nothing."""
+        delivering. The warning (and the gauge ``suanli_stalled_partitions``) tells an
+        operator, or a test's failure report, a stalled worker from an idle one. It only
+        reports; it changes nothing."""
         mine = sorted(owned)
         if not mine or app.rebalancing or getattr(app, "in_recovery", False):
             progress.clear()             # nothing is delivered meanwhile: not a stall
+            metrics.stalled.set(0)
             return
         try:
             ends = await app.consumer.highwaters(*(TP(topics.cell_log, p) for p in mine))
         except Exception as exc:         # the consumer may not answer mid-rebalance: next time
             log.info("scheduler: stall check skipped: %s", exc)
             return
+        count = 0
         for partition in mine:
             end = ends.get(TP(topics.cell_log, partition))
             if end is None:
@@ -645,9 +648,11 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
             held = runner.partitions.get(partition)
             as_of = held.as_of if held is not None else -1
             if stalled(progress.get(partition), as_of, end):
+                count += 1
                 log.warning("scheduler: partition %s stalled: %s records wait past offset %s and none was "
                             "applied in the last %.0f s", partition, end - as_of - 1, as_of, STALL_CHECK_SECONDS)
             progress[partition] = (as_of, end)
+        metrics.stalled.set(count)
 
     @app.timer(interval=LATENCY_SECONDS)
     async def write_latency() -> None:

@@ -46,6 +46,9 @@ Metric names (all prefixed ``suanli_``; base units; counters end in ``_total``):
 ``suanli_snapshot_age_seconds{partition}``                 since the partition's state was last
                                                            snapshotted (or restored) by this process
 ``suanli_snapshot_write_seconds``                          histogram: time to write one snapshot
+``suanli_stalled_partitions``                              cell-log partitions of this scheduler with
+                                                           records waiting and none applied between
+                                                           its last two stall checks
 ``suanli_telemetry_samples_total``                         NodeMetrics evaluated (telemetry worker)
 ``suanli_condition_changes_total{condition}``              NodeConditionChanged produced, by condition
 ``suanli_api_requests_total{method,route,status}``         REST requests (API)
@@ -276,6 +279,10 @@ class SchedulerMetrics(WorkerMetrics):
         self.snapshot_write = Histogram("suanli_snapshot_write_seconds", "Time to write one partition snapshot.",
                                         buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
                                         registry=self.registry)
+        self.stalled = Gauge("suanli_stalled_partitions",
+                             "Cell-log partitions of this worker that the last stall check found with records "
+                             "waiting and none applied since the check before (streams/app.py warn_of_stalls).",
+                             registry=self.registry)
         self.runner: Any = None
         self.pending: list[tuple[int, list[str]]] = []     # (input log ms, decision kinds) awaiting the ack
         self.snapshot_at: dict[int, float] = {}            # partition -> wall time of its last snapshot

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from suanli.bench.cells_across_workers import publish, read_topic
 from suanli.config import load_settings, to_env
-from suanli.deploy.plane import worker_processes
+from suanli.deploy.plane import metrics_ports, worker_processes
 from suanli.deploy.waiting import wait_for
 from suanli.replay.log_replay import first_divergence, regenerate
 from suanli.schemas.codec import Codec
@@ -89,8 +90,9 @@ def _skipped_inputs(settings, intake: tuple[Any, list[str]]) -> Skipped:
 def _namespace():
     settings = load_settings(namespace=f"t{uuid.uuid4().hex[:10]}", partitions=2)
     asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace)))
-    processes = worker_processes(settings)
-    return settings, processes["intake"], processes["scheduler"]
+    ports = metrics_ports(0, ("scheduler",))
+    processes = worker_processes(settings, metrics_ports=ports)
+    return settings, processes["intake"], (*processes["scheduler"], ports["scheduler"])
 
 
 def test_records_committed_past_but_never_decided_are_decided_at_the_next_record(stack):
@@ -130,7 +132,8 @@ def test_records_committed_past_but_never_decided_are_decided_at_the_next_record
 def test_a_scheduler_whose_records_never_come_says_its_partition_is_stalled(stack):
     """Without the intake, no tick follows the skipped records: nothing is delivered to the
     scheduler, and its stall check (streams/app.py ``warn_of_stalls``) names the partition
-    and the records waiting, once two checks in a row found them waiting."""
+    and the records waiting, once two checks in a row found them waiting, and counts it in
+    the gauge ``suanli_stalled_partitions``."""
     settings, intake, scheduler = _namespace()
     started = [intake[0]]
     try:
@@ -139,10 +142,23 @@ def test_a_scheduler_whose_records_never_come_says_its_partition_is_stalled(stac
         started.remove(intake[0])
         scheduler[0].start(scheduler[1], env=to_env(settings))
         started.append(scheduler[0])
+        gauge = wait_for("suanli_stalled_partitions 1 on the scheduler's /metrics",
+                         lambda: _metric(scheduler[2], "suanli_stalled_partitions") == 1, timeout=120)
         pattern = re.compile(rf"partition {skipped.partition} stalled: (\d+) records wait past offset -1")
         warning = wait_for("the stall warning", lambda: pattern.search(scheduler[0].log_file.read_text(errors="replace"))
                            if scheduler[0].log_file.exists() else None, timeout=120)
     finally:
         for service in reversed(started):
             service.stop()
+    assert gauge
     assert int(warning[1]) >= 4         # the node, the three tasks and the ticks before the intake stopped
+
+
+def _metric(port: int, name: str) -> float | None:
+    """A sample's value from a worker's /metrics (None: not served yet, or no such sample)."""
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return None
+    found = re.search(rf"^{name} (\S+)$", text, re.M)
+    return float(found[1]) if found else None
