@@ -15,7 +15,6 @@ import uuid
 from collections import Counter
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from suanli.bench.cells_across_workers import cell_names, node_event, placed, publish, read_topic, task_event
 from suanli.config import load_settings, to_env
@@ -25,7 +24,7 @@ from suanli.errors import StackError
 from suanli.replay.log_replay import describe, first_divergence, regenerate
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
-from suanli.streams.kafka_io import ensure_topics
+from suanli.streams.kafka_io import end_offsets, ensure_topics
 from suanli.streams.records import RawRecord
 from suanli.streams.topics import TopicNames, core_topics
 
@@ -126,22 +125,12 @@ def _wait_or_report(what: str, settings, cells: list[str], services, probe, time
         return wait_for(what, probe, timeout=timeout)
     except StackError as exc:
         by_cell = Counter(task_id.rsplit("-t", 1)[0] for task_id in placed(settings))
-        ends = asyncio.run(_end_offsets(settings, TopicNames(settings.namespace).cell_log))
+        ends = dict(sorted(asyncio.run(end_offsets(settings.bootstrap_servers,
+                                                   TopicNames(settings.namespace).cell_log)).items()))
         tails = {s.name: s.log_tail() for s in services}
         pytest.fail(f"{exc}\ntasks placed per cell: {dict(sorted((c, by_cell[c]) for c in cells))}\n"
                     f"cell-log end offsets by partition: {ends}\n"
                     + "\n".join(f"--- {name}:\n{tail}" for name, tail in tails.items()))
-
-
-async def _end_offsets(settings, topic: str) -> dict[int, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap_servers)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(settings.partitions)]
-        ends = await consumer.end_offsets(tps)
-        return {tp.partition: ends[tp] for tp in tps}
-    finally:
-        await consumer.stop()
 
 
 def _recoveries(services) -> dict[str, list[str]]:

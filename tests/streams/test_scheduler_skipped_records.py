@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
+from prometheus_client.parser import text_string_to_metric_families
 
-from suanli.bench.cells_across_workers import publish, read_topic
+from suanli.bench.cells_across_workers import node_event, publish, read_topic, task_event
 from suanli.config import load_settings, to_env
 from suanli.deploy.plane import metrics_ports, worker_processes
 from suanli.deploy.waiting import wait_for
@@ -69,15 +70,10 @@ def _skipped_inputs(settings, intake: tuple[Any, list[str]]) -> Skipped:
     offsets at the log's end."""
     service, argv = intake
     topics = TopicNames(settings.namespace)
-    run = uuid.uuid4().hex[:6]
-    cell = f"skip-{run}"
+    cell = f"skip-{uuid.uuid4().hex[:6]}"
     service.start(argv, env=to_env(settings))
-    node = {"event_id": f"reg-{run}", "node_id": f"n-{run}", "cell": cell, "site": "s", "region": "r",
-            "zone": "z", "tier": "onprem", "arch": "x86_64", "cpu_milli": 8000, "memory_mib": 16384,
-            "accelerators": [], "registered_at": 0}
-    tasks = [{"event_id": f"sub{i}-{run}", "task_id": f"t{i}-{run}", "tenant": "e2e", "cell": cell,
-              "submitted_at": 1 + i, "resources": {"cpu_milli": 1000, "memory_mib": 1024}} for i in range(3)]
-    asyncio.run(publish(settings, [("NodeRegistered", node), *(("TaskSubmitted", t) for t in tasks)]))
+    tasks = [task_event(cell, i)[1] for i in range(3)]
+    asyncio.run(publish(settings, [node_event(cell, 0), *(("TaskSubmitted", t) for t in tasks)]))
     inputs = wait_for("the node and three tasks on the cell log",
                       lambda: (r := [x for x in asyncio.run(read_topic(settings, topics.cell_log))
                                      if x.key == cell.encode() and x.kind != "CellTick"]) and len(r) == 4 and r,
@@ -157,8 +153,8 @@ def test_a_scheduler_whose_records_never_come_says_its_partition_is_stalled(stac
 def _metric(port: int, name: str) -> float | None:
     """A sample's value from a worker's /metrics (None: not served yet, or no such sample)."""
     try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    except OSError:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.HTTPError:
         return None
-    found = re.search(rf"^{name} (\S+)$", text, re.M)
-    return float(found[1]) if found else None
+    return next((sample.value for family in text_string_to_metric_families(text)
+                 for sample in family.samples if sample.name == name), None)
