@@ -32,6 +32,13 @@ decisions. (Without the dispatch-id convention, statuses of two copies on one no
 told apart, and an old copy's end read before its move keeps a reserve-first hold until the
 new copy runs.)
 
+A status of a task the fold does not know (neither its submission nor a decision read) makes
+no task: a status names no tenant, and a task that never comes (a forged or misrouted status,
+or one whose submission left the log by retention) would stay open and unowned for good. It
+waits, for the newest ``orphans_kept`` such tasks, and is applied as if just read when the
+task's submission or first decision is; the oldest beyond those are dropped with their
+event ids (``orphans_dropped``).
+
 Nodes carry their health from ``NodeHealthChanged`` (READY, SUSPECT, DOWN) and their status
 from ``NodeStatusChanged`` (READY, CORDONED, DRAINING, DOWN: what the operator or the
 connector said, e.g. ``suanli nodes drain``).
@@ -69,6 +76,7 @@ from suanli.errors import NotFoundError, ValidationError
 ACTIVE = ("PLACED", "DISPATCHED", "RUNNING")
 TERMINAL = ("COMPLETED", "FAILED", "CANCELLED", "UNSCHEDULABLE")
 ENDED = ("COMPLETED", "FAILED", "CANCELLED")          # a copy's own end, as its connector reports it
+ORPHANS_KEPT = 10_000                  # tasks whose statuses wait for the task to be known (LifecycleView)
 _ORDER = {s: i for i, s in enumerate(("SUBMITTED", "PENDING", "PLACED", "DISPATCHED", "RUNNING"))}
 
 
@@ -162,7 +170,7 @@ def copy_of(status: dict[str, Any], cell: str) -> str | None:
 class LifecycleView:
     """The fold. Feed it ``(kind, payload)`` pairs from any of its source topics."""
 
-    def __init__(self) -> None:
+    def __init__(self, orphans_kept: int = ORPHANS_KEPT) -> None:
         self.tasks: dict[str, TaskView] = {}
         self.jobs: dict[str, list[str]] = {}      # job id -> member task ids, in submission order
         self.job_rounds: dict[str, dict[int, dict[str, Any]]] = {}   # job id -> round -> its JobRound
@@ -179,6 +187,13 @@ class LifecycleView:
         # Connector statuses travel on another topic than decisions and can be read before
         # the placement they follow; they wait here until it arrives.
         self._early: dict[str, list[dict[str, Any]]] = {}
+        # Statuses of a task neither submitted nor decided (yet): no view is made of them, for
+        # a status names no tenant and a task that never comes would stay open for good. They
+        # wait here, the newest ``orphans_kept`` tasks' worth, for the task's first submission
+        # or decision; older ones are dropped with their event ids (``orphans_dropped``).
+        self._orphans: dict[str, list[dict[str, Any]]] = {}
+        self.orphans_kept = orphans_kept
+        self.orphans_dropped = 0         # statuses dropped that way
         self._seq = 0
         self._requests: dict[str, tuple[int, int, int]] = {}   # task -> (cpu milli, memory MiB, GPU milli per device)
         self._left: dict[str, set[str]] = {}        # task -> nodes it was taken off (lost, preempted, moved)
@@ -229,6 +244,9 @@ class LifecycleView:
                 self._events_of.setdefault(task_id, []).append(event_id)
         try:
             handler(p)
+            if task_id is not None and task_id in self._orphans and task_id in self.tasks:
+                for status in self._orphans.pop(task_id):      # the task is known now
+                    self._on_TaskStatusChanged(status)
         finally:
             self._reindex()
 
@@ -357,7 +375,7 @@ class LifecycleView:
 
     def _on_TaskSubmitted(self, p: dict[str, Any]) -> None:
         view = self._task(p)
-        # first seen in a status (which names no tenant)? the submission tells whose it is
+        # first seen in a decision read before it? keep what that said of tenant and cell
         view.tenant, view.cell = view.tenant or intern(p.get("tenant", "")), view.cell or intern(p.get("cell", ""))
         r = p["resources"]
         view.submitted_at = p["submitted_at"]
@@ -383,6 +401,9 @@ class LifecycleView:
             last_heartbeat_at=old.last_heartbeat_at if old else 0, site=p.get("site") or "")
 
     def _on_TaskStatusChanged(self, p: dict[str, Any]) -> None:
+        if p["task_id"] not in self.tasks:
+            self._hold_orphan(p)
+            return
         view = self._task(p)
         status = intern(p["status"])
         copy = copy_of(p, p.get("cell") or view.cell)
@@ -413,6 +434,22 @@ class LifecycleView:
         view.message = p.get("message", "") or view.message
         if p.get("exit_code") is not None:
             view.exit_code = p["exit_code"]
+
+    def _hold_orphan(self, p: dict[str, Any]) -> None:
+        """Keep a status of a task not known yet (see ``_orphans``), dropping the oldest
+        task's statuses beyond ``orphans_kept`` tasks."""
+        waiting = self._orphans.pop(p["task_id"], [])
+        waiting.append(p)
+        self._orphans[p["task_id"]] = waiting        # newest last
+        while len(self._orphans) > self.orphans_kept:
+            task_id = next(iter(self._orphans))
+            self.orphans_dropped += len(self._orphans.pop(task_id))
+            for event_id in self._events_of.pop(task_id, ()):
+                self._seen.discard(event_id)
+
+    def orphans_held(self) -> int:
+        """Statuses held for tasks not known yet."""
+        return sum(len(v) for v in self._orphans.values())
 
     # ----------------------------------------------------------------- decisions
     def _decided(self, view: TaskView, p: dict[str, Any]) -> None:

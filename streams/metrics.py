@@ -57,6 +57,10 @@ Metric names (all prefixed ``suanli_``; base units; counters end in ``_total``):
                                                            ``finished`` (of those kept), ``forgotten``
 ``suanli_api_read_model_jobs{held}``                       jobs in it: ``kept``, ``forgotten`` (whole)
 ``suanli_api_read_model_decisions``                        decisions it keeps for the audit (API)
+``suanli_api_read_model_orphan_statuses``                  statuses of tasks it does not know (yet),
+                                                           waiting for the task (API)
+``suanli_api_read_model_orphan_statuses_dropped_total``    such statuses dropped, the oldest beyond
+                                                           the tasks it keeps them for (API)
 ========================================================  =========================================
 
 plus prometheus-client's ``process_*`` and ``python_*`` collectors.
@@ -73,7 +77,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, GCCollector, Histogram, PlatformCollector,
                                ProcessCollector, disable_created_metrics, start_http_server)
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from suanli.streams.topics import TopicNames
@@ -434,7 +438,8 @@ class ApiMetrics:
 
 def read_model_families(model: Any) -> list[GaugeMetricFamily]:
     """The gauges of an API read model (``api/readmodel.py`` ``ReadModel``): its tasks and jobs,
-    kept and forgotten, and the decisions it keeps."""
+    kept and forgotten, the decisions it keeps, and the statuses of unknown tasks it holds
+    and has dropped."""
     life = model.lifecycle
     tasks = GaugeMetricFamily("suanli_api_read_model_tasks",
                               "Tasks in the API's read model: kept (all), finished (of those kept) and "
@@ -450,7 +455,16 @@ def read_model_families(model: Any) -> list[GaugeMetricFamily]:
     decisions = GaugeMetricFamily("suanli_api_read_model_decisions",
                                   "Decisions the API's read model keeps (as their records' bytes) for its tasks' audit.")
     decisions.add_metric([], sum(map(len, model.decisions.values())))
-    return [tasks, jobs, decisions]
+    orphans = GaugeMetricFamily("suanli_api_read_model_orphan_statuses",
+                                "Connector statuses of tasks the API's read model does not know (yet), waiting "
+                                "for the task's submission or decision.")
+    orphans.add_metric([], life.orphans_held())
+    dropped = CounterMetricFamily("suanli_api_read_model_orphan_statuses_dropped",
+                                  "Statuses of unknown tasks dropped: the oldest tasks' beyond those it keeps "
+                                  "them for (a status of a task never submitted, or submitted before its log's "
+                                  "retention).")
+    dropped.add_metric([], life.orphans_dropped)
+    return [tasks, jobs, decisions, orphans, dropped]
 
 
 def instrument_api(app: Any, namespace: str, model: Any = None) -> ApiMetrics:

@@ -4,7 +4,8 @@ start), and an API that keeps 8 finished tasks answers the newest ones whole and
 ones 404, saying to their tenant that they finished and were forgotten; so does a second API
 that reads the same log from the start. The first tasks are one job's members: the job is
 forgotten whole once they have finished. The forgotten tasks' and job's audit is still
-answered, from the namespace's audit index."""
+answered, from the namespace's audit index. A status of a task never submitted, through
+intake, makes no task in the API."""
 from __future__ import annotations
 
 import time
@@ -107,3 +108,51 @@ def test_tasks_run_to_completion_and_the_oldest_finished_are_forgotten(forgettin
         assert sum(a == "forgotten" for a in answers.values()) == TASKS - sum(a == "kept" for a in answers.values())
     finally:
         again.stop()
+
+
+def test_a_status_of_a_task_never_submitted_makes_no_task_in_the_api(forgetting_api):
+    """A connector status naming a task nobody submitted goes through intake into the cell
+    log; the API's read model holds it for the task (its /metrics counts it) and makes no
+    tenant-less task of it: nobody's lists or tallies show it, and it is not open."""
+    import asyncio
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from suanli.schemas.codec import Codec
+    from suanli.schemas.registry import RegistryClient
+    from suanli.streams.kafka_io import EventProducer
+    from suanli.streams.topics import TopicNames
+
+    plane, api = forgetting_api
+    s = api.settings
+    ghost = f"never-submitted-{uuid.uuid4().hex[:6]}"
+    status = {"event_id": f"{plane.cell}/ghost:running", "task_id": ghost, "cell": plane.cell,
+              "node_id": "nowhere", "status": "RUNNING", "at": int(time.time() * 1000), "exit_code": None,
+              "message": "", "usage": None}
+
+    async def publish() -> None:
+        with RegistryClient(s.registry_url) as registry:
+            async with EventProducer(s.bootstrap_servers, Codec(registry), namespace=s.namespace) as producer:
+                await (await producer.send(TopicNames(s.namespace).raw_status, "TaskStatusChanged", status, key=ghost))
+
+    def gauges() -> tuple[float, float]:
+        """(statuses of unknown tasks held, tasks kept) from the API's /metrics."""
+        with api.client("alpha") as http:
+            text = http.get("/metrics").text
+        values = {(sample.name, sample.labels.get("held")): sample.value
+                  for family in text_string_to_metric_families(text) for sample in family.samples}
+        return values[("suanli_api_read_model_orphan_statuses", None)], values[("suanli_api_read_model_tasks", "kept")]
+
+    orphans, kept = gauges()          # the first test left every task finished: nothing changes now
+    asyncio.run(publish())
+    deadline = time.monotonic() + 60
+    while gauges()[0] < orphans + 1:                    # intake forwards it, the API folds it
+        assert time.monotonic() < deadline, "the status never reached the API's read model"
+        plane.check_alive()
+        time.sleep(0.2)
+    assert gauges()[1] == kept                          # no task was made of it
+    with api.client("alpha") as http:
+        r = http.get(f"/v1/tasks/{ghost}")
+        assert r.status_code == 404 and r.json()["detail"] == f"no task {ghost!r}", r.text
+        listed = {t["task_id"] for t in http.get("/v1/tasks", params={"limit": 100}).json()["tasks"]}
+        assert ghost not in listed

@@ -1,6 +1,7 @@
 """The API's /metrics says what its read model holds (``streams/metrics.py``
-``read_model_families``): tasks kept, finished and forgotten, jobs kept and forgotten, and
-the decisions kept; on the real app over a read model that forgets."""
+``read_model_families``): tasks kept, finished and forgotten, jobs kept and forgotten, the
+decisions kept, and the statuses of unknown tasks held and dropped; on the real app over a
+read model that forgets."""
 from __future__ import annotations
 
 import re
@@ -28,7 +29,9 @@ def test_metrics_count_what_the_read_model_keeps_and_forgets(tmp_path):
         records.append(released(f"t{i}", "alpha", offset=20 + i))
     job = [("cell_log", "TaskSubmitted", {**submitted("m1", "alpha")[2], "job_id": "j1"}),
            ("decisions", "TaskPlaced", {**placed("m1", "alpha", offset=30)[2], "job_id": "j1"})]
-    feed(model, *records, *job)
+    ghost = ("cell_log", "TaskStatusChanged", {"event_id": "g:RUNNING", "task_id": "never-submitted", "cell": "c",
+                                               "node_id": "n1", "status": "RUNNING", "at": 5})
+    feed(model, *records, *job, ghost)
     app = create_app(make_service(ListSink(), model), TokenStore.from_file(write_tokens(tmp_path / "t.toml")))
     text = TestClient(app).get("/metrics").text
     life = model.lifecycle
@@ -40,3 +43,6 @@ def test_metrics_count_what_the_read_model_keeps_and_forgets(tmp_path):
     assert _value(text, 'suanli_api_read_model_jobs{held="forgotten"}') == 0
     kept_decisions = sum(len(v) for v in model.decisions.values())
     assert _value(text, "suanli_api_read_model_decisions") == kept_decisions == 12 - 2 * len(life.forgotten)
+    assert "never-submitted" not in life.tasks                 # a status of an unknown task makes no task
+    assert _value(text, "suanli_api_read_model_orphan_statuses") == life.orphans_held() == 1
+    assert _value(text, "suanli_api_read_model_orphan_statuses_dropped_total") == life.orphans_dropped == 0

@@ -183,12 +183,50 @@ def test_tasks_are_indexed_by_job():
 def test_the_indexes_follow_a_task_first_seen_in_a_status_then_submitted_placed_and_finished():
     early = ("TaskStatusChanged", {"event_id": "run-a", "task_id": "a", "cell": "c", "node_id": "n1",
                                    "status": "RUNNING", "at": 5})
-    view = _fold([_node(), early])                    # a status names no tenant
-    assert [t.task_id for t in view.tenant_tasks("")] == ["a"] and view.counts()["submitted"] == 0
+    view = _fold([_node(), early])                    # a status names no tenant: it makes no task
+    assert view.tasks == {} and view.tenant_tasks("") == [] and view.open_tasks() == []
+    assert view.orphans_held() == 1 and view.counts()["submitted"] == 0
+    view.check()
     view = _fold([_node(), early, _submit("a"), _submit("b")])
+    assert view.orphans_held() == 0 and view.tasks["a"].status == "SUBMITTED"   # waits for its placement
     assert view.tenant_tasks("") == [] and [t.task_id for t in view.tenant_tasks("t")] == ["a", "b"]
     assert [t.task_id for t in view.open_tasks("c")] == ["a", "b"] and view.open_tasks("other") == []
     view = _fold([_node(), early, _submit("a"), _submit("b"), _placed("a", [0]), _released("a")])
     assert [t.task_id for t in view.open_tasks()] == ["b"]
     counts = view.counts()
     assert (counts["submitted"], counts["placed"], counts["completed"], counts["running"]) == (2, 1, 1, 0)
+
+
+def test_a_status_of_a_task_never_submitted_leaves_no_task_and_is_dropped_beyond_the_bound():
+    view = LifecycleView(orphans_kept=2)
+    for i in range(4):
+        view.apply(*_status(f"ghost{i}", "n1", "RUNNING"))
+        view.apply(*_status(f"ghost{i}", "n1", "COMPLETED"))
+    assert view.tasks == {} and view.open_tasks() == [] and view.undecided() == []
+    assert view.orphans_held() == 4 and view.orphans_dropped == 4          # ghost0 and ghost1's, two each
+    assert view.counts()["running"] == 0
+    view.check()
+    # a dropped status's event id is forgotten with it: redelivered after its task came, it counts
+    view.apply(*_submit("ghost0"))
+    view.apply(*_placed("ghost0", [0]))
+    view.apply(*_status("ghost0", "n1", "RUNNING"))
+    assert view.tasks["ghost0"].status == "RUNNING"
+
+
+def test_statuses_read_before_the_task_apply_once_it_is_known_whichever_comes_first():
+    run, done = _status("a", "n1", "RUNNING"), _status("a", "n1", "DISPATCHED")
+    for order in ([run, done, _submit("a"), _placed("a", [0])],      # submission first, then the placement
+                  [run, done, _placed("a", [0]), _submit("a")],      # the decision read before the submission
+                  [_submit("a"), _placed("a", [0]), done, run]):     # as the log has them
+        view = _fold([_node(), *order])
+        a = view.tasks["a"]
+        assert (a.status, a.tenant, a.node_id) == ("RUNNING", "t", "n1"), order
+        assert view.orphans_held() == 0 and view.counts()["running"] == 1
+        view.check()
+
+
+def test_statuses_of_a_forgotten_task_do_not_become_orphans():
+    view = _fold([_node(), _submit("a"), _placed("a", [0]), _released("a")])
+    view.forget_finished(keep=0, keep_ids=10)
+    view.apply(*_status("a", "n1", "COMPLETED", n=1))
+    assert view.orphans_held() == 0 and "a" in view.forgotten
