@@ -37,7 +37,8 @@ from suanli.streams.cell_runner import CellRunner, chunk
 from suanli.streams.intake import ticks, triage
 from suanli.streams.kafka_io import ReadabilityProbe, read_range
 from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
-from suanli.streams.records import OutRecord, RawRecord
+from suanli.streams.records import OutRecord, RawRecord, is_urgent
+from suanli.streams.send_now import send_now
 from suanli.streams.batch_wait import MARKER, BatchWait
 from suanli.streams.gc_pauses import GcPauses
 from suanli.streams.snapshot_fork import ForkedSnapshots
@@ -108,6 +109,8 @@ def make_app(role: str, settings: Settings, instance: int = 1) -> faust.App:
         topic_allow_declare=True,
         processing_guarantee="at_least_once",
         producer_acks=-1,
+        # records sent together share a request; a batch's records do not wait out the linger
+        # once they are all with the producer (``streams/send_now.py``)
         producer_linger_ms=2,
         producer_max_batch_size=1 << 20,
         key_serializer="raw",
@@ -139,10 +142,13 @@ def _raw_kafka(record: Any) -> RawRecord:
 
 
 async def _produce_all(app: faust.App, records: list[OutRecord]) -> None:
-    """Send every record and wait until the broker has stored all of them."""
+    """Send every record and wait until the broker has stored all of them. They go at once,
+    not after the producer's linger (``send_now``): nothing else would join them while this
+    waits for their answers."""
     if not records:
         return
     futures = [await app.producer.send(r.topic, r.key, r.value, None, None, r.kafka_headers()) for r in records]
+    send_now(app.producer)
     await asyncio.gather(*futures)
 
 
@@ -580,9 +586,14 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
                 unsent.extend(out)
                 if eager:
                     await send(unsent, outputs, acks)
+                    if is_urgent(message.headers):
+                        send_now(app.producer)       # its decision and dispatch leave now, not after the linger
                 last_event[message.partition] = event
                 since_snapshot[message.partition] = since_snapshot.get(message.partition, 0) + 1
             await send(unsent, outputs, acks)
+            # The batch's outputs are all with the producer and nothing else will join them while
+            # the batch waits for their answers: the linger would only delay the next batch.
+            send_now(app.producer)
             await asyncio.gather(*acks)
             for partition, event in last_event.items():
                 snapshots.mark_durable(event, partition, runner.partition(partition).as_of)
