@@ -24,8 +24,9 @@ system itself records (no processor reads a clock for this; the workers are unch
     CreateTime of intake's forwarded record on ``<ns>.cells``: intake's producer's clock when
     it appended the record, after fetching the raw record, waiting for its micro-batch
     (``take_events``, up to ``BATCH_WITHIN`` = 20 ms) and triaging it. raw -> cell log is the
-    driver's linger + produce + broker + intake's fetch, micro-batch and triage; intake's own
-    linger (2 ms, ``make_app``) and produce request fall into cell log -> decisions topic.
+    driver's linger + produce + broker + intake's fetch, micro-batch and triage; intake's
+    produce request (sent at once, without its linger: ``streams/send_now.py``) falls into
+    cell log -> decisions topic.
 ``decision``
     CreateTime of the task's first decision on ``<ns>.decisions``: the scheduler's producer's
     clock when it was sent: as soon as its input was decided in a quiet micro-batch, after
