@@ -1,15 +1,16 @@
-"""Send what a producer holds back for its linger, now: for an urgent task's records.
+"""Send what a producer holds back for its linger, now.
 
-The workers' producers linger 2 ms (``streams/app.py``) so that records bound for the same
-partition travel in one request: under load that is most of the plane's throughput. But a
-lone record waits out the whole linger before it is even sent, and on this machine that
-was half of an urgent task's time from intake to the scheduler (an idle broker, a record
-every 50 ms: produce -> consume p50 2.2 ms with no linger, 4.4 ms with 2 ms). So when a
-micro-batch carries an urgent task (``records.URGENT_HEADER``), the worker hands its
-records to the producer as usual and then calls :func:`send_now`: the batches already
-open are closed, as full ones are, and the producer's sender is woken to send them. Other
-batches keep lingering; nothing else changes (order within a partition is the producer's
-as ever: a closed batch is sent before any later one of its partition).
+The workers' producers linger 2 ms (``streams/app.py``) so that records sent together share
+a request. But a worker hands a batch's records to its producer and then waits for their
+answers: nothing else joins them meanwhile, and the linger is only a delay (a lone record on
+this machine, produce -> consume p50: 2.0 ms without a linger, 4.2 ms with 2 ms;
+``bench/produce_linger.py``). So once a batch's records are all with the producer the worker
+calls :func:`send_now`: the open batches are closed, as full ones are, and the producer's
+sender is woken to send them. The scheduler also calls it right after an urgent task's
+decision in a quiet batch (``records.URGENT_HEADER``), before the batch's later inputs are
+decided. Order within a partition is unchanged: a closed batch is sent before any later one
+of its partition. (Per record it would be wrong: each record would close its own batch, and
+the producer sends one batch per partition per request.)
 
 aiokafka has no public call for this (``flush`` waits for the linger; only the
 transactional ``flush_for_commit`` closes the batches, and it waits for their answers). So
