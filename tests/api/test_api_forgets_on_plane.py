@@ -118,22 +118,12 @@ def test_a_status_of_a_task_never_submitted_makes_no_task_in_the_api(forgetting_
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from suanli.schemas.codec import Codec
-    from suanli.schemas.registry import RegistryClient
-    from suanli.streams.kafka_io import EventProducer
-    from suanli.streams.topics import TopicNames
+    from suanli.bench.cells_across_workers import publish
 
     plane, api = forgetting_api
-    s = api.settings
     ghost = f"never-submitted-{uuid.uuid4().hex[:6]}"
     status = {"event_id": f"{plane.cell}/ghost:running", "task_id": ghost, "cell": plane.cell,
-              "node_id": "nowhere", "status": "RUNNING", "at": int(time.time() * 1000), "exit_code": None,
-              "message": "", "usage": None}
-
-    async def publish() -> None:
-        with RegistryClient(s.registry_url) as registry:
-            async with EventProducer(s.bootstrap_servers, Codec(registry), namespace=s.namespace) as producer:
-                await (await producer.send(TopicNames(s.namespace).raw_status, "TaskStatusChanged", status, key=ghost))
+              "node_id": "nowhere", "status": "RUNNING", "at": int(time.time() * 1000)}
 
     def gauges() -> tuple[float, float]:
         """(statuses of unknown tasks held, tasks kept) from the API's /metrics."""
@@ -144,7 +134,7 @@ def test_a_status_of_a_task_never_submitted_makes_no_task_in_the_api(forgetting_
         return values[("suanli_api_read_model_orphan_statuses", None)], values[("suanli_api_read_model_tasks", "kept")]
 
     orphans, kept = gauges()          # the first test left every task finished: nothing changes now
-    asyncio.run(publish())
+    asyncio.run(publish(api.settings, [("TaskStatusChanged", status)]))     # to the raw status topic
     deadline = time.monotonic() + 60
     while gauges()[0] < orphans + 1:                    # intake forwards it, the API folds it
         assert time.monotonic() < deadline, "the status never reached the API's read model"

@@ -67,5 +67,6 @@ def test_a_faust_producer_is_reached_through_its_aiokafka_producer():
 
         assert aiokafka_producer(FaustLike()) is inner and aiokafka_producer(inner) is inner
         assert send_now(FaustLike())          # nothing held: closes nothing, wakes the sender
+        await inner.stop()                    # never started: nothing to send, no connection to close
 
     asyncio.run(check())
