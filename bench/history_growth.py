@@ -1,4 +1,4 @@
-"""Does a decision cost more as the cell's history grows? (The cell never forgets a task.)
+"""Does a decision cost more as the cell's history grows, and does its memory?
 
     python -m suanli.bench.history_growth [--levels 0,20000,60000] [--keep-finished N] [--json out.json]
 
@@ -30,7 +30,8 @@ The cell forgets its oldest finished tasks beyond the policy's ``retention.finis
 (``processors/retention.py``; 10,000 by default), so its memory and snapshot stop growing
 there. ``--keep-finished N`` sets it (a number above the last level keeps every task, as
 cells did before they forgot, to time the walks of a whole history). ``--memory`` measures
-the memory alone (:func:`memory`).
+the memory alone (:func:`memory`); with ``--job-size N`` its history is members of array
+jobs of N tasks each (which a cell kept whole before such members could be forgotten).
 """
 from __future__ import annotations
 
@@ -143,11 +144,13 @@ def build(keep_finished: int | None = None) -> tuple[Cell, list[str]]:
     return c, bronze
 
 
-def grow_history(c: Cell, n: int) -> None:
-    """``n`` more finished tasks."""
+def grow_history(c: Cell, n: int, job_size: int = 0) -> None:
+    """``n`` more finished tasks; with ``job_size``, members of array jobs of that many tasks
+    (a job id each, no federated role: what a plain job submission makes)."""
     for _ in range(n):
         tid = f"done-{c.n}"
-        c.task(tid, gpus=1 if c.n % 2 else 0, milli=100 if c.n % 2 else 0)
+        job = f"array-{c.n // job_size}" if job_size else None
+        c.task(tid, gpus=1 if c.n % 2 else 0, milli=100 if c.n % 2 else 0, job=job)
         c.status(tid, "COMPLETED")
 
 
@@ -244,7 +247,7 @@ def run(levels: list[int], progress: Callable[[str], None] = print,
 
 
 def memory(levels: list[int], progress: Callable[[str], None] = print,
-            keep_finished: int | None = None) -> dict[str, Any]:
+            keep_finished: int | None = None, job_size: int = 0) -> dict[str, Any]:
     """The memory alone, as finished tasks pile up: the same cell and history, no probes, no
     freezing and no snapshot (the worker makes its snapshots in a forked child, so their
     peaks are not its own), with the Python heap's live bytes traced (``tracemalloc``, from
@@ -257,7 +260,7 @@ def memory(levels: list[int], progress: Callable[[str], None] = print,
         c, _bronze = build(keep_finished)
         done, rows = 0, []
         for level in levels:
-            grow_history(c, level - done)
+            grow_history(c, level - done, job_size)
             done = level
             gc.collect()
             row = {"finished_tasks": level, "tasks_in_cell": len(c.state.tasks),
@@ -268,7 +271,7 @@ def memory(levels: list[int], progress: Callable[[str], None] = print,
             progress(json.dumps(row))
     finally:
         tracemalloc.stop()
-    return {"keep_finished": keep_finished, "mode": "memory", "levels": rows}
+    return {"keep_finished": keep_finished, "mode": "memory", "job_size": job_size, "levels": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,10 +281,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="the cell's retention.finished_tasks (default: the policy's default)")
     ap.add_argument("--memory", action="store_true",
                     help="measure the memory alone (traced heap, RSS, snapshot): no probes, no freezing")
+    ap.add_argument("--job-size", type=int, default=0,
+                    help="with --memory: the history's tasks are members of array jobs of this many tasks")
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args(argv)
     levels = [int(x) for x in a.levels.split(",")]
-    figures = (memory if a.memory else run)(levels, keep_finished=a.keep_finished)
+    if a.job_size and not a.memory:
+        ap.error("--job-size goes with --memory")
+    figures = (memory(levels, keep_finished=a.keep_finished, job_size=a.job_size) if a.memory
+               else run(levels, keep_finished=a.keep_finished))
     print(json.dumps({k: v for k, v in figures.items() if k != "levels"}, indent=1))
     save(a.json, figures)
     return 0

@@ -35,7 +35,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from .federated import job_of
+from .elastic import ELASTIC_LABEL
+from .federated import CLIENT, job_of, role_of
 from .model import GPU_MILLI, AccelAsk, AccelHeld, Node, Policy, Task
 from .model_cache import ModelCache
 from .profiler import Profiler
@@ -64,11 +65,17 @@ SHAPE_LOG_KEEP = 100_000
 _I64 = np.int64
 
 def _forgettable(task: Task) -> bool:
-    """Whether the task may be forgotten once finished (``retention.py``): not a member of a
-    job, whose finished members the elastic and federated rules still read (a finished
-    client's data site places the next aggregator). A gang's rule reads only its waiting
-    members, so a finished gang member may go (and leaves the gang's index)."""
-    return job_of(task) is None
+    """Whether the task may be forgotten once finished (``retention.py``): unless a rule
+    still reads it then. Those are the members of a job that the job's later tasks read: a
+    federated client (``federated-role=client``: its data site places the next aggregator,
+    and the elastic policy takes the clients' sites and the first client's shape) and the
+    task carrying an elastic policy (the ``elastic`` label). Any other member of a job (an
+    aggregator, the tasks of an array job) goes as a task of no job does, and leaves its
+    job's indexes; so does a finished gang member, since the gang rule reads only waiting
+    members."""
+    if job_of(task) is None:
+        return True
+    return role_of(task) != CLIENT and ELASTIC_LABEL not in (task.labels or {})
 
 
 # the groups of tasks the state indexes (CellState._group): a gang label, a job id, and a
@@ -240,7 +247,7 @@ class CellState:
         self._arrivals: Optional[list[TaskRecord]] = None
         self.task_cache: dict[Any, Any] = {}
         # --- forgetting finished tasks (retention.py) ---
-        # ids of the finished tasks that may be forgotten (not job members: _forgettable),
+        # ids of the finished tasks that may be forgotten (not those a job still reads: _forgettable),
         # oldest finish first
         self.finished: dict[str, None] = {}
         # tombstones: forgotten id -> (its last status, its node), oldest forgotten first
@@ -561,7 +568,6 @@ class CellState:
                 if tid not in named:
                     gone.append(tid)
         memo = self.task_cache.get(("json", "task"))
-        gangs = self._groups.get("gang")
         for tid in gone:
             del self.finished[tid]
             t = self.tasks.pop(tid)
@@ -569,11 +575,12 @@ class CellState:
             self.forgotten[tid] = self._tombs.setdefault(pair, pair)
             if memo is not None:
                 memo.pop(tid, None)
-            g = t.task.labels.get("gang")
-            if g and gangs is not None and g in gangs:
-                gangs[g].remove(tid)
-                if not gangs[g]:
-                    del gangs[g]
+            for kind, index in self._groups.items():        # a gang, a job: it leaves each it was in
+                g = _GROUPS[kind](t.task)
+                if g and g in index:
+                    index[g].remove(tid)
+                    if not index[g]:
+                        del index[g]
         if gone:
             self._arrivals = None        # built again, from the tasks kept, when next asked for
         self.finished_pinned = max(0, len(self.finished) - keep)
@@ -1004,11 +1011,15 @@ class CellState:
 
     def _restore_forgetting(self, snap: dict[str, Any]) -> None:
         """The finished order, tombstones and shape log of a snapshot; for one written before
-        cells forgot (none of the keys), built from its tasks, which are then all there."""
+        cells forgot (none of the keys), built from its tasks, which are then all there. A
+        snapshot written before job members could be forgotten lacks the finished ones that
+        now may be: they come first (they finished before it was written), in arrival order."""
+        done = [t for t in self.tasks.values() if t.status in TERMINAL and _forgettable(t.task)]
         if "finished" in snap:
-            self.finished = {tid: None for tid in snap["finished"]}
+            listed = {tid: None for tid in snap["finished"]}
+            older = [t.task.task_id for t in sorted(done, key=lambda t: t.seq) if t.task.task_id not in listed]
+            self.finished = {**dict.fromkeys(older), **listed}
         else:
-            done = [t for t in self.tasks.values() if t.status in TERMINAL and _forgettable(t.task)]
             self.finished = {t.task.task_id: None for t in sorted(done, key=lambda t: t.seq)}
         self.finished_pinned = int(snap.get("finished_pinned", 0))
         gone = snap.get("forgotten")

@@ -25,9 +25,9 @@ def test_a_small_retention_bounds_the_tasks_the_cell_keeps():
     figures = history_growth.run([0, 400], progress=lambda _line: None, keep_finished=50)
     first, last = figures["levels"]
     assert figures["keep_finished"] == 50
-    # what the level-0 probes left that is kept whatever the retention: 50 aggregators (members
-    # of a job are kept with it) and 5 tasks still running on the new-model nodes
-    stays = 50 + 5
+    # what the level-0 probes left that is kept whatever the retention: 5 tasks still running
+    # on the new-model nodes (their 50 finished aggregators may go: no rule reads them)
+    stays = 5
     assert last["tasks_in_cell"] - first["tasks_in_cell"] <= stays + 50 + 50 // 8   # the 400 finished went
     assert last["tombstones"] >= 400
 
@@ -38,3 +38,11 @@ def test_the_memory_mode_traces_the_heap_and_the_cell_stays_bounded():
     assert figures["mode"] == "memory" and first["traced_mib"] > 0 and last["rss_mib"] > 0
     assert last["tasks_in_cell"] <= first["tasks_in_cell"] + 20 + 20 // 8
     assert 300 - (20 + 20 // 8) <= last["tombstones"] <= 300              # all but the kept ones
+
+
+def test_array_job_members_are_forgotten_like_any_finished_task():
+    figures = history_growth.memory([0, 300], progress=lambda _line: None, keep_finished=20, job_size=50)
+    first, last = figures["levels"]
+    assert figures["job_size"] == 50
+    assert last["tasks_in_cell"] <= first["tasks_in_cell"] + 20 + 20 // 8
+    assert 300 - (20 + 20 // 8) <= last["tombstones"] <= 300

@@ -21,11 +21,14 @@ import pytest
 
 from suanli.config import load_settings
 from suanli.deploy.plane import Plane, PlaneOptions
-from suanli.replay.log_replay import decided_prefix, describe, first_divergence, regenerate
+from suanli.processors.state import TERMINAL
+from suanli.replay.log_replay import REPLAY_NAMESPACE, decided_prefix, describe, first_divergence, regenerate
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
+from suanli.streams.cell_runner import CellRunner
 from suanli.streams.kafka_io import EventConsumer
 from suanli.streams.records import RawRecord
+from suanli.streams.topics import TopicNames
 
 pytestmark = pytest.mark.stack
 
@@ -231,8 +234,10 @@ def test_scheduler_survives_sigkill_without_lost_or_duplicated_placements(stack)
 def test_a_cell_that_forgets_survives_kills_and_still_refuses_its_forgotten_tasks(stack):
     """Retention on the real stack: a policy that keeps only 16 finished tasks, two SIGKILLs of
     the scheduler (each restore comes from a snapshot that carries tombstones), then every one
-    of the first 150 tasks submitted again under a new event id. None is placed twice, and the
-    decisions are those of a crash-free replay and of a replay whose cell forgets nothing."""
+    of the first 150 tasks submitted again under a new event id. Half the tasks are members of
+    array jobs (a job id, no federated role), which a cell forgets like any other. None is
+    placed twice, and the decisions are those of a crash-free replay and of a replay whose
+    cell forgets nothing."""
     from suanli.replay.driver import drive
 
     forget = {"retention": {"finished_tasks": 16, "forgotten_ids": 100_000}}
@@ -243,6 +248,9 @@ def test_a_cell_that_forgets_survives_kills_and_still_refuses_its_forgotten_task
     async def workload(publish, send_raw, tasks, names):
         await publish("PolicyChanged", {"event_id": "forgetful", "cell": tasks[0]["cell"], "strategy": "default",
                                         "config_json": json.dumps(forget), "changed_by": "test", "at": 1})
+        for i, task in enumerate(tasks):
+            if i % 2:
+                task["job_id"] = f"array-{i // 40}"      # the resubmissions below carry it too
         await drive(publish, tasks, 50)
         # the resubmissions go to a cell restored (after the last kill) from a snapshot
         deadline = time.monotonic() + 120
@@ -309,9 +317,21 @@ def test_a_cell_that_forgets_survives_kills_and_still_refuses_its_forgotten_task
         # whose policy forgets nothing: the same decisions (the provenance's policy digest aside)
         whole = [RawRecord(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
                  for r in sorted(cell_log, key=lambda r: (r.partition, r.offset))]
-        assert gist(regenerate(codec, [remembering(r) for r in whole])) == gist(regenerate(codec, whole))
+        runner = CellRunner(codec, TopicNames(REPLAY_NAMESPACE))
+        assert gist(regenerate(codec, [remembering(r) for r in whole])) == gist(regenerate(codec, whole,
+                                                                                          runner=runner))
+    # the cell that forgot did forget array-job members (and kept no tombstone of a job)
+    submitted = [r.payload for r in cell_log if r.kind == "TaskSubmitted"]
+    members = {p["task_id"] for p in submitted if p.get("job_id")}
+    assert len(members) == 600, len(members)
+    (cell,) = [c for part in runner.partitions.values() for c in part.cells.values()]
+    forgotten_members = members & set(cell.forgotten)
+    assert len(forgotten_members) > 100, len(forgotten_members)
+    assert not {t.task.task_id for t in cell.tasks.values() if t.task.job_id and t.status in TERMINAL} - \
+        set(cell.finished), "a finished array-job member is not in line to be forgotten"
     _report("retention", {"kills": len(kills), "restarts": result["worker_restarts"],
                           "tombstones_at_restores": tombstones, "placed": len(placed), "resubmitted": again,
+                          "job_members_forgotten": len(forgotten_members),
                           "seconds": result["seconds"]})
 
 

@@ -10,6 +10,7 @@ import pytest
 from core_helpers import Feed
 
 from suanli.processors import state as state_module
+from suanli.processors.elastic import ElasticArgs, elastic_label
 from suanli.processors.plugins.fgd import shape_counts_through
 from suanli.processors.state import TERMINAL, CellState
 
@@ -120,22 +121,30 @@ def _run(seed: int, *, forget: bool, restore_every: int = 0, ids: int = 1_000_00
     return f.outputs, f
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_forgetting_finished_tasks_changes_no_decision_live_or_restored(seed):
-    kept, full = _run(seed, forget=False)
-    forgot, lean = _run(seed, forget=True)
-    restored, _ = _run(seed, forget=True, restore_every=37)
+def _same_three_ways(run, seed: int, restore_every: int) -> tuple[list, Feed, Feed]:
+    """``run``'s outputs with no forgetting, with forgetting, and with forgetting and a restore
+    from the snapshot every ``restore_every`` inputs, asserted equal; then the outputs, the
+    cell that kept everything and the one that forgot."""
+    kept, full = run(seed, forget=False)
+    forgot, lean = run(seed, forget=True)
+    restored, _ = run(seed, forget=True, restore_every=restore_every)
     assert forgot == kept
     assert restored == kept
+    return kept, full, lean
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_forgetting_finished_tasks_changes_no_decision_live_or_restored(seed):
+    kept, full, lean = _same_three_ways(_run, seed, restore_every=37)
     # the runs did what they are for: tasks were forgotten, and inputs about them came after
     assert len(lean.state.forgotten) > 50
     assert len(lean.state.tasks) + len(lean.state.forgotten) == len(full.state.tasks)
     gone = set(lean.state.forgotten)
-    stale_stops = [o for k, o in forgot if k == "StopCommand" and o["task_id"] in gone
+    stale_stops = [o for k, o in kept if k == "StopCommand" and o["task_id"] in gone
                    and o["reason"].startswith("stale copy")]
     assert stale_stops, "no stale copy of a forgotten task was stopped"
     gang_ids = {step[1]["tid"] for step in _script(seed) if step[0] == "task" and step[1]["labels"].get("gang")}
-    placed = {o["task_id"] for k, o in forgot if k == "TaskPlaced"}
+    placed = {o["task_id"] for k, o in kept if k == "TaskPlaced"}
     assert gang_ids & placed & gone, "no gang member was placed, finished and then forgotten"
 
 
@@ -153,23 +162,132 @@ def test_a_forgotten_id_is_still_a_duplicate_until_its_tombstone_goes():
     assert [k for k, _ in placed] == ["TaskPlaced"]
 
 
-def test_a_job_member_is_kept_and_a_finished_gang_member_leaves_its_gang():
+def _job_task(f: Feed, tid: str, job: str, labels: dict, cpu: int = 100, at: int = 1):
+    return f.send("TaskSubmitted", {"task_id": tid, "tenant": "t", "cell": "test", "submitted_at": at,
+                                    "resources": {"cpu_milli": cpu, "memory_mib": 1, "gpu_count": 0, "gpu_milli": 0,
+                                                  "gpu_models": []}, "qos_tier": "SILVER", "labels": labels,
+                                    "job_id": job})
+
+
+def test_job_members_no_rule_reads_are_forgotten_and_a_finished_gang_member_leaves_its_gang():
     f = Feed(strategy="bestfit", config={"seed": 1, "retention": {"finished_tasks": 0}})
     f.node("a", cpu=1000)
     f.task("big", cpu=1000)
     f.task("g", cpu=100, labels={"gang": "x", "gang-size": "2"})   # pending: 1 of 2 members
-    f.send("TaskSubmitted", {"task_id": "j", "tenant": "t", "cell": "test", "submitted_at": 1,
-                             "resources": {"cpu_milli": 100, "memory_mib": 1, "gpu_count": 0, "gpu_milli": 0,
-                                           "gpu_models": []}, "qos_tier": "SILVER", "labels": {}, "job_id": "J"})
-    f.send("TaskCancelled", {"task_id": "g", "reason": "test", "at": 5})
-    f.send("TaskCancelled", {"task_id": "j", "reason": "test", "at": 6})
-    f.status("big", "COMPLETED", at=7)
+    _job_task(f, "j", "J", {})                                     # an array job's member
+    _job_task(f, "agg", "F", {"federated-role": "aggregator"})
+    _job_task(f, "cl", "F", {"federated-role": "client", "data-site": "s"})
+    _job_task(f, "el", "E", {"elastic": ELASTIC})
+    for i, tid in enumerate(("g", "j", "agg", "cl", "el")):
+        f.send("TaskCancelled", {"task_id": tid, "reason": "test", "at": 5 + i})
+    f.status("big", "COMPLETED", at=20)
     s = f.state
-    assert {"g", "big"} <= set(s.forgotten) and s.gang_members("x") == []
-    assert "j" in s.tasks and "j" not in s.finished and s.job_tasks("J")[0].task.task_id == "j"
     s.check()
+    assert {"g", "big", "j", "agg"} <= set(s.forgotten) and s.gang_members("x") == []
+    assert s.job_tasks("J") == [] and [t.task.task_id for t in s.job_tasks("F")] == ["cl"]
+    assert list(s.group("federated-job", "F")) == ["cl"]
+    # what a later task of the job reads stays: the client's data site, the elastic policy
+    assert {"cl", "el"} <= set(s.tasks) and not {"cl", "el"} & set(s.finished)
     f.task("g2", cpu=100, labels={"gang": "x", "gang-size": "2"})  # the gang starts again from none
     assert s.gang_members("x") == ["g2"]
+    assert f.state.forgotten["j"] == ("CANCELLED", None)
+    _job_task(f, "j", "J", {})                                     # still a duplicate
+    assert s.job_tasks("J") == []
+
+
+ELASTIC = elastic_label(ElasticArgs(min_clients=1, max_clients=6, window=2, plateau=0.01), 32)
+JOB_NODES = [("a1", "site-a"), ("a2", "site-a"), ("b1", "site-b"), ("c1", "site-c")]
+
+
+def _jobs_run(seed: int, *, forget: bool, restore_every: int = 0) -> tuple[list, Feed]:
+    """A seeded run of jobs under the ``federated`` rule: array jobs (members with a job id
+    and no role), federated jobs (clients at a data site, aggregators, an elastic policy on
+    some) with their rounds, members finishing, failing and cancelled all along. ``known``
+    as in :func:`_run`."""
+    rnd = random.Random(seed)
+    config = {"seed": 3, "retry_every_ms": 0, "retention": {"finished_tasks": 0, "forgotten_ids": 1_000_000},
+              "rules": [{"name": "federated", "match": {"federated-role": "*"}, "strategy": "federated"}]}
+    f = Feed(strategy="default", config=config)
+    if not forget:
+        f.state.forget_finished = lambda *_a: 0
+    for nid, site in JOB_NODES:
+        f.send("NodeRegistered", {"node_id": nid, "cell": "test", "site": site, "cpu_milli": 8000,
+                                  "memory_mib": 65536, "accelerators": [], "registered_at": 0, "labels": {}})
+    known: dict[str, str] = {}
+    at, n, rounds = 10, 0, {}
+    for i in range(500):
+        at += rnd.randint(1, 300)
+        seen = len(f.outputs)
+        r = rnd.random()
+        if r < 0.45 or n < 4:
+            n += 1
+            job = f"j{rnd.randint(0, 5)}"
+            kind = rnd.random()
+            if kind < 0.4:
+                labels = {}                                        # an array job's member
+            elif kind < 0.8:
+                labels = {"federated-role": "client", "data-site": rnd.choice(["site-a", "site-b", "site-c"])}
+            else:
+                labels = {"federated-role": "aggregator", **({"elastic": ELASTIC} if rnd.random() < 0.5 else {})}
+            _job_task(f, f"t{n}", job, labels, cpu=rnd.choice([500, 1000, 3000]), at=at)
+        elif r < 0.80:
+            tid = f"t{rnd.randint(1, n)}"
+            f.send("TaskStatusChanged", {"task_id": tid, "node_id": known.get(tid, ""), "at": at, "exit_code": 0,
+                                         "status": rnd.choice(["COMPLETED", "COMPLETED", "FAILED"]), "message": ""})
+        elif r < 0.85:
+            f.send("TaskCancelled", {"task_id": f"t{rnd.randint(1, n)}", "reason": "test", "at": at})
+        elif r < 0.97:
+            job = f"j{rnd.randint(0, 5)}"
+            rounds[job] = rounds.get(job, 0) + 1
+            f.send("JobRound", {"event_id": f"{job}:{rounds[job]}", "job_id": job, "tenant": "t", "cell": "test",
+                                "round": rounds[job], "loss": rnd.uniform(0.1, 2.0), "accuracy": None,
+                                "aggregated": True, "at": at})
+        else:
+            f.send("CellTick", {"at": at})
+        for kind, out in f.outputs[seen:]:
+            if kind == "TaskPlaced":
+                known[out["task_id"]] = out["node_id"]
+        if forget:
+            f.state.check()
+        if restore_every and i % restore_every == restore_every - 1:
+            f.state = CellState.from_snapshot(json.loads(json.dumps(f.state.to_snapshot(), sort_keys=True)))
+    return f.outputs, f
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_forgetting_job_members_changes_no_decision_of_their_jobs(seed):
+    kept, full, lean = _same_three_ways(_jobs_run, seed, restore_every=41)
+    # the run did what it is for: members of every kind were placed and the rules read jobs
+    # whose other members were forgotten by then
+    kinds = {k for k, _ in kept}
+    assert {"TaskPlaced", "JobResized"} <= kinds, kinds
+    assert any("federated job" in " ".join(o["provenance"]["path"]) for k, o in kept if k == "TaskPlaced")
+    s = lean.state
+    gone = set(s.forgotten)
+    roles = {tid: t.task.labels.get("federated-role") for tid, t in full.state.tasks.items()}
+    assert len(s.tasks) + len(gone) == len(roles)
+    assert {tid for tid in gone if roles.get(tid) is None}, "no array-job member was forgotten"
+    assert {tid for tid in gone if roles.get(tid) == "aggregator"}, "no aggregator was forgotten"
+    assert not {tid for tid in gone if roles.get(tid) == "client"}, "a client was forgotten"
+
+
+def test_a_snapshot_from_before_job_members_went_lists_its_finished_members_first():
+    f = Feed(strategy="bestfit", config={"seed": 1})
+    f.node("a", cpu=8000)
+    _job_task(f, "m1", "J", {})
+    f.task("t1", cpu=100)
+    _job_task(f, "m2", "J", {})
+    _job_task(f, "cl", "J", {"federated-role": "client"})
+    for i, tid in enumerate(("t1", "m2", "cl", "m1")):
+        f.status(tid, "COMPLETED", at=10 + i)
+    assert list(f.state.finished) == ["t1", "m2", "m1"]
+    snap = json.loads(json.dumps(f.state.to_snapshot()))
+    snap["finished"] = ["t1"]                                  # as written when job members were kept
+    old = CellState.from_snapshot(snap)
+    assert list(old.finished) == ["m1", "m2", "t1"]            # they finished before it: first, by arrival
+    old.check()
+    again = CellState.from_snapshot(json.loads(json.dumps(f.state.to_snapshot())))
+    assert list(again.finished) == list(f.state.finished)      # a snapshot of this code: as it was
 
 
 def test_a_snapshot_from_before_forgetting_restores_its_order_and_shape_log():
