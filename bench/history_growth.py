@@ -31,7 +31,8 @@ The cell forgets its oldest finished tasks beyond the policy's ``retention.finis
 there. ``--keep-finished N`` sets it (a number above the last level keeps every task, as
 cells did before they forgot, to time the walks of a whole history). ``--memory`` measures
 the memory alone (:func:`memory`); with ``--job-size N`` its history is members of array
-jobs of N tasks each (which a cell kept whole before such members could be forgotten).
+jobs of N tasks each, and with ``--clients`` too, the clients of federated jobs of N (a cell
+kept both whole before job members could be forgotten).
 """
 from __future__ import annotations
 
@@ -144,13 +145,15 @@ def build(keep_finished: int | None = None) -> tuple[Cell, list[str]]:
     return c, bronze
 
 
-def grow_history(c: Cell, n: int, job_size: int = 0) -> None:
-    """``n`` more finished tasks; with ``job_size``, members of array jobs of that many tasks
-    (a job id each, no federated role: what a plain job submission makes)."""
+def grow_history(c: Cell, n: int, job_size: int = 0, clients: bool = False) -> None:
+    """``n`` more finished tasks; with ``job_size``, members of jobs of that many tasks: of
+    array jobs (a job id each, no federated role: what a plain job submission makes), or
+    with ``clients`` the clients of federated jobs (at a data site, with byte labels)."""
     for _ in range(n):
         tid = f"done-{c.n}"
-        job = f"array-{c.n // job_size}" if job_size else None
-        c.task(tid, gpus=1 if c.n % 2 else 0, milli=100 if c.n % 2 else 0, job=job)
+        job = (f"fl-{c.n // job_size}" if clients else f"array-{c.n // job_size}") if job_size else None
+        labels = {"federated-role": "client", "data-site": "s", "federated-up-bytes": "4000000"} if clients else None
+        c.task(tid, gpus=1 if c.n % 2 else 0, milli=100 if c.n % 2 else 0, job=job, labels=labels)
         c.status(tid, "COMPLETED")
 
 
@@ -247,7 +250,7 @@ def run(levels: list[int], progress: Callable[[str], None] = print,
 
 
 def memory(levels: list[int], progress: Callable[[str], None] = print,
-            keep_finished: int | None = None, job_size: int = 0) -> dict[str, Any]:
+            keep_finished: int | None = None, job_size: int = 0, clients: bool = False) -> dict[str, Any]:
     """The memory alone, as finished tasks pile up: the same cell and history, no probes, no
     freezing and no snapshot (the worker makes its snapshots in a forked child, so their
     peaks are not its own), with the Python heap's live bytes traced (``tracemalloc``, from
@@ -260,18 +263,20 @@ def memory(levels: list[int], progress: Callable[[str], None] = print,
         c, _bronze = build(keep_finished)
         done, rows = 0, []
         for level in levels:
-            grow_history(c, level - done, job_size)
+            grow_history(c, level - done, job_size, clients)
             done = level
             gc.collect()
             row = {"finished_tasks": level, "tasks_in_cell": len(c.state.tasks),
                    "tombstones": len(c.state.forgotten),
+                   "past_clients": sum(len(cs) for cs in c.state.past_clients.values()),
                    "traced_mib": round(tracemalloc.get_traced_memory()[0] / 2 ** 20, 1),
                    "rss_mib": round(_rss_mib(), 1)}
             rows.append(row)
             progress(json.dumps(row))
     finally:
         tracemalloc.stop()
-    return {"keep_finished": keep_finished, "mode": "memory", "job_size": job_size, "levels": rows}
+    return {"keep_finished": keep_finished, "mode": "memory", "job_size": job_size,
+            "jobs": ("federated clients" if clients else "array jobs") if job_size else None, "levels": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,12 +288,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure the memory alone (traced heap, RSS, snapshot): no probes, no freezing")
     ap.add_argument("--job-size", type=int, default=0,
                     help="with --memory: the history's tasks are members of array jobs of this many tasks")
+    ap.add_argument("--clients", action="store_true",
+                    help="with --job-size: the members are federated clients (at a data site) instead")
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args(argv)
     levels = [int(x) for x in a.levels.split(",")]
     if a.job_size and not a.memory:
         ap.error("--job-size goes with --memory")
-    figures = (memory(levels, keep_finished=a.keep_finished, job_size=a.job_size) if a.memory
+    if a.clients and not a.job_size:
+        ap.error("--clients goes with --job-size")
+    figures = (memory(levels, keep_finished=a.keep_finished, job_size=a.job_size, clients=a.clients) if a.memory
                else run(levels, keep_finished=a.keep_finished))
     print(json.dumps({k: v for k, v in figures.items() if k != "levels"}, indent=1))
     save(a.json, figures)

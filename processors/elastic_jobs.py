@@ -23,7 +23,9 @@ The policy's inputs, all read from the cell state, so that replay decides the sa
   placed, dispatched or running);
 * **free slots**: how many more client-shaped tasks (the request of the job's first client
   task) fit on the ready nodes of the sites its clients run at (``data-site`` labels): per
-  node, the smaller of free CPU over the client's CPU and free memory over its memory;
+  node, the smaller of free CPU over the client's CPU and free memory over its memory.
+  Finished clients count here, also once the cell has forgotten them
+  (``CellState.job_clients``);
 * **gold waiting**: gold tasks in the cell's queue.
 """
 from __future__ import annotations
@@ -35,9 +37,9 @@ from suanli.errors import StrategyConfigError
 
 from . import model as m
 from .elastic import ELASTIC_LABEL, ElasticArgs, ElasticDecision, decide, parse_label
-from .federated import DATA_SITE_LABEL, ROLE_LABEL
+from .federated import DATA_SITE_LABEL
 from .qos import GOLD
-from .state import HOLDING, CellState, TaskRecord
+from .state import HOLDING, CellState, ClientView, TaskRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +59,7 @@ class ElasticStep:
 
 
 def _members(state: CellState, job_id: str) -> list[TaskRecord]:
-    """The job's tasks in arrival order (``free_slots`` takes the shape of the first client)."""
+    """The job's tasks the cell remembers, in arrival order (the elastic policy's task is always among them)."""
     return state.job_tasks(job_id)
 
 
@@ -98,26 +100,22 @@ def fold_resize(state: CellState, e: m.JobResized) -> None:
     book["clients"], book["batch"] = e.clients_to, e.batch_size_to
 
 
-def _clients(members: list[TaskRecord]) -> list[TaskRecord]:
-    return [t for t in members if t.task.labels.get(ROLE_LABEL) == "client"]
-
-
-def free_slots(state: CellState, clients: list[TaskRecord]) -> int:
+def free_slots(state: CellState, clients: list[ClientView]) -> int:
     """Client-shaped tasks that still fit on the ready nodes of the clients' sites (module
     docstring); 0 when the job has no client task to take the shape from."""
     if not clients:
         return 0
-    req = clients[0].task.request
-    sites = {t.task.labels.get(DATA_SITE_LABEL) for t in clients} - {None}
+    cpu, mem = clients[0].cpu, clients[0].mem
+    sites = {t.labels.get(DATA_SITE_LABEL) for t in clients} - {None}
     slots = 0
     for row, nid in enumerate(state.node_ids):
         if not state.ready[row] or (sites and state.nodes[nid].site not in sites):
             continue
         fits = []
-        if req.cpu > 0:
-            fits.append(int(state.cpu_free[row]) // req.cpu)
-        if req.mem > 0:
-            fits.append(int(state.mem_free[row]) // req.mem)
+        if cpu > 0:
+            fits.append(int(state.cpu_free[row]) // cpu)
+        if mem > 0:
+            fits.append(int(state.mem_free[row]) // mem)
         slots += max(0, min(fits)) if fits else 0
     return slots
 
@@ -135,8 +133,7 @@ def next_step(state: CellState, e: m.JobRound) -> Optional[ElasticStep]:
     if found is None or book is None or book["round"] != e.round:
         return None
     head, args, start_batch = found
-    members = _members(state, e.job_id)
-    clients = _clients(members)
+    clients = state.job_clients(e.job_id, by_job_id=True)
     active = sum(1 for t in clients if t.status in HOLDING)
     n = book["clients"] if book["clients"] is not None else active
     batch = book["batch"] if book["batch"] is not None else start_batch

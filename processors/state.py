@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from .elastic import ELASTIC_LABEL
-from .federated import CLIENT, job_of, role_of
+from .federated import CLIENT, CLIENT_LABELS_READ, job_of, role_of
 from .model import GPU_MILLI, AccelAsk, AccelHeld, Node, Policy, Task
 from .model_cache import ModelCache
 from .profiler import Profiler
@@ -65,17 +65,59 @@ SHAPE_LOG_KEEP = 100_000
 _I64 = np.int64
 
 def _forgettable(task: Task) -> bool:
-    """Whether the task may be forgotten once finished (``retention.py``): unless a rule
-    still reads it then. Those are the members of a job that the job's later tasks read: a
-    federated client (``federated-role=client``: its data site places the next aggregator,
-    and the elastic policy takes the clients' sites and the first client's shape) and the
-    task carrying an elastic policy (the ``elastic`` label). Any other member of a job (an
-    aggregator, the tasks of an array job) goes as a task of no job does, and leaves its
-    job's indexes; so does a finished gang member, since the gang rule reads only waiting
-    members."""
-    if job_of(task) is None:
-        return True
-    return role_of(task) != CLIENT and ELASTIC_LABEL not in (task.labels or {})
+    """Whether the task may be forgotten once finished (``retention.py``): every task but the
+    one carrying a job's elastic policy (the ``elastic`` label), which the policy reads at
+    each round. A member of a job leaves its job's indexes; a forgotten federated client
+    leaves what later tasks of its job read of it (:class:`PastClient`); a finished gang
+    member simply goes, since the gang rule reads only waiting members."""
+    return job_of(task) is None or ELASTIC_LABEL not in (task.labels or {})
+
+
+@dataclass(frozen=True, slots=True)
+class PastClient:
+    """What a cell keeps of a federated client it forgot (``federated-role=client``): what
+    its job's later tasks read of a finished client. Its arrival number (clients are read in
+    arrival order), id, last status, whether its job came from ``Task.job_id`` (the elastic
+    policy reads only those) or from the ``job`` label, the labels of
+    ``federated.CLIENT_LABELS_READ`` it had, and its CPU and memory ask (the elastic policy
+    takes the first client's shape)."""
+    seq: int
+    task_id: str
+    status: str
+    by_job_id: bool
+    labels: dict[str, str]
+    cpu: int
+    mem: int
+
+    @classmethod
+    def of(cls, t: "TaskRecord", shared: dict[tuple, dict[str, str]]) -> "PastClient":
+        """``shared``: label sets already kept, so that the clients of a job, alike but for
+        their ids, hold one dict between them (callers never change it)."""
+        labels = t.task.labels or {}
+        kept = tuple((k, labels[k]) for k in CLIENT_LABELS_READ if k in labels)
+        return cls(t.seq, t.task.task_id, t.status, bool(t.task.job_id), shared.setdefault(kept, dict(kept)),
+                   t.task.request.cpu, t.task.request.mem)
+
+    def to_json(self) -> list:
+        return [self.seq, self.task_id, self.status, self.by_job_id, self.labels, self.cpu, self.mem]
+
+    @classmethod
+    def from_json(cls, d: list, shared: dict[tuple, dict[str, str]]) -> "PastClient":
+        seq, tid, status, by_job_id, labels, cpu, mem = d
+        kept = tuple(labels.items())
+        return cls(int(seq), tid, status, bool(by_job_id), shared.setdefault(kept, dict(kept)), int(cpu), int(mem))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientView:
+    """A federated client of a job as the rules read it, remembered whole or forgotten."""
+    seq: int
+    task_id: str
+    status: str
+    node: Optional[str]          # the node it holds or last held (None once forgotten)
+    labels: dict[str, str]
+    cpu: int
+    mem: int
 
 
 # the groups of tasks the state indexes (CellState._group): a gang label, a job id, and a
@@ -252,6 +294,11 @@ class CellState:
         self.finished: dict[str, None] = {}
         # tombstones: forgotten id -> (its last status, its node), oldest forgotten first
         self.forgotten: dict[str, tuple[str, Optional[str]]] = {}
+        # job (``federated.job_of``) -> its forgotten clients, in arrival order: what the
+        # job's later tasks read of them (PastClient); each goes with its tombstone
+        self.past_clients: dict[str, list[PastClient]] = {}
+        self._past_job: dict[str, str] = {}          # forgotten client -> its job (kept with past_clients)
+        self._past_labels: dict[tuple, dict[str, str]] = {}   # PastClient.of's shared label sets
         # finished tasks the last pass had to keep beyond the retention (still named by the
         # queue, a grace, a batch window or a token): the next pass waits for a batch more
         # than these, so that many pinned tasks do not make every input try again
@@ -397,6 +444,20 @@ class CellState:
         """The tasks whose ``Task.job_id`` is ``job_id``, in arrival order (also after a
         restore, whose ``tasks`` are in id order). Built once, then kept up by :meth:`add_task`."""
         return [self.tasks[tid] for tid in self._group("job").get(job_id, ())]
+
+    def job_clients(self, job: str, by_job_id: bool = False) -> list[ClientView]:
+        """The federated clients (``federated-role=client``) of ``job`` (``federated.job_of``),
+        remembered or forgotten, in arrival order. ``by_job_id``: only those whose
+        ``Task.job_id`` names the job (as :meth:`job_tasks`), not the ``job`` label alone."""
+        kept = [ClientView(t.seq, t.task.task_id, t.status, t.node, t.task.labels, t.task.request.cpu,
+                           t.task.request.mem)
+                for t in (self.job_tasks(job) if by_job_id else (self.tasks[tid] for tid in self.group("federated-job", job)))
+                if role_of(t.task) == CLIENT]
+        past = [ClientView(c.seq, c.task_id, c.status, None, c.labels, c.cpu, c.mem)
+                for c in self.past_clients.get(job, ()) if c.by_job_id or not by_job_id]
+        if not past:
+            return kept
+        return sorted(kept + past, key=lambda c: c.seq)
 
     def group(self, kind: str, name: str) -> Sequence[str]:
         """Ids of the tasks of group ``name`` of ``kind`` (a key of ``_GROUPS``), in arrival
@@ -581,13 +642,30 @@ class CellState:
                     index[g].remove(tid)
                     if not index[g]:
                         del index[g]
+            job = job_of(t.task)
+            if job is not None and role_of(t.task) == CLIENT:
+                past = self.past_clients.setdefault(job, [])
+                bisect.insort(past, PastClient.of(t, self._past_labels), key=lambda c: c.seq)
+                self._past_job[tid] = job
         if gone:
             self._arrivals = None        # built again, from the tasks kept, when next asked for
         self.finished_pinned = max(0, len(self.finished) - keep)
         extra = len(self.forgotten) - keep_ids
         if extra > 0:
+            dropped: dict[str, set[str]] = {}
             for tid in list(itertools.islice(self.forgotten, extra)):
                 del self.forgotten[tid]
+                job = self._past_job.pop(tid, None)
+                if job is not None:                  # a forgotten client goes with its tombstone
+                    dropped.setdefault(job, set()).add(tid)
+            for job, ids in dropped.items():
+                left = [c for c in self.past_clients[job] if c.task_id not in ids]
+                if left:
+                    self.past_clients[job] = left
+                else:
+                    del self.past_clients[job]
+            if len(self._past_labels) > max(1024, len(self._past_job)):     # mostly sets no client holds now
+                self._past_labels = {tuple(c.labels.items()): c.labels for cs in self.past_clients.values() for c in cs}
         return len(gone)
 
     def _named_elsewhere(self) -> set[str]:
@@ -823,6 +901,9 @@ class CellState:
             t = self.tasks[tid]
             assert t.status in TERMINAL and _forgettable(t.task), (tid, t.status)
         assert not self.forgotten.keys() & self.tasks.keys(), "a forgotten task is still held"
+        past = {c.task_id: job for job, cs in self.past_clients.items() for c in cs}
+        assert past == self._past_job and past.keys() <= self.forgotten.keys(), "past clients without tombstones"
+        assert all(cs and [c.seq for c in cs] == sorted(c.seq for c in cs) for cs in self.past_clients.values())
         for kind, groups in self._groups.items():
             for g, ids in groups.items():
                 assert all(tid in self.tasks for tid in ids), (kind, g, "names a forgotten task")
@@ -951,6 +1032,8 @@ class CellState:
             **({"finished": list(self.finished)} if self.finished else {}),
             **({"finished_pinned": self.finished_pinned} if self.finished_pinned else {}),
             **({"forgotten": self._forgotten_json()} if self.forgotten else {}),
+            **({"past_clients": {job: [c.to_json() for c in cs] for job, cs in sorted(self.past_clients.items())}}
+               if self.past_clients else {}),
             **({"shape_log": {"base": self.shape_base, "names": list(self.shape_names),
                               "log": self.shape_log.tolist()}} if self.shape_names else {}),
         }
@@ -1005,6 +1088,9 @@ class CellState:
         s.prewarm = json.loads(json.dumps(snap.get("prewarm") or {}))
         s.profiler = Profiler.from_json(snap["profiler"]) if snap.get("profiler") is not None else None
         s.elastic = json.loads(json.dumps(snap.get("elastic") or {}))
+        s.past_clients = {job: [PastClient.from_json(c, s._past_labels) for c in cs]
+                          for job, cs in (snap.get("past_clients") or {}).items()}
+        s._past_job = {c.task_id: job for job, cs in s.past_clients.items() for c in cs}
         s._restore_forgetting(snap)
         s._derived = {}
         return s

@@ -32,9 +32,10 @@ aggregator where a round's traffic is cheapest (``processors/federated.py`` hold
     home cloud-a on node:a-1 (-44 %) over 3 clients; cross-cloud 2 MB/round vs 3 MB``.
     Every other task: zeros (normalised to 0) and no permit note.
 
-A job's members (its task ids in arrival order) come from the state's ``federated-job``
-group index (``CellState.group``), which every arrival keeps up: scoring an aggregator
-costs its job's size, not the cell's history.
+A job's clients, in arrival order, come from ``CellState.job_clients``: those the cell
+remembers from its ``federated-job`` group index, which every arrival keeps up, and those it
+forgot from what it kept of them (``state.PastClient``: their data site and byte labels).
+Scoring an aggregator costs its job's size, not the cell's history.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ..args import arg
-from ..federated import (AGGREGATOR, CLIENT, DATA_SITE_LABEL, DOWN_BYTES_LABEL, QUANTISATION_FACTORS,
+from ..federated import (AGGREGATOR, DATA_SITE_LABEL, DOWN_BYTES_LABEL, QUANTISATION_FACTORS,
                          QUANTISATION_LABEL, UP_BYTES_LABEL, AggregatorCosts, Client, aggregator_costs,
                          describe, home_site_of, job_of, role_of)
 from ..framework import OK, REGISTRY, Code, CycleContext, Plan, Plugin, Status
@@ -175,13 +176,13 @@ class AggregatorTraffic(Plugin):
         out: list[Client] = []
         notes: list[str] = []
         unsized = 0
-        for tid in job_members(s, job):
-            crec = s.tasks[tid]
-            if tid == ctx.task_id or role_of(crec.task) != CLIENT:
+        for client in s.job_clients(job):
+            tid = client.task_id
+            if tid == ctx.task_id:
                 continue
-            lab = crec.task.labels
+            lab = client.labels
             site = lab.get(DATA_SITE_LABEL)
-            node = crec.node if crec.status in HOLDING and crec.node in s.node_index else None
+            node = client.node if client.status in HOLDING and client.node in s.node_index else None
             if node is not None:
                 loc = node_vertex(node)
                 site = site or (s.topology.domain_of(node, "site") or SITE + "?")[len(SITE):]

@@ -46,3 +46,12 @@ def test_array_job_members_are_forgotten_like_any_finished_task():
     assert figures["job_size"] == 50
     assert last["tasks_in_cell"] <= first["tasks_in_cell"] + 20 + 20 // 8
     assert 300 - (20 + 20 // 8) <= last["tombstones"] <= 300
+
+
+def test_federated_clients_are_forgotten_and_leave_what_their_jobs_read():
+    figures = history_growth.memory([0, 300], progress=lambda _line: None, keep_finished=20, job_size=50,
+                                    clients=True)
+    first, last = figures["levels"]
+    assert figures["jobs"] == "federated clients"
+    assert last["tasks_in_cell"] <= first["tasks_in_cell"] + 20 + 20 // 8
+    assert last["past_clients"] == last["tombstones"] >= 300 - (20 + 20 // 8)

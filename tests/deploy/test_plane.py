@@ -235,7 +235,8 @@ def test_a_cell_that_forgets_survives_kills_and_still_refuses_its_forgotten_task
     """Retention on the real stack: a policy that keeps only 16 finished tasks, two SIGKILLs of
     the scheduler (each restore comes from a snapshot that carries tombstones), then every one
     of the first 150 tasks submitted again under a new event id. Half the tasks are members of
-    array jobs (a job id, no federated role), which a cell forgets like any other. None is
+    jobs (a quarter of those federated clients), which a cell forgets like any other, keeping
+    of each client what its job's later tasks read. None is
     placed twice, and the decisions are those of a crash-free replay and of a replay whose
     cell forgets nothing."""
     from suanli.replay.driver import drive
@@ -248,9 +249,11 @@ def test_a_cell_that_forgets_survives_kills_and_still_refuses_its_forgotten_task
     async def workload(publish, send_raw, tasks, names):
         await publish("PolicyChanged", {"event_id": "forgetful", "cell": tasks[0]["cell"], "strategy": "default",
                                         "config_json": json.dumps(forget), "changed_by": "test", "at": 1})
-        for i, task in enumerate(tasks):
+        for i, task in enumerate(tasks):                # the resubmissions below carry these too
             if i % 2:
-                task["job_id"] = f"array-{i // 40}"      # the resubmissions below carry it too
+                task["job_id"] = f"array-{i // 40}"
+            if i % 8 == 1:                               # a federated job's clients, in those jobs
+                task["labels"] = {**(task.get("labels") or {}), "federated-role": "client"}
         await drive(publish, tasks, 50)
         # the resubmissions go to a cell restored (after the last kill) from a snapshot
         deadline = time.monotonic() + 120
@@ -320,18 +323,22 @@ def test_a_cell_that_forgets_survives_kills_and_still_refuses_its_forgotten_task
         runner = CellRunner(codec, TopicNames(REPLAY_NAMESPACE))
         assert gist(regenerate(codec, [remembering(r) for r in whole])) == gist(regenerate(codec, whole,
                                                                                           runner=runner))
-    # the cell that forgot did forget array-job members (and kept no tombstone of a job)
+    # the cell that forgot did forget job members, and kept what their jobs read of the clients
     submitted = [r.payload for r in cell_log if r.kind == "TaskSubmitted"]
     members = {p["task_id"] for p in submitted if p.get("job_id")}
     assert len(members) == 600, len(members)
     (cell,) = [c for part in runner.partitions.values() for c in part.cells.values()]
     forgotten_members = members & set(cell.forgotten)
     assert len(forgotten_members) > 100, len(forgotten_members)
+    clients = {p["task_id"] for p in submitted if (p.get("labels") or {}).get("federated-role") == "client"}
+    assert len(clients) == 150, len(clients)
+    past = {c.task_id for cs in cell.past_clients.values() for c in cs}
+    assert past == clients & set(cell.forgotten) and len(past) > 25, len(past)
     assert not {t.task.task_id for t in cell.tasks.values() if t.task.job_id and t.status in TERMINAL} - \
         set(cell.finished), "a finished array-job member is not in line to be forgotten"
     _report("retention", {"kills": len(kills), "restarts": result["worker_restarts"],
                           "tombstones_at_restores": tombstones, "placed": len(placed), "resubmitted": again,
-                          "job_members_forgotten": len(forgotten_members),
+                          "job_members_forgotten": len(forgotten_members), "clients_forgotten": len(past),
                           "seconds": result["seconds"]})
 
 

@@ -169,30 +169,42 @@ def _job_task(f: Feed, tid: str, job: str, labels: dict, cpu: int = 100, at: int
                                     "job_id": job})
 
 
-def test_job_members_no_rule_reads_are_forgotten_and_a_finished_gang_member_leaves_its_gang():
-    f = Feed(strategy="bestfit", config={"seed": 1, "retention": {"finished_tasks": 0}})
+def test_finished_job_members_are_forgotten_clients_leave_what_their_job_reads():
+    f = Feed(strategy="bestfit", config={"seed": 1, "retention": {"finished_tasks": 0, "forgotten_ids": 5}})
     f.node("a", cpu=1000)
     f.task("big", cpu=1000)
     f.task("g", cpu=100, labels={"gang": "x", "gang-size": "2"})   # pending: 1 of 2 members
     _job_task(f, "j", "J", {})                                     # an array job's member
     _job_task(f, "agg", "F", {"federated-role": "aggregator"})
-    _job_task(f, "cl", "F", {"federated-role": "client", "data-site": "s"})
+    _job_task(f, "cl", "F", {"federated-role": "client", "data-site": "s", "federated-up-bytes": "7",
+                             "other": "x"}, cpu=300)
     _job_task(f, "el", "E", {"elastic": ELASTIC})
     for i, tid in enumerate(("g", "j", "agg", "cl", "el")):
         f.send("TaskCancelled", {"task_id": tid, "reason": "test", "at": 5 + i})
-    f.status("big", "COMPLETED", at=20)
     s = f.state
     s.check()
-    assert {"g", "big", "j", "agg"} <= set(s.forgotten) and s.gang_members("x") == []
-    assert s.job_tasks("J") == [] and [t.task.task_id for t in s.job_tasks("F")] == ["cl"]
-    assert list(s.group("federated-job", "F")) == ["cl"]
-    # what a later task of the job reads stays: the client's data site, the elastic policy
-    assert {"cl", "el"} <= set(s.tasks) and not {"cl", "el"} & set(s.finished)
+    assert {"g", "j", "agg", "cl"} <= set(s.forgotten) and s.gang_members("x") == []
+    assert s.job_tasks("J") == [] and s.job_tasks("F") == [] and list(s.group("federated-job", "F")) == []
+    # what later tasks of its job read of the client stays; the elastic policy's task stays whole
+    (cl,) = s.job_clients("F", by_job_id=True)
+    assert (cl.task_id, cl.status, cl.node, cl.labels, cl.cpu) == \
+        ("cl", "CANCELLED", None, {"federated-role": "client", "data-site": "s", "federated-up-bytes": "7"}, 300)
+    assert "el" in s.tasks and "el" not in s.finished
+    restored = CellState.from_snapshot(json.loads(json.dumps(s.to_snapshot())))
+    assert restored.job_clients("F") == s.job_clients("F")
+    restored.check()
     f.task("g2", cpu=100, labels={"gang": "x", "gang-size": "2"})  # the gang starts again from none
     assert s.gang_members("x") == ["g2"]
     assert f.state.forgotten["j"] == ("CANCELLED", None)
     _job_task(f, "j", "J", {})                                     # still a duplicate
     assert s.job_tasks("J") == []
+    # the client goes with its tombstone (5 are kept)
+    f.status("big", "COMPLETED", at=29)
+    for i in range(5):
+        f.task(f"t{i}", cpu=10)
+        f.status(f"t{i}", "COMPLETED", at=30 + i)
+    assert "cl" not in s.forgotten and s.job_clients("F") == [] and not s.past_clients
+    s.check()
 
 
 ELASTIC = elastic_label(ElasticArgs(min_clients=1, max_clients=6, window=2, plateau=0.01), 32)
@@ -256,6 +268,8 @@ def _jobs_run(seed: int, *, forget: bool, restore_every: int = 0) -> tuple[list,
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_forgetting_job_members_changes_no_decision_of_their_jobs(seed):
+    """Array-job members, aggregators and clients are forgotten; the decisions that read
+    their jobs (the aggregator's traffic score, the elastic policy) stay the same."""
     kept, full, lean = _same_three_ways(_jobs_run, seed, restore_every=41)
     # the run did what it is for: members of every kind were placed and the rules read jobs
     # whose other members were forgotten by then
@@ -268,7 +282,11 @@ def test_forgetting_job_members_changes_no_decision_of_their_jobs(seed):
     assert len(s.tasks) + len(gone) == len(roles)
     assert {tid for tid in gone if roles.get(tid) is None}, "no array-job member was forgotten"
     assert {tid for tid in gone if roles.get(tid) == "aggregator"}, "no aggregator was forgotten"
-    assert not {tid for tid in gone if roles.get(tid) == "client"}, "a client was forgotten"
+    clients = {tid for tid in gone if roles.get(tid) == "client"}
+    assert clients, "no client was forgotten"
+    assert clients == {c.task_id for cs in s.past_clients.values() for c in cs}
+    assert not {tid for tid in gone if "elastic" in full.state.tasks[tid].task.labels}, \
+        "an elastic policy's task was forgotten"
 
 
 def test_a_snapshot_from_before_job_members_went_lists_its_finished_members_first():
@@ -280,11 +298,11 @@ def test_a_snapshot_from_before_job_members_went_lists_its_finished_members_firs
     _job_task(f, "cl", "J", {"federated-role": "client"})
     for i, tid in enumerate(("t1", "m2", "cl", "m1")):
         f.status(tid, "COMPLETED", at=10 + i)
-    assert list(f.state.finished) == ["t1", "m2", "m1"]
+    assert list(f.state.finished) == ["t1", "m2", "cl", "m1"]
     snap = json.loads(json.dumps(f.state.to_snapshot()))
     snap["finished"] = ["t1"]                                  # as written when job members were kept
     old = CellState.from_snapshot(snap)
-    assert list(old.finished) == ["m1", "m2", "t1"]            # they finished before it: first, by arrival
+    assert list(old.finished) == ["m1", "m2", "cl", "t1"]      # they finished before it: first, by arrival
     old.check()
     again = CellState.from_snapshot(json.loads(json.dumps(f.state.to_snapshot())))
     assert list(again.finished) == list(f.state.finished)      # a snapshot of this code: as it was
@@ -376,3 +394,16 @@ def test_tasks_kept_because_they_are_named_do_not_make_every_input_try_again(mon
     assert len(passes) - before == 10, len(passes) - before
     assert all(f"b{i}" in f.state.tasks for i in range(1, 21))
     assert sum(f"x{i}" in f.state.forgotten for i in range(20)) == 20
+
+
+def test_the_label_sets_of_forgotten_clients_stay_bounded_by_the_clients_kept():
+    f = Feed(strategy="bestfit", config={"seed": 1, "retention": {"finished_tasks": 0, "forgotten_ids": 10}})
+    f.node("a", cpu=64000)
+    for i in range(1200):                       # each client at a site of its own
+        _job_task(f, f"c{i}", "J", {"federated-role": "client", "data-site": f"s{i}"})
+        f.status(f"c{i}", "COMPLETED", at=10 + i)
+    s = f.state
+    s.check()
+    assert len(s.forgotten) <= 10 and len(s.job_clients("J")) == len(s.forgotten)
+    assert len(s._past_labels) <= 1024 + 1
+    assert [c.labels["data-site"] for c in s.job_clients("J")] == [f"s{i}" for i in range(1190, 1200)]
