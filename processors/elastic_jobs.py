@@ -39,7 +39,8 @@ from . import model as m
 from .elastic import ELASTIC_LABEL, ElasticArgs, ElasticDecision, decide, parse_label
 from .federated import DATA_SITE_LABEL
 from .qos import GOLD
-from .state import HOLDING, CellState, ClientView, TaskRecord
+from .forgotten_clients import ClientView
+from .state import HOLDING, CellState, TaskRecord
 
 
 @dataclass(frozen=True, slots=True)

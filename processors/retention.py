@@ -10,7 +10,7 @@ cell *forgets* its oldest finished tasks (``CellState.forget_finished``, after a
   reads it at every round), and nothing else in the state names it. A member of a job
   leaves its job's indexes, as a finished gang member leaves its gang's (the gang rule reads
   only waiting members). A federated client (``federated-role=client``) leaves what its
-  job's later tasks read of it (``state.PastClient``: its arrival number, id, last status,
+  job's later tasks read of it (``forgotten_clients.PastClient``: its arrival number, id, last status,
   data site and byte labels, CPU and memory ask: about 240 bytes against about 840 for
   the task, ``bench/history-growth-federated-clients.json``), for the aggregator's traffic
   score and the elastic policy, until its tombstone goes; (the queue, a preemption's grace, a closed batch window, a reservation's

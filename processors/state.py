@@ -36,7 +36,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from .elastic import ELASTIC_LABEL
-from .federated import CLIENT, CLIENT_LABELS_READ, job_of, role_of
+from .federated import CLIENT, job_of, role_of
+from .forgotten_clients import ClientView, PastClient
 from .model import GPU_MILLI, AccelAsk, AccelHeld, Node, Policy, Task
 from .model_cache import ModelCache
 from .profiler import Profiler
@@ -71,53 +72,6 @@ def _forgettable(task: Task) -> bool:
     leaves what later tasks of its job read of it (:class:`PastClient`); a finished gang
     member simply goes, since the gang rule reads only waiting members."""
     return job_of(task) is None or ELASTIC_LABEL not in (task.labels or {})
-
-
-@dataclass(frozen=True, slots=True)
-class PastClient:
-    """What a cell keeps of a federated client it forgot (``federated-role=client``): what
-    its job's later tasks read of a finished client. Its arrival number (clients are read in
-    arrival order), id, last status, whether its job came from ``Task.job_id`` (the elastic
-    policy reads only those) or from the ``job`` label, the labels of
-    ``federated.CLIENT_LABELS_READ`` it had, and its CPU and memory ask (the elastic policy
-    takes the first client's shape)."""
-    seq: int
-    task_id: str
-    status: str
-    by_job_id: bool
-    labels: dict[str, str]
-    cpu: int
-    mem: int
-
-    @classmethod
-    def of(cls, t: "TaskRecord", shared: dict[tuple, dict[str, str]]) -> "PastClient":
-        """``shared``: label sets already kept, so that the clients of a job, alike but for
-        their ids, hold one dict between them (callers never change it)."""
-        labels = t.task.labels or {}
-        kept = tuple((k, labels[k]) for k in CLIENT_LABELS_READ if k in labels)
-        return cls(t.seq, t.task.task_id, t.status, bool(t.task.job_id), shared.setdefault(kept, dict(kept)),
-                   t.task.request.cpu, t.task.request.mem)
-
-    def to_json(self) -> list:
-        return [self.seq, self.task_id, self.status, self.by_job_id, self.labels, self.cpu, self.mem]
-
-    @classmethod
-    def from_json(cls, d: list, shared: dict[tuple, dict[str, str]]) -> "PastClient":
-        seq, tid, status, by_job_id, labels, cpu, mem = d
-        kept = tuple(labels.items())
-        return cls(int(seq), tid, status, bool(by_job_id), shared.setdefault(kept, dict(kept)), int(cpu), int(mem))
-
-
-@dataclass(frozen=True, slots=True)
-class ClientView:
-    """A federated client of a job as the rules read it, remembered whole or forgotten."""
-    seq: int
-    task_id: str
-    status: str
-    node: Optional[str]          # the node it holds or last held (None once forgotten)
-    labels: dict[str, str]
-    cpu: int
-    mem: int
 
 
 # the groups of tasks the state indexes (CellState._group): a gang label, a job id, and a
