@@ -7,14 +7,15 @@ cell *forgets* its oldest finished tasks (``CellState.forget_finished``, after a
 
 * a task is forgotten only when it is finished (COMPLETED, FAILED, CANCELLED,
   UNSCHEDULABLE), does not carry a job's elastic policy (the ``elastic`` label: the policy
-  reads it at every round), and nothing else in the state names it. A member of a job
-  leaves its job's indexes, as a finished gang member leaves its gang's (the gang rule reads
-  only waiting members). A federated client (``federated-role=client``) leaves what its
-  job's later tasks read of it (``forgotten_clients.PastClient``: its arrival number, id, last status,
-  data site and byte labels, CPU and memory ask: about 240 bytes against about 840 for
-  the task, ``bench/history-growth-federated-clients.json``), for the aggregator's traffic
-  score and the elastic policy, until its tombstone goes; (the queue, a preemption's grace, a closed batch window, a reservation's
-  waiting or queued claimants);
+  reads it at every round), and nothing else in the state names it (the queue, a
+  preemption's grace, a closed batch window, a reservation's waiting or queued claimants);
+* a forgotten member of a job leaves its job's indexes, as a finished gang member leaves
+  its gang's (the gang rule reads only waiting members). A federated client
+  (``federated-role=client``) leaves what its job's later tasks read of it, for the
+  aggregator's traffic score and the elastic policy, until its tombstone goes
+  (``forgotten_clients.PastClient``: its arrival number, id, last status, data site and byte
+  labels, CPU and memory ask; about 240 bytes against about 840 for the task,
+  ``bench/history-growth-federated-clients.json``);
 * the oldest finished first, once more than ``finished_tasks`` are kept (in steps of an
   eighth of it, so the work is spread); the tasks a pass had to keep because something still
   named them count on top, so that the next pass waits for another eighth rather than
