@@ -41,8 +41,10 @@ Metric names (all prefixed ``suanli_``; base units; counters end in ``_total``):
 ``suanli_gpu_capacity{cell,model}``                        GPUs registered
 ``suanli_nodes{cell,status,health}``                       nodes by status and heartbeat health
 ``suanli_cell_tasks{cell,held}``                           tasks in the cell's memory: ``kept`` (their
-                                                           records) and ``forgotten`` (tombstones of
-                                                           finished tasks past the retention)
+                                                           records), ``forgotten`` (tombstones of
+                                                           finished tasks past the retention) and
+                                                           ``past_clients`` (forgotten federated
+                                                           clients a ``PastClient`` still stands for)
 ``suanli_snapshot_age_seconds{partition}``                 since the partition's state was last
                                                            snapshotted (or restored) by this process
 ``suanli_snapshot_write_seconds``                          histogram: time to write one snapshot
@@ -350,6 +352,7 @@ class SchedulerMetrics(WorkerMetrics):
                 fold_state(cell, state, queue, allocated, capacity, nodes)
                 tasks[(cell, "kept")] = float(len(state.tasks))
                 tasks[(cell, "forgotten")] = float(len(state.forgotten))
+                tasks[(cell, "past_clients")] = float(sum(len(cs) for cs in state.past_clients.values()))
         self._state = {"queue": queue, "allocated": allocated, "capacity": capacity, "nodes": nodes, "tasks": tasks}
 
     def _state_families(self) -> Iterator[Any]:
@@ -360,8 +363,10 @@ class SchedulerMetrics(WorkerMetrics):
                  ("capacity", "suanli_gpu_capacity", "GPUs registered, by cell and GPU model.", ["cell", "model"]),
                  ("nodes", "suanli_nodes", "Registered nodes, by cell, status and heartbeat health.",
                   ["cell", "status", "health"]),
-                 ("tasks", "suanli_cell_tasks", "Tasks in a cell's memory: kept (their records) and forgotten "
-                  "(tombstones of finished tasks past the policy's retention).", ["cell", "held"]))
+                 ("tasks", "suanli_cell_tasks", "Tasks in a cell's memory: kept (their records), forgotten "
+                  "(tombstones of finished tasks past the policy's retention) and past_clients (of those, "
+                  "federated clients whose job's later tasks still read what the cell kept of them).",
+                  ["cell", "held"]))
         for key, name, doc, labels in specs:
             family = GaugeMetricFamily(name, doc, labels=labels)
             for label_values, value in sorted(state.get(key, {}).items()):

@@ -147,6 +147,19 @@ def test_cell_tasks_counts_the_records_kept_and_the_tombstones_of_forgotten_ones
     assert len(state.forgotten) == 2 and len(state.tasks) == 2, (sorted(state.forgotten), sorted(state.tasks))
     assert value(m.registry, "suanli_cell_tasks", cell="c1", held="kept") == 2
     assert value(m.registry, "suanli_cell_tasks", cell="c1", held="forgotten") == 2
+    assert value(m.registry, "suanli_cell_tasks", cell="c1", held="past_clients") == 0
+    # a federated client's: its tombstone, and what its job's later tasks read of it
+    feed.send("TaskSubmitted", dict(task("k", "SILVER", cpu=1000, gpus=0), job_id="J",
+                                    labels={"federated-role": "client", "data-site": "s"}))
+    for tid in ("t4", "t5"):
+        feed.send("TaskSubmitted", task(tid, "SILVER", cpu=1000, gpus=0))
+    for tid in ("t3", "k", "t4", "t5"):         # finished beyond 1 kept + a batch of 1 go, k among them
+        feed.send("TaskStatusChanged", {"event_id": f"s-{tid}", "task_id": tid, "cell": "c1", "node_id": "n0",
+                                        "status": "COMPLETED", "at": 9, "exit_code": 0, "message": "", "usage": None})
+    m.refresh()
+    assert "k" in state.forgotten and [c.task_id for c in state.job_clients("J")] == ["k"]
+    assert value(m.registry, "suanli_cell_tasks", cell="c1", held="past_clients") == 1
+    assert value(m.registry, "suanli_cell_tasks", cell="c1", held="forgotten") == len(state.forgotten)
 
 
 def test_snapshot_age_and_consumer_lag(codec):
