@@ -236,9 +236,8 @@ def test_a_cell_that_forgets_survives_kills_and_still_refuses_its_forgotten_task
     the scheduler (each restore comes from a snapshot that carries tombstones), then every one
     of the first 150 tasks submitted again under a new event id. Half the tasks are members of
     jobs (a quarter of those federated clients), which a cell forgets like any other, keeping
-    of each client what its job's later tasks read. None is
-    placed twice, and the decisions are those of a crash-free replay and of a replay whose
-    cell forgets nothing."""
+    of each client what its job's later tasks read. None is placed twice, and the decisions
+    are those of a crash-free replay and of a replay whose cell forgets nothing."""
     from suanli.replay.driver import drive
 
     forget = {"retention": {"finished_tasks": 16, "forgotten_ids": 100_000}}
