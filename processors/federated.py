@@ -37,7 +37,7 @@ UP_BYTES_LABEL = "federated-up-bytes"          # float32 update one client uploa
 DOWN_BYTES_LABEL = "federated-down-bytes"      # global model one client downloads per round
 QUANTISATION_LABEL = "federated-quantisation"  # how the updates are encoded: none | float16 | int8
 # the labels of a client that rules read once it has finished (its job's later aggregators
-# and the elastic policy): all a cell keeps of a client it forgets (``forgotten_clients.PastClient``)
+# and the elastic policy): all a cell keeps of a client it forgets (``forgotten_clients.ClientView.forgotten``)
 CLIENT_LABELS_READ = (ROLE_LABEL, DATA_SITE_LABEL, UP_BYTES_LABEL, DOWN_BYTES_LABEL, QUANTISATION_LABEL)
 
 QUANTISATION_FACTORS: Mapping[str, float] = {"none": 1.0, "float32": 1.0, "float16": 2.0, "int8": 4.0}

@@ -13,8 +13,8 @@ cell *forgets* its oldest finished tasks (``CellState.forget_finished``, after a
   its gang's (the gang rule reads only waiting members). A federated client
   (``federated-role=client``) leaves what its job's later tasks read of it, for the
   aggregator's traffic score and the elastic policy, until its tombstone goes
-  (``forgotten_clients.PastClient``: its arrival number, id, last status, data site and byte
-  labels, CPU and memory ask; about 240 bytes against about 840 for the task,
+  (``forgotten_clients.ClientView.forgotten``: its arrival number, id, last status, data site and byte
+  labels, CPU and memory ask; about 250 bytes against about 840 for the task,
   ``bench/history-growth-federated-clients.json``);
 * the oldest finished first, once more than ``finished_tasks`` are kept (in steps of an
   eighth of it, so the work is spread); the tasks a pass had to keep because something still

@@ -37,7 +37,7 @@ import numpy as np
 
 from .elastic import ELASTIC_LABEL
 from .federated import CLIENT, job_of, role_of
-from .forgotten_clients import ClientView, PastClient
+from .forgotten_clients import ClientView
 from .model import GPU_MILLI, AccelAsk, AccelHeld, Node, Policy, Task
 from .model_cache import ModelCache
 from .profiler import Profiler
@@ -69,7 +69,7 @@ def _forgettable(task: Task) -> bool:
     """Whether the task may be forgotten once finished (``retention.py``): every task but the
     one carrying a job's elastic policy (the ``elastic`` label), which the policy reads at
     each round. A member of a job leaves its job's indexes; a forgotten federated client
-    leaves what later tasks of its job read of it (:class:`PastClient`); a finished gang
+    leaves what later tasks of its job read of it (``ClientView.forgotten``); a finished gang
     member simply goes, since the gang rule reads only waiting members."""
     return job_of(task) is None or ELASTIC_LABEL not in (task.labels or {})
 
@@ -249,10 +249,10 @@ class CellState:
         # tombstones: forgotten id -> (its last status, its node), oldest forgotten first
         self.forgotten: dict[str, tuple[str, Optional[str]]] = {}
         # job (``federated.job_of``) -> its forgotten clients, in arrival order: what the
-        # job's later tasks read of them (PastClient); each goes with its tombstone
-        self.past_clients: dict[str, list[PastClient]] = {}
+        # job's later tasks read of them (ClientView.forgotten); each goes with its tombstone
+        self.past_clients: dict[str, list[ClientView]] = {}
         self._past_job: dict[str, str] = {}          # forgotten client -> its job (kept with past_clients)
-        self._past_labels: dict[tuple, dict[str, str]] = {}   # PastClient.of's shared label sets
+        self._past_labels: dict[tuple, dict[str, str]] = {}   # ClientView.forgotten's shared label sets
         # finished tasks the last pass had to keep beyond the retention (still named by the
         # queue, a grace, a batch window or a token): the next pass waits for a batch more
         # than these, so that many pinned tasks do not make every input try again
@@ -403,12 +403,9 @@ class CellState:
         """The federated clients (``federated-role=client``) of ``job`` (``federated.job_of``),
         remembered or forgotten, in arrival order. ``by_job_id``: only those whose
         ``Task.job_id`` names the job (as :meth:`job_tasks`), not the ``job`` label alone."""
-        kept = [ClientView(t.seq, t.task.task_id, t.status, t.node, t.task.labels, t.task.request.cpu,
-                           t.task.request.mem)
-                for t in (self.job_tasks(job) if by_job_id else (self.tasks[tid] for tid in self.group("federated-job", job)))
-                if role_of(t.task) == CLIENT]
-        past = [ClientView(c.seq, c.task_id, c.status, None, c.labels, c.cpu, c.mem)
-                for c in self.past_clients.get(job, ()) if c.by_job_id or not by_job_id]
+        records = self.job_tasks(job) if by_job_id else [self.tasks[tid] for tid in self.group("federated-job", job)]
+        kept = [ClientView.of(t) for t in records if role_of(t.task) == CLIENT]
+        past = [c for c in self.past_clients.get(job, ()) if c.by_job_id or not by_job_id]
         if not past:
             return kept
         return sorted(kept + past, key=lambda c: c.seq)
@@ -599,7 +596,7 @@ class CellState:
             job = job_of(t.task)
             if job is not None and role_of(t.task) == CLIENT:
                 past = self.past_clients.setdefault(job, [])
-                bisect.insort(past, PastClient.of(t, self._past_labels), key=lambda c: c.seq)
+                bisect.insort(past, ClientView.forgotten(t, self._past_labels), key=lambda c: c.seq)
                 self._past_job[tid] = job
         if gone:
             self._arrivals = None        # built again, from the tasks kept, when next asked for
@@ -1042,7 +1039,7 @@ class CellState:
         s.prewarm = json.loads(json.dumps(snap.get("prewarm") or {}))
         s.profiler = Profiler.from_json(snap["profiler"]) if snap.get("profiler") is not None else None
         s.elastic = json.loads(json.dumps(snap.get("elastic") or {}))
-        s.past_clients = {job: [PastClient.from_json(c, s._past_labels) for c in cs]
+        s.past_clients = {job: [ClientView.from_json(c, s._past_labels) for c in cs]
                           for job, cs in (snap.get("past_clients") or {}).items()}
         s._past_job = {c.task_id: job for job, cs in s.past_clients.items() for c in cs}
         s._restore_forgetting(snap)

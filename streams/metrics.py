@@ -44,7 +44,7 @@ Metric names (all prefixed ``suanli_``; base units; counters end in ``_total``):
                                                            records), ``forgotten`` (tombstones of
                                                            finished tasks past the retention) and
                                                            ``past_clients`` (forgotten federated
-                                                           clients a ``PastClient`` still stands for)
+                                                           clients whose ``ClientView`` it keeps)
 ``suanli_snapshot_age_seconds{partition}``                 since the partition's state was last
                                                            snapshotted (or restored) by this process
 ``suanli_snapshot_write_seconds``                          histogram: time to write one snapshot

@@ -34,7 +34,7 @@ aggregator where a round's traffic is cheapest (``processors/federated.py`` hold
 
 A job's clients, in arrival order, come from ``CellState.job_clients``: those the cell
 remembers from its ``federated-job`` group index, which every arrival keeps up, and those it
-forgot from what it kept of them (``forgotten_clients.PastClient``: their data site and byte labels).
+forgot from what it kept of them (``forgotten_clients.ClientView.forgotten``: their data site and byte labels).
 Scoring an aggregator costs its job's size, not the cell's history.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from suanli.processors.forgotten_clients import PastClient
+from suanli.processors.forgotten_clients import ClientView
 from suanli.processors.model import Request, Task
 from suanli.processors.state import TaskRecord
 
@@ -18,10 +18,10 @@ def _record(tid: str, seq: int, labels: dict, job_id: str | None = "J") -> TaskR
 def test_a_past_client_keeps_only_what_the_rules_read_and_shares_its_labels():
     shared: dict = {}
     labels = {"federated-role": "client", "data-site": "s1", "federated-up-bytes": "9", "team": "x"}
-    a = PastClient.of(_record("a", 3, labels), shared)
-    b = PastClient.of(_record("b", 4, dict(labels), job_id=None), shared)
+    a = ClientView.forgotten(_record("a", 3, labels), shared)
+    b = ClientView.forgotten(_record("b", 4, dict(labels), job_id=None), shared)
     assert (a.seq, a.task_id, a.status, a.by_job_id, a.cpu, a.mem) == (3, "a", "COMPLETED", True, 250, 512)
     assert a.labels == {"federated-role": "client", "data-site": "s1", "federated-up-bytes": "9"}
     assert a.labels is b.labels and not b.by_job_id
-    again = PastClient.from_json(json.loads(json.dumps(a.to_json())), {})
+    again = ClientView.from_json(json.loads(json.dumps(a.to_json())), {})
     assert again == a
