@@ -13,6 +13,7 @@ from aiokafka.errors import KafkaError
 
 from suanli.api.models import LogPosition
 from suanli.errors import EncodeError, RegistryError, UnavailableError, ValidationError
+from suanli.streams.intake import lane_headers
 from suanli.streams.kafka_io import EventProducer
 from suanli.streams.topics import raw_route
 
@@ -33,7 +34,7 @@ class KafkaSink:
         except RegistryError as exc:
             raise UnavailableError(f"schema registry: {exc}") from None
         try:
-            metadata = await (await self.producer.send_raw(topic, value, key))
+            metadata = await (await self.producer.send_raw(topic, value, key, lane_headers(kind, payload)))
         except KafkaError as exc:
             raise UnavailableError(f"Kafka refused the write: {exc}") from None
         return LogPosition(topic=topic, partition=metadata.partition, offset=metadata.offset)

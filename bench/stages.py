@@ -23,7 +23,8 @@ system itself records (no processor reads a clock for this; the workers are unch
 ``cell``
     CreateTime of intake's forwarded record on ``<ns>.cells``: intake's producer's clock when
     it appended the record, after fetching the raw record, waiting for its micro-batch
-    (``take_events``, up to ``BATCH_WITHIN`` = 20 ms) and triaging it. raw -> cell log is the
+    (``take_events``: 2 ms after a quiet batch, 20 ms after a busy one, ``streams/batch_wait.py``)
+    and triaging it. raw -> cell log is the
     driver's linger + produce + broker + intake's fetch, micro-batch and triage; intake's
     produce request (sent at once, without its linger: ``streams/send_now.py``) falls into
     cell log -> decisions topic.

@@ -1,5 +1,5 @@
-"""How long the scheduler's next micro-batch waits to fill: short when the cell log is quiet,
-long when it is busy.
+"""How long a worker's next micro-batch waits to fill: short when its input is quiet, long
+when it is busy. The scheduler (on the cell log) and intake (on the raw topics) use it.
 
 Faust's ``take_events(max_, within)`` waits the whole ``within`` for a batch that is not full,
 so every input waits up to ``within`` before it is decided. A short wait (2 ms) answers a
@@ -14,9 +14,10 @@ stream's ``wait_for_stopped``, the call ``take_events`` waits in (faust-streamin
 ``self.wait_for_stopped(buffer_full, timeout=timeout)``), and replaces the timeout only when
 it is :data:`MARKER`, the ``within`` the agent passes; any other caller's wait is unchanged.
 
-**An urgent task ends the wait.** A record intake marked urgent (``records.URGENT_HEADER``:
-a task labelled ``scheduling: urgent``, issue 14's millisecond tier) should not wait for a
-batch to fill. The wrapper keeps the ``buffer_full`` event ``take_events`` waits on, and a
+**An urgent task ends the wait.** A record marked urgent (``records.URGENT_HEADER``: a task
+labelled ``scheduling: urgent``, issue 14's millisecond tier; producers mark it on the raw
+topic and intake on the cell log, ``intake.lane_headers``) should not wait for a batch to
+fill. The wrapper keeps the ``buffer_full`` event ``take_events`` waits on, and a
 stream processor added after ``take_events``' own (which puts the record in the batch) sets
 it when the record's headers say urgent: the batch that holds the urgent task starts at
 once, whichever wait was running. Batch boundaries never change decisions (the core decides

@@ -8,7 +8,7 @@ The topics it produces to are the ``TopicNames`` it is given; it imports no Kafk
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from suanli.errors import DecodeError
 from suanli.processors.model import CELL_INPUT_KINDS
@@ -18,10 +18,21 @@ from suanli.schemas.models import validate_event
 from suanli.streams.records import URGENT_HEADER, OutRecord, RawRecord
 from suanli.streams.topics import TopicNames
 
-__all__ = ["OWNED_ELSEWHERE", "dead_letter", "ticks", "triage"]
+__all__ = ["OWNED_ELSEWHERE", "dead_letter", "lane_headers", "ticks", "triage"]
 
 # kinds on the raw topics that another worker decodes, validates and dead-letters
 OWNED_ELSEWHERE = frozenset({"NodeMetrics"})       # streams/telemetry_app.py
+
+
+def lane_headers(kind: str, payload: Mapping[str, Any]) -> tuple[tuple[str, bytes], ...]:
+    """The Kafka headers a record of ``kind`` with ``payload`` carries: ``URGENT_HEADER`` for
+    a task labelled ``scheduling: urgent``, none otherwise.
+
+    Producers put it on the raw record, so intake's micro-batch wait ends as soon as the
+    record arrives; intake puts it on the cell-log record, for the scheduler's
+    (``streams/batch_wait.py``). It only ever shortens a wait: intake reads urgency from the
+    payload, never from a raw record's headers, and no decision reads headers."""
+    return (URGENT_HEADER,) if kind == "TaskSubmitted" and lane_of(payload.get("labels")) == URGENT else ()
 
 
 def dead_letter(codec: Codec, record: RawRecord, topics: TopicNames, error_kind: str, reason: str,
@@ -86,11 +97,8 @@ def triage(codec: Codec, record: RawRecord, topics: TopicNames) -> list[OutRecor
     if kind in CELL_INPUT_KINDS:
         if not payload.get("cell"):          # a link measured outside any cell: nothing to schedule
             return []
-        # an urgent task's record says so in a header: the scheduler then ends its micro-batch
-        # wait as soon as the record arrives (streams/batch_wait.py)
-        urgent = kind == "TaskSubmitted" and lane_of(payload.get("labels")) == URGENT
         return [OutRecord(topics.cell_log, payload["cell"].encode(), bytes(record.value),
-                          (URGENT_HEADER,) if urgent else ())]
+                          lane_headers(kind, payload))]
     if kind == "DispatchAck":
         if not payload.get("cell"):
             return [dead_letter(codec, record, topics, "INVALID", "invalid DispatchAck: cell: must name the task's cell")]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -16,6 +16,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from suanli.errors import DecodeError, StackError
 from suanli.schemas.codec import Codec
+from suanli.streams.intake import lane_headers
 from suanli.streams.kafka_security import KafkaSecurity, client_options
 from suanli.streams.records import RawRecord
 from suanli.streams.topics import TopicSpec, raw_route
@@ -71,14 +72,16 @@ class EventProducer:
         await self._producer.stop()
 
     async def send(self, topic: str, kind: str, payload: dict[str, Any], key: str | bytes | None) -> asyncio.Future:
-        """Queue one event; returns a future resolved with its RecordMetadata when stored."""
+        """Queue one event; returns a future resolved with its RecordMetadata when stored. An
+        urgent task carries ``records.URGENT_HEADER`` (``intake.lane_headers``)."""
         value = self.codec.encode(kind, payload)
-        return await self.send_raw(topic, value, key)
+        return await self.send_raw(topic, value, key, lane_headers(kind, payload))
 
-    async def send_raw(self, topic: str, value: bytes | None, key: str | bytes | None) -> asyncio.Future:
+    async def send_raw(self, topic: str, value: bytes | None, key: str | bytes | None,
+                       headers: Sequence[tuple[str, bytes]] = ()) -> asyncio.Future:
         """Queue already-encoded bytes (used to forward records verbatim)."""
         key_bytes = key.encode() if isinstance(key, str) else key
-        return await self._producer.send(topic, value, key=key_bytes)
+        return await self._producer.send(topic, value, key=key_bytes, headers=list(headers) or None)
 
     async def publish(self, kind: str, payload: dict[str, Any]) -> asyncio.Future:
         """Send a producer-side event to its raw topic in this producer's namespace."""

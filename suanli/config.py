@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     partitions: int = Field(4, ge=1, description="Partitions of the cell log and raw topics when Suanli creates them.")
     tick_ms: int = Field(1000, ge=10, description="Period of the CellTick the intake worker writes into each cell log "
                                                   "it has seen: the scheduler's clock advances at least this often.")
+    fetch_max_wait_ms: int = Field(20, ge=1, le=10_000,
+                                   description="How long a worker's fetch may wait at the broker for new records, ms "
+                                               "(Faust's own fixed value is 1500). Records of a busy partition can "
+                                               "wait this long behind a fetch for idle ones (streams/fetch_wait.py); "
+                                               "an idle worker asks the broker once per this.")
     prometheus_port: int = Field(19090, ge=1, le=65535,
                                  description="Port of the Prometheus that `suanli prometheus up` runs (loopback).")
     node_exporter_port: int = Field(19100, ge=1, le=65535,

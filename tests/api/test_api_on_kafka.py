@@ -65,6 +65,24 @@ def test_rest_submission_is_a_task_submitted_on_the_raw_topic(api):
     assert record.value == reencoded and record.value[0] == 0
 
 
+def test_an_urgent_submission_carries_the_lane_header_on_the_raw_topic(api):
+    """Intake ends its micro-batch wait for a raw record with the header (streams/batch_wait.py);
+    a normal task's record has none."""
+    from suanli.streams.records import URGENT_HEADER, is_urgent
+
+    with api.client("alpha") as http:
+        positions = {lane: http.post("/v1/tasks", json={"id": f"{lane}-{uuid.uuid4().hex[:8]}", "cell": "c1",
+                                                        "resources": {"cpu": 1, "memory": "1Gi"},
+                                                        "labels": {"scheduling": lane}})
+                     for lane in ("urgent", "batch")}
+    for lane, r in positions.items():
+        assert r.status_code == 202, r.text
+        record, kind, payload, _ = _record(api, r.json()["position"])
+        assert kind == "TaskSubmitted" and payload["labels"]["scheduling"] == lane
+        assert is_urgent(record.headers) == (lane == "urgent"), record.headers
+        assert list(record.headers) == ([URGENT_HEADER] if lane == "urgent" else [])
+
+
 def test_malformed_submissions_are_4xx_naming_the_field_and_reach_no_topic(api):
     before = _raw_ends(api)
     bad = [({"resources": {"cpu": 1, "memory": "1Gi", "gpu": -1}}, 422, "resources.gpu"),

@@ -91,6 +91,18 @@ def test_an_urgent_task_is_forwarded_verbatim_with_the_urgent_header_and_others_
         assert out.headers == () and out.kafka_headers() is None and not is_urgent(out.kafka_headers())
 
 
+def test_lane_headers_mark_only_urgent_task_submissions():
+    from suanli.streams.intake import lane_headers
+    from suanli.streams.records import URGENT_HEADER
+
+    assert lane_headers("TaskSubmitted", task(labels={"scheduling": "urgent"})) == (URGENT_HEADER,)
+    for labels in ({}, {"scheduling": "batch"}, {"scheduling": "normal"}, {"urgent": "scheduling"}):
+        assert lane_headers("TaskSubmitted", task(labels=labels)) == ()
+    assert lane_headers("TaskSubmitted", {**task(), "labels": None}) == ()
+    # only a submission is ever urgent, whatever another event's payload holds
+    assert lane_headers("TaskCancelled", {"task_id": "t", "labels": {"scheduling": "urgent"}}) == ()
+
+
 def test_a_refused_dispatch_fails_the_task(codec):
     [out] = triage(codec, RawRecord(TOPICS.raw_status, 0, 1, 1, b"t0", codec.encode("DispatchAck", ack(False))), TOPICS)
     kind, payload = codec.decode(out.value)
