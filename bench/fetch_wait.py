@@ -2,13 +2,23 @@
 (``streams/fetch_wait.py``), on the running stack.
 
     python -m suanli.bench.fetch_wait [--runs 3] [--nodes 5000] [--tasks 3000] [--rate 100] [--json out.json]
+    python -m suanli.bench.fetch_wait --bare [--records 300] [--json out.json]
+
+``--bare`` shows the mechanism on one aiokafka consumer and nothing else: a fresh topic of 4
+partitions, a record every 10 ms into partition 0 only, and a consumer of all 4 that takes
+each fetched batch and then works :data:`BARE_WORK_S` on it (longer than aiokafka's 0.1 s
+prefetch backoff, as a busy worker or read model does). The figure per record is the wall
+clock when ``getmany`` handed it over minus its CreateTime, for each fetch wait of
+:data:`BARE_WAITS_MS` (aiokafka's default 500, Faust's 1,500, the setting's default 20),
+alternating.
 
 Each run is a phase of ``bench/e2e.py``: a fresh plane (intake, scheduler, telemetry, the
 simulated connector) on a fresh namespace, ``--nodes`` synthetic nodes, ``--tasks`` tasks
 offered at ``--rate`` per second (100, the low-load phase, with the stage breakdown of
 ``bench/stages.py``; 0, the max phase: as fast as the driver can, placements/s). The two
 arms alternate, ``faust`` first, so the machine's drift touches them alike; only the
-workers' ``fetch_max_wait_ms`` differs (1500, the value Faust fixes, or the default).
+setting ``fetch_max_wait_ms`` differs (1500, the value Faust fixes, or the default), which
+only the workers read.
 
 Figures per run: placements/s, the submit -> placed latency (p50 / p95 / p99, ms, after the
 warm-up) and, at a set rate, each stage's p50 / p99 and the scheduler's micro-batches (count
@@ -29,6 +39,9 @@ from typing import Any, Mapping
 from suanli.bench import save
 
 ARMS = {"faust": 1500, "default": None}          # None: the setting's default
+BARE_WAITS_MS = (500, 1500, 20)
+BARE_WORK_S = 0.15
+BARE_PERIOD_S = 0.01
 LOW_RATE = 100.0
 BEHIND_MS = 500                                  # a scheduler stage p50 over this: the ~1 s batches
 
@@ -85,16 +98,82 @@ def run(runs: int = 3, nodes: int = 5000, tasks: int = 3000, rate: float = LOW_R
     return {"nodes": nodes, "tasks": tasks, "rate": rate, "runs": got, "summary": summarise(got)}
 
 
+async def bare_latencies(bootstrap: str, wait_ms: int, records: int) -> list[float]:
+    """Latencies (ms) of ``records`` records through one consumer fetching with ``wait_ms``
+    (see the module docstring's ``--bare``)."""
+    import asyncio
+    import time
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    from suanli.streams.kafka_io import ensure_topics
+    from suanli.streams.kafka_security import client_options
+    from suanli.streams.topics import TopicSpec
+
+    topic = f"bench.fetchwait.{uuid.uuid4().hex[:10]}"
+    await ensure_topics(bootstrap, [TopicSpec(topic, 4)])
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0, **client_options(bootstrap))
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="earliest", fetch_max_wait_ms=wait_ms, **client_options(bootstrap))
+    await producer.start()
+    await consumer.start()
+    latencies: list[float] = []
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(4)])
+
+        async def produce() -> None:
+            for _ in range(records):
+                await producer.send(topic, b"x" * 200, partition=0)
+                await asyncio.sleep(BARE_PERIOD_S)
+
+        writer = asyncio.create_task(produce())
+        while len(latencies) < records:
+            fetched = await consumer.getmany(timeout_ms=2000)
+            now = time.time() * 1000
+            got = [now - r.timestamp for rs in fetched.values() for r in rs]
+            latencies += got
+            if got:
+                await asyncio.sleep(BARE_WORK_S)          # the batch's work: no fetch is taken meanwhile
+        await writer
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return latencies
+
+
+def run_bare(records: int = 300) -> dict[str, Any]:
+    import asyncio
+
+    from suanli.bench.stages import percentile
+    from suanli.config import load_settings
+
+    bootstrap = load_settings().bootstrap_servers
+    out: dict[str, Any] = {}
+    for wait in BARE_WAITS_MS:
+        got = asyncio.run(bare_latencies(bootstrap, wait, records))
+        out[str(wait)] = {"count": len(got), **{f"p{p}": round(percentile(got, p), 1) for p in (50, 90, 99)},
+                          "max": round(max(got), 1)}
+        print(f"fetch wait {wait:>5} ms: {out[str(wait)]}", file=sys.stderr)
+    return {"records": records, "period_s": BARE_PERIOD_S, "work_s": BARE_WORK_S, "ms_by_fetch_wait": out}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m suanli.bench.fetch_wait", description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3, help="rounds of the two arms")
     ap.add_argument("--nodes", type=int, default=5000, help="synthetic nodes")
     ap.add_argument("--tasks", type=int, default=3000, help="tasks per run")
     ap.add_argument("--rate", type=float, default=LOW_RATE, help="submissions/s offered; 0: as fast as possible")
+    ap.add_argument("--bare", action="store_true", help="one bare consumer per fetch wait (see above)")
+    ap.add_argument("--records", type=int, default=300, help="--bare: records per fetch wait")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args(argv)
     if args.rate < 0:
         ap.error("--rate must be >= 0")
+    if args.bare:
+        figures = run_bare(args.records)
+        print(json.dumps(figures, indent=1))
+        save(args.json, figures)
+        return 0
     figures = run(args.runs, args.nodes, args.tasks, args.rate)
     print(json.dumps(figures["summary"], indent=1))
     save(args.json, figures)

@@ -21,6 +21,11 @@ mostly idle. ``bench/e2e.py``'s phase at 100 submissions/s showed it as a p50 of
 A short wait bounds that. The price is an idle worker asking the broker once per wait
 instead of once per 1.5 s: about 50 small requests a second a worker at 20 ms.
 
+The same holds for any aiokafka consumer of idle and busy partitions, at aiokafka's own
+default of 500 ms (``python -m suanli.bench.fetch_wait --bare`` shows it on one bare
+consumer). The API's read model and the connectors keep that default: giving them 20 ms too
+measured worse at 450 submissions/s (BENCHMARKS.md).
+
 :func:`set_fetch_wait` installs it on an app by giving it a transport whose consumer sets
 the wait after Faust builds it (aiokafka reads ``_fetch_max_wait_ms`` when the consumer
 starts its fetcher). It must run before anything asks the app for its transport.

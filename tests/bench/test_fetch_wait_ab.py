@@ -37,3 +37,12 @@ def test_both_arms_place_every_task_with_their_own_wait(stack):
         assert arm["stages"]["submit -> read model (whole)"]["p50"] is not None
         assert arm["scheduler_batches"]["count"] >= 1
     assert figures["summary"]["faust"]["runs"] == figures["summary"]["default"]["runs"] == 1
+
+
+@pytest.mark.stack
+def test_the_bare_consumer_reads_every_record_at_each_wait(stack):
+    figures = fetch_wait.run_bare(records=15)
+    assert list(figures["ms_by_fetch_wait"]) == [str(w) for w in fetch_wait.BARE_WAITS_MS]
+    for wait, ms in figures["ms_by_fetch_wait"].items():
+        assert ms["count"] == 15, wait
+        assert 0 <= ms["p50"] <= ms["p90"] <= ms["p99"] <= ms["max"], (wait, ms)

@@ -68,3 +68,4 @@ def test_the_started_worker_consumer_fetches_with_the_settings_wait(stack, tmp_p
     assert asyncio.run(_started_fetch_wait(stack, tmp_path / "b", 35)) == 35
     # without it, Faust's fixed wait: what the module replaces
     assert asyncio.run(_started_fetch_wait(stack, tmp_path / "c", None)) == FAUST_FETCH_MAX_WAIT_MS
+
