@@ -19,7 +19,9 @@ mostly idle. ``bench/e2e.py``'s phase at 100 submissions/s showed it as a p50 of
 ~25 ms or ~1,000 ms from one run to the next (``python -m suanli.bench.fetch_wait``).
 
 A short wait bounds that. The price is an idle worker asking the broker once per wait
-instead of once per 1.5 s: about 50 small requests a second a worker at 20 ms.
+instead of once per 1.5 s (about 50 small requests a second a worker at 20 ms), and a
+saturated one making more, smaller fetches: 3-7 % fewer placements/s in the E2E max phase
+(BENCHMARKS.md, "What the short wait costs at full load").
 
 The same holds for any aiokafka consumer of idle and busy partitions, at aiokafka's own
 default of 500 ms (``python -m suanli.bench.fetch_wait --bare`` shows it on one bare
