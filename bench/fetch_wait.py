@@ -37,9 +37,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from suanli.bench import save
+from suanli.streams.fetch_wait import FAUST_FETCH_MAX_WAIT_MS
 
-ARMS = {"faust": 1500, "default": None}          # None: the setting's default
-BARE_WAITS_MS = (500, 1500, 20)
+AIOKAFKA_FETCH_MAX_WAIT_MS = 500                 # aiokafka's own default
+ARMS = {"faust": FAUST_FETCH_MAX_WAIT_MS, "default": None}          # None: the setting's default
+BARE_WAITS_MS = (AIOKAFKA_FETCH_MAX_WAIT_MS, FAUST_FETCH_MAX_WAIT_MS, 20)
 BARE_WORK_S = 0.15
 BARE_PERIOD_S = 0.01
 LOW_RATE = 100.0
