@@ -146,15 +146,14 @@ async def bare_latencies(bootstrap: str, wait_ms: int, records: int) -> list[flo
 def run_bare(records: int = 300) -> dict[str, Any]:
     import asyncio
 
-    from suanli.bench.stages import percentile
+    from suanli.bench.stages import spread
     from suanli.config import load_settings
 
     bootstrap = load_settings().bootstrap_servers
     out: dict[str, Any] = {}
     for wait in BARE_WAITS_MS:
         got = asyncio.run(bare_latencies(bootstrap, wait, records))
-        out[str(wait)] = {"count": len(got), **{f"p{p}": round(percentile(got, p), 1) for p in (50, 90, 99)},
-                          "max": round(max(got), 1)}
+        out[str(wait)] = spread(got, 1)
         print(f"fetch wait {wait:>5} ms: {out[str(wait)]}", file=sys.stderr)
     return {"records": records, "period_s": BARE_PERIOD_S, "work_s": BARE_WORK_S, "ms_by_fetch_wait": out}
 
@@ -171,13 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.rate < 0:
         ap.error("--rate must be >= 0")
-    if args.bare:
-        figures = run_bare(args.records)
-        print(json.dumps(figures, indent=1))
-        save(args.json, figures)
-        return 0
-    figures = run(args.runs, args.nodes, args.tasks, args.rate)
-    print(json.dumps(figures["summary"], indent=1))
+    figures = run_bare(args.records) if args.bare else run(args.runs, args.nodes, args.tasks, args.rate)
+    print(json.dumps(figures if args.bare else figures["summary"], indent=1))
     save(args.json, figures)
     return 0
 

@@ -27,7 +27,7 @@ import uuid
 from typing import Any
 
 from suanli.bench import save
-from suanli.bench.stages import percentile
+from suanli.bench.stages import percentile, spread
 
 WAYS = ("linger 0", "linger 2", "linger 2 + send_now")
 
@@ -80,8 +80,7 @@ def run(bootstrap: str, records: int = 400, rate: float = 20.0, runs: int = 2) -
             pooled[way] += got
             print(f"run {r + 1} {way:>20}: p50 {percentile(got, 50):.2f} p99 {percentile(got, 99):.2f} ms",
                   file=sys.stderr)
-    summary = {w: {"count": len(v), **{f"p{p}": round(percentile(v, p), 2) for p in (50, 90, 99)},
-                   "max": round(max(v), 2)} for w, v in pooled.items()}
+    summary = {w: spread(v, 2) for w, v in pooled.items()}
     return {"records_per_way_and_run": records, "rate": rate, "runs": runs, "ms": summary}
 
 

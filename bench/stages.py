@@ -100,6 +100,13 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[k]
 
 
+def spread(values: list[float], digits: int) -> dict[str, float]:
+    """``count``, ``p50``, ``p90``, ``p99`` (:func:`percentile`) and ``max`` of ``values``,
+    rounded to ``digits``: the latency summary of the single-consumer benches."""
+    return {"count": len(values), **{f"p{p}": round(percentile(values, p), digits) for p in (50, 90, 99)},
+            "max": round(max(values), digits)}
+
+
 # --------------------------------------------------------------------------- joining the records
 @dataclass(frozen=True)
 class Stamped:
