@@ -27,6 +27,8 @@ from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer
 from suanli.streams.topics import TopicNames
 
+from plane_helpers import read_topic
+
 pytestmark = pytest.mark.stack
 
 
@@ -52,16 +54,10 @@ def namespace(connect_stack):
     connect.unregister(settings, drop_schema=True)
 
 
-async def _read(settings, topic: str) -> list:
-    with RegistryClient(settings.registry_url) as registry:
-        async with EventConsumer(settings.bootstrap_servers, Codec(registry), [topic]) as consumer:
-            return await consumer.read_until_end()
-
-
 def _decisions(settings) -> dict[str, tuple]:
     """Distinct decisions in the topic: event id -> (kind, {(partition, offset) of each copy})."""
     out: dict[str, tuple] = {}
-    for r in asyncio.run(_read(settings, TopicNames(settings.namespace).decisions)):
+    for r in asyncio.run(read_topic(settings, TopicNames(settings.namespace).decisions)):
         if r.kind in TASK_DECISION_KINDS:
             out.setdefault(r.payload["event_id"], (r.kind, set()))[1].add((r.partition, r.offset))
     return out
@@ -198,7 +194,7 @@ def test_source_inventory_row_becomes_a_node_and_a_task_lands_on_it(namespace, t
     finally:
         plane.stop()
     assert result["capacity_violations"] == 0
-    records = asyncio.run(_read(namespace, TopicNames(namespace.namespace).decisions))
+    records = asyncio.run(read_topic(namespace, TopicNames(namespace.namespace).decisions))
     placed = [r.payload for r in records if r.kind == "TaskPlaced" and r.payload["node_id"] == node_id]
     assert placed, f"no task landed on {node_id}"
     assert seen["task"] in {p["task_id"] for p in placed}

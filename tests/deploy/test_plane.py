@@ -26,9 +26,10 @@ from suanli.replay.log_replay import REPLAY_NAMESPACE, decided_prefix, describe,
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner
-from suanli.streams.kafka_io import EventConsumer
 from suanli.streams.records import RawRecord
 from suanli.streams.topics import TopicNames
+
+from plane_helpers import publish_policy_in_force, read_topic
 
 pytestmark = pytest.mark.stack
 
@@ -45,12 +46,6 @@ def _run(plane: Plane) -> dict:
         return asyncio.run(plane.run())
     finally:
         plane.stop()
-
-
-async def _read(settings, topic: str) -> list:
-    with RegistryClient(settings.registry_url) as registry:
-        async with EventConsumer(settings.bootstrap_servers, Codec(registry), [topic]) as consumer:
-            return await consumer.read_until_end()
 
 
 def test_thousand_openb_tasks_on_the_full_cluster(stack):
@@ -97,7 +92,7 @@ def test_bad_input_is_dead_lettered_and_valid_input_scheduled(stack):
     assert result["dead_lettered"] == 1000, result
     assert result["placed"] + result["pending"] + result["unschedulable"] == 1000
     assert result["capacity_violations"] == 0
-    letters = asyncio.run(_read(plane.s, f"{plane.s.namespace}.deadletter"))
+    letters = asyncio.run(read_topic(plane.s, f"{plane.s.namespace}.deadletter"))
     kinds = {}
     for letter in letters:
         kinds[letter.payload["error_kind"]] = kinds.get(letter.payload["error_kind"], 0) + 1
@@ -127,7 +122,7 @@ def test_bad_policy_is_dead_lettered_with_its_reason_and_never_crashes_the_sched
     assert result["worker_restarts"] == {}
     assert result["dead_lettered"] == len(bad), result
     assert result["placed"] == 200 and result["capacity_violations"] == 0
-    letters = asyncio.run(_read(plane.s, f"{plane.s.namespace}.deadletter"))
+    letters = asyncio.run(read_topic(plane.s, f"{plane.s.namespace}.deadletter"))
     reasons = sorted(letter.payload["reason"] for letter in letters)
     assert all(letter.payload["error_kind"] == "INVALID" and letter.payload["value"] for letter in letters)
     for _strategy, _config, named in bad:
@@ -169,7 +164,7 @@ def test_two_scheduler_workers_survive_a_kill_of_the_deciding_one(stack):
     assert result["worker_restarts"].get(taken["killed"]) == 1, result["worker_restarts"]
     assert result["submitted"] == 2000 and result["placed"] + result["pending"] + result["unschedulable"] == 2000
     assert result["capacity_violations"] == 0, result["violations"]
-    decisions = asyncio.run(_read(plane.s, f"{plane.s.namespace}.decisions"))
+    decisions = asyncio.run(read_topic(plane.s, f"{plane.s.namespace}.decisions"))
     placed: dict[str, set] = {}
     for d in decisions:
         if d.kind == "TaskPlaced":
@@ -202,8 +197,8 @@ def test_scheduler_survives_sigkill_without_lost_or_duplicated_placements(stack)
     assert result["capacity_violations"] == 0, result["violations"]
 
     settings = plane.s
-    cell_log = asyncio.run(_read(settings, f"{settings.namespace}.cells"))
-    decisions = asyncio.run(_read(settings, f"{settings.namespace}.decisions"))
+    cell_log = asyncio.run(read_topic(settings, f"{settings.namespace}.cells"))
+    decisions = asyncio.run(read_topic(settings, f"{settings.namespace}.decisions"))
     recorded, placements = _distinct_decisions(decisions)
     # The connector is stopped first and reports its running tasks FAILED; those inputs may
     # reach the cell log after the scheduler stopped. Compare what the scheduler had read:
@@ -246,8 +241,9 @@ def test_a_cell_that_forgets_survives_kills_and_still_refuses_its_forgotten_task
     restored, stop = threading.Event(), threading.Event()
 
     async def workload(publish, send_raw, tasks, names):
-        await publish("PolicyChanged", {"event_id": "forgetful", "cell": tasks[0]["cell"], "strategy": "default",
-                                        "config_json": json.dumps(forget), "changed_by": "test", "at": 1})
+        await publish_policy_in_force(plane.s, publish, {
+            "event_id": "forgetful", "cell": tasks[0]["cell"], "strategy": "default",
+            "config_json": json.dumps(forget), "changed_by": "test", "at": 1})
         for i, task in enumerate(tasks):                # the resubmissions below carry these too
             if i % 2:
                 task["job_id"] = f"array-{i // 40}"
@@ -284,8 +280,8 @@ def test_a_cell_that_forgets_survives_kills_and_still_refuses_its_forgotten_task
     assert tombstones and max(tombstones) > 0, f"no restore from a snapshot with tombstones: {recoveries}"
 
     settings = plane.s
-    cell_log = asyncio.run(_read(settings, f"{settings.namespace}.cells"))
-    decisions = asyncio.run(_read(settings, f"{settings.namespace}.decisions"))
+    cell_log = asyncio.run(read_topic(settings, f"{settings.namespace}.cells"))
+    decisions = asyncio.run(read_topic(settings, f"{settings.namespace}.decisions"))
     recorded, placed = _distinct_decisions(decisions)      # fails on a resubmission placed again
     resubmitted = [r for r in cell_log if r.kind == "TaskSubmitted" and r.payload["event_id"].startswith("again-")]
     assert len(resubmitted) == again

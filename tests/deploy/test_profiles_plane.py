@@ -24,16 +24,12 @@ from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer
 from suanli.streams.records import RawRecord
 
+from plane_helpers import publish_policy_in_force, read_topic
+
 pytestmark = pytest.mark.stack
 
 TASKS = 5000
 WARM_UP = 500
-
-
-async def _read(settings, topic: str) -> list:
-    with RegistryClient(settings.registry_url) as registry:
-        async with EventConsumer(settings.bootstrap_servers, Codec(registry), [topic]) as consumer:
-            return await consumer.read_until_end()
 
 
 async def _await_completions(settings, topic: str, count: int, timeout_s: float = 120) -> None:
@@ -61,9 +57,10 @@ def test_five_thousand_tasks_carry_profiles_that_survive_a_scheduler_kill(stack)
 
     async def workload(publish, send_raw, tasks, names):
         run_ids.update(t["task_id"] for t in tasks[WARM_UP:])
-        await publish("PolicyChanged", {"event_id": "profiles-on", "cell": tasks[0]["cell"], "strategy": "default",
-                                        "config_json": '{"profiles":{"enabled":true}}', "changed_by": "test",
-                                        "at": 1})
+        # in force before the first task: else the first tasks may be decided without profiles
+        await publish_policy_in_force(settings, publish, {
+            "event_id": "profiles-on", "cell": tasks[0]["cell"], "strategy": "default",
+            "config_json": '{"profiles":{"enabled":true}}', "changed_by": "test", "at": 1})
         await drive(publish, tasks[:WARM_UP], 400)
         await _await_completions(settings, names.cell_log, 200)
         warm.set()
@@ -96,8 +93,8 @@ def test_five_thousand_tasks_carry_profiles_that_survive_a_scheduler_kill(stack)
     assert killed and result["worker_restarts"].get("scheduler", 0) >= 1, result["worker_restarts"]
     assert result["placed"] + result["pending"] + result["unschedulable"] == WARM_UP + TASKS, result
 
-    decisions = asyncio.run(_read(settings, f"{settings.namespace}.decisions"))
-    cell_log = asyncio.run(_read(settings, f"{settings.namespace}.cells"))
+    decisions = asyncio.run(read_topic(settings, f"{settings.namespace}.decisions"))
+    cell_log = asyncio.run(read_topic(settings, f"{settings.namespace}.cells"))
     first: dict[str, dict] = {}
     arrivals_seen: dict[int, float] = {}
     dims = numeric_dimensions()
