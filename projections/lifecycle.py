@@ -43,6 +43,13 @@ Nodes carry their health from ``NodeHealthChanged`` (READY, SUSPECT, DOWN) and t
 from ``NodeStatusChanged`` (READY, CORDONED, DRAINING, DOWN: what the operator or the
 connector said, e.g. ``suanli nodes drain``).
 
+Policies: ``policies`` holds each cell's policy in force (:class:`PolicyView`), from the
+``PolicyChanged`` records of the cell log, checked as the scheduler checks them
+(``processors.core.policy_of``): one the scheduler refuses (and dead-letters) leaves the
+previous policy in force, as it does in the core. A cell with none runs ``default`` with
+its defaults. :meth:`LifecycleView.pending` ages each cell's queue by its policy's
+``qos.aging_ms``.
+
 Jobs (issue 22): a task submitted with ``job_id`` is a member of that job; ``jobs`` indexes
 member task ids by job id in submission order (:meth:`LifecycleView.job_tasks`), and each
 :class:`TaskView` carries its ``job_id`` (also taken from a decision that names it, should a
@@ -138,6 +145,20 @@ class NodeView:
 
 
 @dataclass(frozen=True)
+class PolicyView:
+    """A cell's policy in force: the ``PolicyChanged`` that set it, its configuration parsed,
+    the digest its decisions cite (``provenance.strategy.config_digest``) and the queue's aging step."""
+    cell: str
+    strategy: str
+    config: dict[str, Any]
+    digest: str
+    aging_ms: int
+    event_id: str
+    changed_by: str
+    at: int
+
+
+@dataclass(frozen=True)
 class _Hold:
     """What one copy of a task holds on a node."""
 
@@ -176,6 +197,7 @@ class LifecycleView:
         self.job_rounds: dict[str, dict[int, dict[str, Any]]] = {}   # job id -> round -> its JobRound
         self.job_resizes: dict[str, list[dict[str, Any]]] = {}       # job id -> its JobResized, in log order
         self.nodes: dict[tuple[str, str], NodeView] = {}   # (cell, node_id): ids repeat across cells
+        self.policies: dict[str, PolicyView] = {}  # cell -> its policy in force (none: default, defaults)
         self.dead_letters = 0
         self.dead_letter_reasons: dict[str, int] = {}
         self.violations: list[str] = []
@@ -625,6 +647,28 @@ class LifecycleView:
         if p["status"] == "DOWN":
             self._node_gone(p["cell"], p["node_id"])
 
+    def _on_PolicyChanged(self, p: dict[str, Any]) -> None:
+        from suanli.errors import RejectedInput
+        from suanli.processors import model as m
+        from suanli.processors.core import policy_of
+        from suanli.processors.strategies import validate_policy
+
+        event = m.PolicyChanged(event_id=p["event_id"], cell=p["cell"], strategy=p["strategy"],
+                                config_json=p.get("config_json") or "{}", changed_by=p.get("changed_by") or "",
+                                at=p.get("at") or 0)
+        try:
+            policy = policy_of(event)
+        except RejectedInput:
+            return                       # dead-lettered by the scheduler: the previous one stays in force
+        aging = validate_policy(policy.strategy, policy.config).qos.aging_ms
+        self.policies[event.cell] = PolicyView(event.cell, policy.strategy, policy.config, policy.digest, aging,
+                                               event.event_id, event.changed_by, event.at)
+
+    def policy(self, cell: str) -> Optional[PolicyView]:
+        """The policy in force in ``cell``; None when no valid PolicyChanged has reached it
+        (the cell runs ``default`` with its defaults)."""
+        return self.policies.get(cell)
+
     def _on_NodeStatusChanged(self, p: dict[str, Any]) -> None:
         node = self.nodes.get((p["cell"], p["node_id"]))
         if node is not None:
@@ -739,20 +783,26 @@ class LifecycleView:
         """Pending tasks in the scheduler's queue order, with their current positions.
 
         The order is the core's (``processors/qos.queue_key``): scheduling tier (urgent
-        first), QoS tier (gold first), priority aged by ``aging_ms`` (default: the QoS
-        policy's default), work that was lost or preempted first, then arrival. Two things
-        are approximated: the submission time stands for the time the cell queued the task,
-        and the cell's own ``aging_ms`` (its policy) is not read. ``queue_position`` is
-        recomputed here per cell, so it reflects tasks placed since the pending decision (the
-        TaskPending's own position was the core's at that decision).
+        first), QoS tier (gold first), priority aged by ``aging_ms`` (default: each cell's
+        policy's ``qos.aging_ms``, :attr:`policies`), work that was lost or preempted first,
+        then arrival. One thing is approximated: the submission time stands for the time the
+        cell queued the task. ``queue_position`` is recomputed here per cell, so it reflects
+        tasks placed since the pending decision (the TaskPending's own position was the
+        core's at that decision).
         """
         from suanli.processors.qos import QosArgs, queue_key
 
-        aging = QosArgs().aging_ms if aging_ms is None else aging_ms
+        default = QosArgs().aging_ms
+
+        def aging_of(cell: str) -> int:
+            if aging_ms is not None:
+                return aging_ms
+            policy = self.policies.get(cell)
+            return default if policy is None else policy.aging_ms
 
         def key(t: TaskView) -> tuple:
             return (t.cell, *queue_key(t.scheduling or "normal", t.qos_tier or "SILVER", t.priority, t.submitted_at,
-                                       t.seq, t.task_id, aging, bool(t.lost or t.preempted)))
+                                       t.seq, t.task_id, aging_of(t.cell), bool(t.lost or t.preempted)))
 
         waiting = sorted((t for t in self._open.values() if t.status == "PENDING" and cell in (None, t.cell)),
                          key=key)

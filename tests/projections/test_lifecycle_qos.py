@@ -276,3 +276,35 @@ def test_pending_is_in_the_cores_queue_order_tiers_first_then_aged_priority():
     assert [t.queue_position for t in view.pending(CELL)] == list(range(1, 8))
     no_aging = [t.task_id for t in view.pending(CELL, aging_ms=0)]
     assert no_aging[2:5] == ["silver-new-hi", "silver-late", "lost-1"]      # priority, then lost first, arrival
+
+
+def _policy(event_id: str, config: dict[str, Any], strategy: str = "default") -> Event:
+    return _ev(m.PolicyChanged.of(CELL, strategy, config, at=5, event_id=event_id, changed_by="ops"))
+
+
+def test_the_queue_ages_by_the_cells_own_policy_and_a_refused_policy_changes_nothing():
+    """The cell's policy (qos.aging_ms) sets the aging, as in the core; a policy the scheduler
+    refuses (an unknown argument: dead-lettered) leaves the previous one in force."""
+    minute = 60_000
+    events = []
+    events += _queued(1, "silver-old", "SILVER", priority=0, at=0)
+    events += _queued(2, "silver-new-hi", "SILVER", priority=2, at=3 * minute)
+    events += _queued(3, "silver-late", "SILVER", priority=1, at=10 * minute)
+    aged = ["silver-old", "silver-new-hi", "silver-late"]            # 1 point = 1 min (the default)
+    by_priority = ["silver-new-hi", "silver-late", "silver-old"]     # no aging: priority first
+    view = fold(events)
+    assert view.policy(CELL) is None and [t.task_id for t in view.pending(CELL)] == aged
+
+    view = fold([_policy("p1", {"qos": {"aging_ms": 0}}), *events])
+    p = view.policy(CELL)
+    assert (p.strategy, p.config, p.aging_ms, p.event_id, p.changed_by, p.at) == \
+        ("default", {"qos": {"aging_ms": 0}}, 0, "p1", "ops", 5)
+    assert p.digest and [t.task_id for t in view.pending(CELL)] == by_priority
+    assert [t.task_id for t in view.pending(CELL, aging_ms=minute)] == aged      # the argument still wins
+
+    refused = fold([_policy("p1", {"qos": {"aging_ms": 0}}), _policy("p2", {"qos": {"agign_ms": 5}}),
+                    _policy("p3", {}, strategy="no-such-strategy"), *events])
+    assert refused.policy(CELL).event_id == "p1" and [t.task_id for t in refused.pending(CELL)] == by_priority
+    later = fold([_policy("p1", {"qos": {"aging_ms": 0}}), _policy("p4", {}, strategy="bestfit"), *events])
+    assert (later.policy(CELL).strategy, later.policy(CELL).aging_ms) == ("bestfit", minute)
+    assert [t.task_id for t in later.pending(CELL)] == aged

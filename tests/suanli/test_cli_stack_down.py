@@ -62,6 +62,7 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "explain": (["t-1"], STACK, "embedded"),
     "profile": (["t-1"], STACK, "embedded"),
     "policy set": (["--cell", "c1"], STACK, "embedded"),
+    "policy show": (["--cell", "c1"], STACK, "embedded"),
     "strategy list": (["--no-discover"], ANY, "embedded"),
     "strategy show": (["bestfit", "--no-discover"], ANY, "embedded"),
     "strategy bench": (["bestfit", "--data", "{openb}", "--seeds", "42", "--workers", "1"], ANY, "embedded"),

@@ -60,7 +60,7 @@ def clouds(stack, tmp_path_factory):
                      timeout=180)
         # the cell places its federated tasks with the `federated` strategy (data sites, traffic)
         policy = lp.cli("policy", "set", "--cell", lp.cell, "--strategy", "federated")
-        assert policy.returncode == 0, policy.stderr
+        assert policy.returncode == 0 and "in force: cell log" in policy.stdout, policy.stdout + policy.stderr
         yield lp, nodes, python, tmp_path_factory.mktemp("fed")
     finally:
         for proc in connectors:

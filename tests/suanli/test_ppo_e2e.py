@@ -27,7 +27,7 @@ def test_a_task_placed_by_ppo_runs_and_its_cell_log_replays_identical(stack, tmp
     run = uuid.uuid4().hex[:8]
     lp = LocalPlane(settings, cell=f"ppo-{run}", node_id=f"ppo-n-{run}")
     asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace)))
-    policy = lp.cli("policy", "set", "--cell", lp.cell, "--strategy", "ppo")
+    policy = lp.cli("policy", "set", "--no-wait", "--cell", lp.cell, "--strategy", "ppo")   # before the workers
     assert policy.returncode == 0 and "stored" in policy.stdout, policy.stdout + policy.stderr
     services = list(worker_processes(settings).values())
     for service, argv in services:

@@ -45,7 +45,7 @@ def two_sites(stack, tmp_path_factory):
     weights.parent.mkdir()
     weights.write_bytes(os.urandom(WEIGHTS_MIB << 20))
     asyncio.run(ensure_topics(settings.bootstrap_servers, core_topics(settings.partitions, settings.namespace)))
-    policy = lp.cli("policy", "set", "--cell", lp.cell, "--config",
+    policy = lp.cli("policy", "set", "--no-wait", "--cell", lp.cell, "--config",   # before the workers
                     json.dumps({"profiles": {"enabled": True},
                                 "prewarm": {"enabled": True, "period_ms": 1000, "min_use": 0.05}}))
     assert policy.returncode == 0 and "stored" in policy.stdout, policy.stderr
