@@ -192,6 +192,10 @@ class SuanliServicer(pb_grpc.SuanliServicer):
         return to_message(await self.service.get_bid(tenant, request.bid_id), pb.BidView)
 
     @_rpc
+    async def GetCellPolicy(self, request: pb.GetCellPolicyRequest, tenant: str) -> Message:
+        return to_message(await self.service.get_cell_policy(tenant, request.cell), pb.CellPolicy)
+
+    @_rpc
     async def ListReservations(self, request: pb.ListReservationsRequest, tenant: str) -> Message:
         result = await self.service.list_reservations(tenant, cell=_optional(request, "cell"),
                                                       status=_optional(request, "status"),

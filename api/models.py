@@ -22,7 +22,7 @@ from suanli.schemas.task_spec import ResourcesSpec, TaskSpec
 __all__ = [
     "TaskSpec", "ResourcesSpec", "BidSpec", "CancelRequest", "LogPosition", "SubmitTaskResponse",
     "CancelTaskResponse", "SubmitBidResponse", "PendingReason", "TaskStatus", "ListTasksResponse",
-    "WhyPendingResponse", "AcceleratorRequest", "TaskResources", "BidView", "ListBidsResponse",
+    "WhyPendingResponse", "CellPolicy", "AcceleratorRequest", "TaskResources", "BidView", "ListBidsResponse",
     "NodeView", "ListNodesResponse", "StrategyRef", "Candidate", "FilterOutcome", "Provenance",
     "AuditDecision", "AuditTrail", "Health", "FieldError", "ErrorResponse", "MAX_EPOCH_MS",
     "NodeStatusRequest", "NodeStatusResponse", "ReservationView", "ListReservationsResponse",
@@ -354,6 +354,24 @@ class NodeView(_Out):
 
 class ListNodesResponse(_Out):
     nodes: list[NodeView]
+
+
+class CellPolicy(_Out):
+    """A cell's policy in force (``projections/lifecycle.PolicyView``), folded from its cell log
+    as the scheduler folds it: a policy the scheduler refused leaves the previous one in force.
+    ``set`` false: no policy has reached the cell, which runs ``default`` with its defaults.
+    ``config_digest`` is what its decisions cite (``provenance.strategy.config_digest``);
+    ``aging_ms`` the waiting worth one point of priority in its queue."""
+
+    cell: str
+    set: bool
+    strategy: str
+    config_json: str
+    config_digest: str
+    aging_ms: int
+    event_id: str = ""
+    changed_by: str = ""
+    at: int = 0
 
 
 class NodeStatusResponse(_Out):

@@ -21,8 +21,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from suanli.api.auth import TokenStore
 from suanli.api.limits import Limits, LimitsMiddleware, header
-from suanli.api.models import (AuditList, AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse, ErrorResponse,
-                               Health, JobView, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
+from suanli.api.models import (AuditList, AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse, CellPolicy,
+                               ErrorResponse, Health, JobView, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
                                ListTasksResponse, NodeStatusRequest, NodeStatusResponse, SubmitBidResponse,
                                SubmitTaskResponse, TaskSpec, TaskStatus, WhyPendingResponse)
 from suanli.api.service import MAX_LIMIT, ApiService
@@ -75,6 +75,7 @@ Tenant = Annotated[str, Depends(_tenant)]
 TaskId = Annotated[str, Path(min_length=1, max_length=200, description="Task id.")]
 BidId = Annotated[str, Path(min_length=1, max_length=200, description="Bid id.")]
 NodeId = Annotated[str, Path(min_length=1, max_length=200, description="Node id.")]
+CellName = Annotated[str, Path(min_length=1, max_length=256, description="Cell name.")]
 Cell = Annotated[str | None, Query(min_length=1, max_length=256, description="Only this cell.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="At most this many rows.")]
 Status = Annotated[str | None, Query(min_length=1, max_length=32, description="Only tasks in this status.")]
@@ -266,6 +267,14 @@ def create_app(service: ApiService, tokens: TokenStore, limits: Limits | None = 
     async def list_nodes(caller: Tenant, cell: Cell = None, limit: Limit = 1000) -> ListNodesResponse:
         """Nodes with their capacity and what is allocated (shared by all tenants)."""
         return await service.list_nodes(caller, cell=cell, limit=limit)
+
+    @app.get("/v1/cells/{cell}/policy", operation_id="GetCellPolicy", response_model=CellPolicy,
+             responses=_errors(401, 404, 422, 503), tags=["nodes"])
+    async def get_cell_policy(caller: Tenant, cell: CellName) -> CellPolicy:
+        """The policy in force in a cell (shared by all tenants): strategy, configuration, the digest
+        its decisions cite, the queue's aging, and the PolicyChanged that set it. ``set`` false: none
+        has reached the cell, which runs ``default`` with its defaults."""
+        return await service.get_cell_policy(caller, cell)
 
     @app.post("/v1/nodes/{node_id}/drain", operation_id="DrainNode", status_code=202,
               response_model=NodeStatusResponse, responses=_errors(401, 403, 404, 422, 503), tags=["nodes"])

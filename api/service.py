@@ -51,13 +51,16 @@ from fastavro.validation import ValidationError as AvroValidationError
 from pydantic import ValidationError as PydanticValidationError
 
 from suanli.api.audit import AuditArchive, AuditSource
-from suanli.api.models import (AuditDecision, AuditList, AuditTrail, BidSpec, BidView, CancelRequest,
+from suanli.api.models import (AuditDecision, AuditList, AuditTrail, BidSpec, BidView, CancelRequest, CellPolicy,
                                CancelTaskResponse, Health, JobView, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
                                ListTasksResponse, LogPosition, NodeStatusRequest, NodeStatusResponse, NodeView,
                                PendingReason, Provenance, ReservationView, SubmitBidResponse, SubmitTaskResponse,
                                TaskResources, TaskSpec, TaskStatus, WhyPendingResponse)
 from suanli.api.readmodel import LogFollower, ReadModel, Submission
 from suanli.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from suanli.processors.model import canonical_json
+from suanli.processors.qos import QosArgs
+from suanli.processors.strategies import config_digest
 from suanli.projections.lifecycle import TERMINAL, TaskView
 from suanli.projections.reservations import BidState, TokenState
 from suanli.schemas.catalog import catalog
@@ -393,6 +396,23 @@ class ApiService:
             NodeView(node_id=n.node_id, cell=n.cell, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, gpus=n.gpus,
                      gpu_model=n.gpu_model, connector=n.connector, cpu_used=n.cpu_used, memory_used=n.memory_used,
                      gpu_used=list(n.gpu_used), status=n.status, health=n.health) for n in rows[:limit]])
+
+    async def get_cell_policy(self, tenant: str, cell: str) -> CellPolicy:
+        """The policy in force in ``cell`` (policies are shared by all tenants, as nodes are).
+        :class:`NotFoundError` for a cell with neither a registered node nor a policy."""
+        if not 1 <= len(cell) <= 256:
+            raise ValidationError("cell: give the cell name (1 to 256 characters)")
+        await self._ready()
+        view = self.model.lifecycle
+        policy = view.policy(cell)
+        if policy is not None:
+            return CellPolicy(cell=cell, set=True, strategy=policy.strategy, config_json=canonical_json(policy.config),
+                              config_digest=policy.digest, aging_ms=policy.aging_ms, event_id=policy.event_id,
+                              changed_by=policy.changed_by, at=policy.at)
+        if not any(c == cell for c, _n in view.nodes):
+            raise NotFoundError(f"no cell {cell!r}: no node has registered in it and no policy was set for it")
+        return CellPolicy(cell=cell, set=False, strategy="default", config_json="{}",
+                          config_digest=config_digest({}), aging_ms=QosArgs().aging_ms)
 
     async def drain_node(self, tenant: str, node_id: str, request: NodeStatusRequest) -> NodeStatusResponse:
         """Operators: store a NodeStatusChanged DRAINING for a registered node."""

@@ -232,6 +232,12 @@ class ListReservationsRequest(_message.Message):
     limit: int
     def __init__(self, cell: _Optional[str] = ..., status: _Optional[str] = ..., mine: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
 
+class GetCellPolicyRequest(_message.Message):
+    __slots__ = ("cell",)
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    cell: str
+    def __init__(self, cell: _Optional[str] = ...) -> None: ...
+
 class ListNodesRequest(_message.Message):
     __slots__ = ("cell", "limit")
     CELL_FIELD_NUMBER: _ClassVar[int]
@@ -792,6 +798,28 @@ class NodeView(_message.Message):
     status: str
     health: str
     def __init__(self, node_id: _Optional[str] = ..., cell: _Optional[str] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., connector: _Optional[str] = ..., cpu_used: _Optional[int] = ..., memory_used: _Optional[int] = ..., gpu_used: _Optional[_Iterable[int]] = ..., status: _Optional[str] = ..., health: _Optional[str] = ...) -> None: ...
+
+class CellPolicy(_message.Message):
+    __slots__ = ("cell", "set", "strategy", "config_json", "config_digest", "aging_ms", "event_id", "changed_by", "at")
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    SET_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    AGING_MS_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_BY_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    cell: str
+    set: bool
+    strategy: str
+    config_json: str
+    config_digest: str
+    aging_ms: int
+    event_id: str
+    changed_by: str
+    at: int
+    def __init__(self, cell: _Optional[str] = ..., set: _Optional[bool] = ..., strategy: _Optional[str] = ..., config_json: _Optional[str] = ..., config_digest: _Optional[str] = ..., aging_ms: _Optional[int] = ..., event_id: _Optional[str] = ..., changed_by: _Optional[str] = ..., at: _Optional[int] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
     __slots__ = ("nodes",)

@@ -104,6 +104,11 @@ class SuanliStub:
                 request_serializer=suanli__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=suanli__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
+        self.GetCellPolicy = channel.unary_unary(
+                '/suanli.v1.Suanli/GetCellPolicy',
+                request_serializer=suanli__pb2.GetCellPolicyRequest.SerializeToString,
+                response_deserializer=suanli__pb2.CellPolicy.FromString,
+                _registered_method=True)
         self.DrainNode = channel.unary_unary(
                 '/suanli.v1.Suanli/DrainNode',
                 request_serializer=suanli__pb2.DrainNodeRequest.SerializeToString,
@@ -206,6 +211,13 @@ class SuanliServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCellPolicy(self, request, context):
+        """The policy in force in a cell (strategy, configuration, digest, who set it, when).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DrainNode(self, request, context):
         """Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
         elsewhere reserve-first, the others finish) or READY (new work again).
@@ -292,6 +304,11 @@ def add_SuanliServicer_to_server(servicer, server):
                     servicer.ListNodes,
                     request_deserializer=suanli__pb2.ListNodesRequest.FromString,
                     response_serializer=suanli__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'GetCellPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCellPolicy,
+                    request_deserializer=suanli__pb2.GetCellPolicyRequest.FromString,
+                    response_serializer=suanli__pb2.CellPolicy.SerializeToString,
             ),
             'DrainNode': grpc.unary_unary_rpc_method_handler(
                     servicer.DrainNode,
@@ -682,6 +699,33 @@ class Suanli:
             '/suanli.v1.Suanli/ListNodes',
             suanli__pb2.ListNodesRequest.SerializeToString,
             suanli__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCellPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.v1.Suanli/GetCellPolicy',
+            suanli__pb2.GetCellPolicyRequest.SerializeToString,
+            suanli__pb2.CellPolicy.FromString,
             options,
             channel_credentials,
             insecure,

@@ -111,3 +111,22 @@ def test_message_to_dict_keeps_presence_and_64_bit_ints():
     spec = pb.TaskSpec(priority=0, duration_ms=2**40, resources=pb.ResourcesSpec(cpu=0), labels={"a": "b"})
     assert message_to_dict(spec) == {"priority": 0, "duration_ms": 2**40, "resources": {"cpu": 0.0},
                                      "labels": {"a": "b"}}
+
+
+def test_a_cells_policy_over_grpc_is_the_rest_answer(service, client):
+    feed(service.model, node("n1"), ("cell_log", "PolicyChanged", {
+        "event_id": "p1", "cell": "c", "strategy": "bestfit", "config_json": '{"qos":{"aging_ms":5000}}',
+        "changed_by": "ops", "at": 77}))
+
+    async def scenario(stub):
+        got = await stub.GetCellPolicy(pb.GetCellPolicyRequest(cell="c"), metadata=_auth("beta"))
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await stub.GetCellPolicy(pb.GetCellPolicyRequest(cell="nowhere"), metadata=_auth("beta"))
+        with pytest.raises(grpc.aio.AioRpcError) as empty:
+            await stub.GetCellPolicy(pb.GetCellPolicyRequest(cell=""), metadata=_auth("beta"))
+        return got, missing.value, empty.value
+    got, missing, empty = _run(service, scenario)
+    rest = client.get("/v1/cells/c/policy", headers={"Authorization": f"Bearer {TOKENS['beta']}"}).json()
+    assert message_to_dict(got) == rest and rest["strategy"] == "bestfit" and rest["aging_ms"] == 5000
+    assert missing.code() == grpc.StatusCode.NOT_FOUND and "no cell 'nowhere'" in missing.details()
+    assert empty.code() == grpc.StatusCode.INVALID_ARGUMENT and "cell" in empty.details()

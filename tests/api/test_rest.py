@@ -16,7 +16,7 @@ def test_missing_or_unknown_token_is_401_and_nothing_is_sent(client, sink, heade
     for method, path in [("post", "/v1/tasks"), ("get", "/v1/tasks"), ("get", "/v1/tasks/job-1"),
                          ("post", "/v1/tasks/job-1/cancel"), ("get", "/v1/tasks/job-1/why-pending"),
                          ("get", "/v1/tasks/job-1/audit"), ("post", "/v1/bids"), ("get", "/v1/bids"),
-                         ("get", "/v1/nodes")]:
+                         ("get", "/v1/nodes"), ("get", "/v1/cells/c/policy")]:
         r = client.request(method, path, headers=headers, json=GOOD if method == "post" else None)
         assert r.status_code == 401, (method, path, r.text)
         assert r.headers["www-authenticate"] == "Bearer"
@@ -179,6 +179,34 @@ def test_nodes_are_listed(client, history, alpha):
     assert nodes[0]["node_id"] == "n1" and nodes[0]["gpus"] == 2 and nodes[0]["gpu_used"] == [500, 0]
     assert client.get("/v1/nodes?cell=other", headers=alpha).json()["nodes"] == []
     assert client.get("/v1/nodes?limit=0", headers=alpha).status_code == 422
+
+
+def test_a_cells_policy_in_force_is_shown_and_a_refused_one_changes_nothing(client, service, history, alpha, beta):
+    from suanli.processors.strategies import config_digest
+
+    default = client.get("/v1/cells/c/policy", headers=alpha)           # a node, no policy yet
+    assert default.status_code == 200, default.text
+    assert default.json() == {"cell": "c", "set": False, "strategy": "default", "config_json": "{}",
+                              "config_digest": config_digest({}), "aging_ms": 60_000, "event_id": "",
+                              "changed_by": "", "at": 0}
+    unknown = client.get("/v1/cells/nowhere/policy", headers=alpha)
+    assert unknown.status_code == 404 and "no cell 'nowhere'" in unknown.json()["detail"]
+
+    def policy(event_id: str, strategy: str, config_json: str) -> tuple[str, str, dict]:
+        return ("cell_log", "PolicyChanged", {"event_id": event_id, "cell": "c", "strategy": strategy,
+                                              "config_json": config_json, "changed_by": "ops", "at": 77})
+
+    feed(service.model, policy("p1", "bestfit", '{"qos":{"aging_ms":5000}}'),
+         policy("p2", "default", '{"qos":{"agign_ms":1}}'))                 # refused by the scheduler: no change
+    for caller in (alpha, beta):                                           # shared by every tenant, as nodes are
+        got = client.get("/v1/cells/c/policy", headers=caller).json()
+        assert got == {"cell": "c", "set": True, "strategy": "bestfit", "config_json": '{"qos":{"aging_ms":5000}}',
+                       "config_digest": config_digest({"qos": {"aging_ms": 5000}}), "aging_ms": 5000,
+                       "event_id": "p1", "changed_by": "ops", "at": 77}
+    feed(service.model, ("cell_log", "PolicyChanged", {"event_id": "p3", "cell": "only-policy", "strategy": "fgd",
+                                                       "config_json": "{}", "changed_by": "ops", "at": 78}))
+    assert client.get("/v1/cells/only-policy/policy", headers=alpha).json()["strategy"] == "fgd"   # no node needed
+    assert client.get("/v1/cells/" + "x" * 257 + "/policy", headers=alpha).status_code == 422
 
 
 # ------------------------------------------------------------------ bids

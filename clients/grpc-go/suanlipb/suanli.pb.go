@@ -1265,6 +1265,50 @@ func (x *ListReservationsRequest) GetLimit() int32 {
 	return 0
 }
 
+type GetCellPolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cell          string                 `protobuf:"bytes,1,opt,name=cell,proto3" json:"cell,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCellPolicyRequest) Reset() {
+	*x = GetCellPolicyRequest{}
+	mi := &file_suanli_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCellPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCellPolicyRequest) ProtoMessage() {}
+
+func (x *GetCellPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCellPolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetCellPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetCellPolicyRequest) GetCell() string {
+	if x != nil {
+		return x.Cell
+	}
+	return ""
+}
+
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cell          *string                `protobuf:"bytes,1,opt,name=cell,proto3,oneof" json:"cell,omitempty"`
@@ -1275,7 +1319,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1331,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[19]
+	mi := &file_suanli_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1344,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{19}
+	return file_suanli_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListNodesRequest) GetCell() string {
@@ -1328,7 +1372,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1384,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1397,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{20}
+	return file_suanli_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeStatusRequest) GetCell() string {
@@ -1381,7 +1425,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1437,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1450,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{21}
+	return file_suanli_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DrainNodeRequest) GetNodeId() string {
@@ -1441,7 +1485,7 @@ type UncordonNodeRequest struct {
 
 func (x *UncordonNodeRequest) Reset() {
 	*x = UncordonNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1497,7 @@ func (x *UncordonNodeRequest) String() string {
 func (*UncordonNodeRequest) ProtoMessage() {}
 
 func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1510,7 @@ func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*UncordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{22}
+	return file_suanli_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UncordonNodeRequest) GetNodeId() string {
@@ -1501,7 +1545,7 @@ type LogPosition struct {
 
 func (x *LogPosition) Reset() {
 	*x = LogPosition{}
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1557,7 @@ func (x *LogPosition) String() string {
 func (*LogPosition) ProtoMessage() {}
 
 func (x *LogPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1570,7 @@ func (x *LogPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogPosition.ProtoReflect.Descriptor instead.
 func (*LogPosition) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{23}
+	return file_suanli_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LogPosition) GetTopic() string {
@@ -1560,7 +1604,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1616,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1629,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{24}
+	return file_suanli_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PendingReason) GetReason() string {
@@ -1614,7 +1658,7 @@ type AcceleratorRequest struct {
 
 func (x *AcceleratorRequest) Reset() {
 	*x = AcceleratorRequest{}
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1670,7 @@ func (x *AcceleratorRequest) String() string {
 func (*AcceleratorRequest) ProtoMessage() {}
 
 func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1683,7 @@ func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceleratorRequest.ProtoReflect.Descriptor instead.
 func (*AcceleratorRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{25}
+	return file_suanli_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AcceleratorRequest) GetKind() string {
@@ -1685,7 +1729,7 @@ type TaskResources struct {
 
 func (x *TaskResources) Reset() {
 	*x = TaskResources{}
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1741,7 @@ func (x *TaskResources) String() string {
 func (*TaskResources) ProtoMessage() {}
 
 func (x *TaskResources) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1754,7 @@ func (x *TaskResources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResources.ProtoReflect.Descriptor instead.
 func (*TaskResources) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{26}
+	return file_suanli_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TaskResources) GetCpuMilli() int32 {
@@ -1773,7 +1817,7 @@ type StrategyRef struct {
 
 func (x *StrategyRef) Reset() {
 	*x = StrategyRef{}
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1829,7 @@ func (x *StrategyRef) String() string {
 func (*StrategyRef) ProtoMessage() {}
 
 func (x *StrategyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1842,7 @@ func (x *StrategyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StrategyRef.ProtoReflect.Descriptor instead.
 func (*StrategyRef) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{27}
+	return file_suanli_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StrategyRef) GetName() string {
@@ -1833,7 +1877,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +1889,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +1902,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{28}
+	return file_suanli_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Candidate) GetNodeId() string {
@@ -1893,7 +1937,7 @@ type FilterOutcome struct {
 
 func (x *FilterOutcome) Reset() {
 	*x = FilterOutcome{}
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +1949,7 @@ func (x *FilterOutcome) String() string {
 func (*FilterOutcome) ProtoMessage() {}
 
 func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +1962,7 @@ func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterOutcome.ProtoReflect.Descriptor instead.
 func (*FilterOutcome) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{29}
+	return file_suanli_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FilterOutcome) GetReason() string {
@@ -1959,7 +2003,7 @@ type Provenance struct {
 
 func (x *Provenance) Reset() {
 	*x = Provenance{}
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2015,7 @@ func (x *Provenance) String() string {
 func (*Provenance) ProtoMessage() {}
 
 func (x *Provenance) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2028,7 @@ func (x *Provenance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provenance.ProtoReflect.Descriptor instead.
 func (*Provenance) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{30}
+	return file_suanli_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Provenance) GetInput() *LogPosition {
@@ -2133,7 +2177,7 @@ type TaskProfile struct {
 
 func (x *TaskProfile) Reset() {
 	*x = TaskProfile{}
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2189,7 @@ func (x *TaskProfile) String() string {
 func (*TaskProfile) ProtoMessage() {}
 
 func (x *TaskProfile) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2202,7 @@ func (x *TaskProfile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskProfile.ProtoReflect.Descriptor instead.
 func (*TaskProfile) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{31}
+	return file_suanli_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TaskProfile) GetDurationClass() string {
@@ -2689,7 +2733,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2745,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2758,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{32}
+	return file_suanli_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Health) GetReady() bool {
@@ -2745,7 +2789,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2801,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2814,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{33}
+	return file_suanli_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubmitTaskResponse) GetTaskId() string {
@@ -2826,7 +2870,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2838,7 +2882,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2851,7 +2895,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{34}
+	return file_suanli_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelTaskResponse) GetTaskId() string {
@@ -2888,7 +2932,7 @@ type SubmitBidResponse struct {
 
 func (x *SubmitBidResponse) Reset() {
 	*x = SubmitBidResponse{}
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +2944,7 @@ func (x *SubmitBidResponse) String() string {
 func (*SubmitBidResponse) ProtoMessage() {}
 
 func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +2957,7 @@ func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBidResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{35}
+	return file_suanli_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SubmitBidResponse) GetBidId() string {
@@ -2980,7 +3024,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3036,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3049,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{36}
+	return file_suanli_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TaskStatus) GetTaskId() string {
@@ -3164,7 +3208,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3176,7 +3220,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3189,7 +3233,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{37}
+	return file_suanli_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskStatus {
@@ -3218,7 +3262,7 @@ type WhyPendingResponse struct {
 
 func (x *WhyPendingResponse) Reset() {
 	*x = WhyPendingResponse{}
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3274,7 @@ func (x *WhyPendingResponse) String() string {
 func (*WhyPendingResponse) ProtoMessage() {}
 
 func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3287,7 @@ func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingResponse.ProtoReflect.Descriptor instead.
 func (*WhyPendingResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{38}
+	return file_suanli_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WhyPendingResponse) GetTaskId() string {
@@ -3352,7 +3396,7 @@ type BidView struct {
 
 func (x *BidView) Reset() {
 	*x = BidView{}
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3408,7 @@ func (x *BidView) String() string {
 func (*BidView) ProtoMessage() {}
 
 func (x *BidView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3421,7 @@ func (x *BidView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidView.ProtoReflect.Descriptor instead.
 func (*BidView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{39}
+	return file_suanli_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BidView) GetBidId() string {
@@ -3536,7 +3580,7 @@ type ListBidsResponse struct {
 
 func (x *ListBidsResponse) Reset() {
 	*x = ListBidsResponse{}
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3548,7 +3592,7 @@ func (x *ListBidsResponse) String() string {
 func (*ListBidsResponse) ProtoMessage() {}
 
 func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3561,7 +3605,7 @@ func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsResponse.ProtoReflect.Descriptor instead.
 func (*ListBidsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{40}
+	return file_suanli_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListBidsResponse) GetBids() []*BidView {
@@ -3607,7 +3651,7 @@ type ReservationView struct {
 
 func (x *ReservationView) Reset() {
 	*x = ReservationView{}
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3663,7 @@ func (x *ReservationView) String() string {
 func (*ReservationView) ProtoMessage() {}
 
 func (x *ReservationView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3676,7 @@ func (x *ReservationView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationView.ProtoReflect.Descriptor instead.
 func (*ReservationView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{41}
+	return file_suanli_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReservationView) GetReservationId() string {
@@ -3819,7 +3863,7 @@ type ListReservationsResponse struct {
 
 func (x *ListReservationsResponse) Reset() {
 	*x = ListReservationsResponse{}
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +3875,7 @@ func (x *ListReservationsResponse) String() string {
 func (*ListReservationsResponse) ProtoMessage() {}
 
 func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +3888,7 @@ func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReservationsResponse.ProtoReflect.Descriptor instead.
 func (*ListReservationsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{42}
+	return file_suanli_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListReservationsResponse) GetReservations() []*ReservationView {
@@ -3874,7 +3918,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3886,7 +3930,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3899,7 +3943,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{43}
+	return file_suanli_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeView) GetNodeId() string {
@@ -3986,6 +4030,117 @@ func (x *NodeView) GetHealth() string {
 	return ""
 }
 
+// A cell's policy in force, folded from its cell log as the scheduler folds it (a policy the
+// scheduler refused leaves the previous one in force). set false: no policy has reached the
+// cell, which runs `default` with its defaults (config_json "{}").
+type CellPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cell          string                 `protobuf:"bytes,1,opt,name=cell,proto3" json:"cell,omitempty"`
+	Set           bool                   `protobuf:"varint,2,opt,name=set,proto3" json:"set,omitempty"`
+	Strategy      string                 `protobuf:"bytes,3,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	ConfigJson    string                 `protobuf:"bytes,4,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`       // canonical JSON
+	ConfigDigest  string                 `protobuf:"bytes,5,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"` // what decisions cite in provenance.strategy.config_digest
+	AgingMs       int64                  `protobuf:"varint,6,opt,name=aging_ms,json=agingMs,proto3" json:"aging_ms,omitempty"`               // waiting worth one point of priority (qos.aging_ms)
+	EventId       string                 `protobuf:"bytes,7,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`                // the PolicyChanged that set it
+	ChangedBy     string                 `protobuf:"bytes,8,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	At            int64                  `protobuf:"varint,9,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CellPolicy) Reset() {
+	*x = CellPolicy{}
+	mi := &file_suanli_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CellPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CellPolicy) ProtoMessage() {}
+
+func (x *CellPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CellPolicy.ProtoReflect.Descriptor instead.
+func (*CellPolicy) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *CellPolicy) GetCell() string {
+	if x != nil {
+		return x.Cell
+	}
+	return ""
+}
+
+func (x *CellPolicy) GetSet() bool {
+	if x != nil {
+		return x.Set
+	}
+	return false
+}
+
+func (x *CellPolicy) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+func (x *CellPolicy) GetConfigJson() string {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return ""
+}
+
+func (x *CellPolicy) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *CellPolicy) GetAgingMs() int64 {
+	if x != nil {
+		return x.AgingMs
+	}
+	return 0
+}
+
+func (x *CellPolicy) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *CellPolicy) GetChangedBy() string {
+	if x != nil {
+		return x.ChangedBy
+	}
+	return ""
+}
+
+func (x *CellPolicy) GetAt() int64 {
+	if x != nil {
+		return x.At
+	}
+	return 0
+}
+
 type ListNodesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nodes         []*NodeView            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -3995,7 +4150,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4007,7 +4162,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +4175,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{44}
+	return file_suanli_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeView {
@@ -4057,7 +4212,7 @@ type AuditDecision struct {
 
 func (x *AuditDecision) Reset() {
 	*x = AuditDecision{}
-	mi := &file_suanli_proto_msgTypes[45]
+	mi := &file_suanli_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4069,7 +4224,7 @@ func (x *AuditDecision) String() string {
 func (*AuditDecision) ProtoMessage() {}
 
 func (x *AuditDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[45]
+	mi := &file_suanli_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4082,7 +4237,7 @@ func (x *AuditDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditDecision.ProtoReflect.Descriptor instead.
 func (*AuditDecision) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{45}
+	return file_suanli_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AuditDecision) GetKind() string {
@@ -4214,7 +4369,7 @@ type AuditList struct {
 
 func (x *AuditList) Reset() {
 	*x = AuditList{}
-	mi := &file_suanli_proto_msgTypes[46]
+	mi := &file_suanli_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4226,7 +4381,7 @@ func (x *AuditList) String() string {
 func (*AuditList) ProtoMessage() {}
 
 func (x *AuditList) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[46]
+	mi := &file_suanli_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4239,7 +4394,7 @@ func (x *AuditList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditList.ProtoReflect.Descriptor instead.
 func (*AuditList) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{46}
+	return file_suanli_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AuditList) GetDecisions() []*AuditDecision {
@@ -4262,7 +4417,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_suanli_proto_msgTypes[47]
+	mi := &file_suanli_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4274,7 +4429,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[47]
+	mi := &file_suanli_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4287,7 +4442,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{47}
+	return file_suanli_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *JobView) GetJobId() string {
@@ -4331,7 +4486,7 @@ type AuditTrail struct {
 
 func (x *AuditTrail) Reset() {
 	*x = AuditTrail{}
-	mi := &file_suanli_proto_msgTypes[48]
+	mi := &file_suanli_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4498,7 @@ func (x *AuditTrail) String() string {
 func (*AuditTrail) ProtoMessage() {}
 
 func (x *AuditTrail) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[48]
+	mi := &file_suanli_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4511,7 @@ func (x *AuditTrail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditTrail.ProtoReflect.Descriptor instead.
 func (*AuditTrail) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{48}
+	return file_suanli_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AuditTrail) GetTaskId() string {
@@ -4404,7 +4559,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_suanli_proto_msgTypes[49]
+	mi := &file_suanli_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4416,7 +4571,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[49]
+	mi := &file_suanli_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4429,7 +4584,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{49}
+	return file_suanli_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *FieldError) GetField() string {
@@ -4457,7 +4612,7 @@ type ErrorResponse struct {
 
 func (x *ErrorResponse) Reset() {
 	*x = ErrorResponse{}
-	mi := &file_suanli_proto_msgTypes[50]
+	mi := &file_suanli_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4469,7 +4624,7 @@ func (x *ErrorResponse) String() string {
 func (*ErrorResponse) ProtoMessage() {}
 
 func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[50]
+	mi := &file_suanli_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4482,7 +4637,7 @@ func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorResponse.ProtoReflect.Descriptor instead.
 func (*ErrorResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{50}
+	return file_suanli_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ErrorResponse) GetDetail() string {
@@ -4515,7 +4670,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_suanli_proto_msgTypes[51]
+	mi := &file_suanli_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4527,7 +4682,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[51]
+	mi := &file_suanli_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4540,7 +4695,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{51}
+	return file_suanli_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *NodeStatusResponse) GetNodeId() string {
@@ -4745,7 +4900,9 @@ const file_suanli_proto_rawDesc = "" +
 	"\x05_cellB\t\n" +
 	"\a_statusB\a\n" +
 	"\x05_mineB\b\n" +
-	"\x06_limit\"Y\n" +
+	"\x06_limit\"*\n" +
+	"\x14GetCellPolicyRequest\x12\x12\n" +
+	"\x04cell\x18\x01 \x01(\tR\x04cell\"Y\n" +
 	"\x10ListNodesRequest\x12\x17\n" +
 	"\x04cell\x18\x01 \x01(\tH\x00R\x04cell\x88\x01\x01\x12\x19\n" +
 	"\x05limit\x18\x02 \x01(\x05H\x01R\x05limit\x88\x01\x01B\a\n" +
@@ -5052,7 +5209,20 @@ const file_suanli_proto_rawDesc = "" +
 	"\bgpu_used\x18\n" +
 	" \x03(\x05R\agpuUsed\x12\x16\n" +
 	"\x06status\x18\v \x01(\tR\x06status\x12\x16\n" +
-	"\x06health\x18\f \x01(\tR\x06health\">\n" +
+	"\x06health\x18\f \x01(\tR\x06health\"\xf9\x01\n" +
+	"\n" +
+	"CellPolicy\x12\x12\n" +
+	"\x04cell\x18\x01 \x01(\tR\x04cell\x12\x10\n" +
+	"\x03set\x18\x02 \x01(\bR\x03set\x12\x1a\n" +
+	"\bstrategy\x18\x03 \x01(\tR\bstrategy\x12\x1f\n" +
+	"\vconfig_json\x18\x04 \x01(\tR\n" +
+	"configJson\x12#\n" +
+	"\rconfig_digest\x18\x05 \x01(\tR\fconfigDigest\x12\x19\n" +
+	"\baging_ms\x18\x06 \x01(\x03R\aagingMs\x12\x19\n" +
+	"\bevent_id\x18\a \x01(\tR\aeventId\x12\x1d\n" +
+	"\n" +
+	"changed_by\x18\b \x01(\tR\tchangedBy\x12\x0e\n" +
+	"\x02at\x18\t \x01(\x03R\x02at\">\n" +
 	"\x11ListNodesResponse\x12)\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x13.suanli.v1.NodeViewR\x05nodes\"\xba\x04\n" +
 	"\rAuditDecision\x12\x12\n" +
@@ -5110,7 +5280,7 @@ const file_suanli_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\tR\x06status\x12\x1a\n" +
 	"\bprevious\x18\x04 \x01(\tR\bprevious\x12\x19\n" +
 	"\bevent_id\x18\x05 \x01(\tR\aeventId\x122\n" +
-	"\bposition\x18\x06 \x01(\v2\x16.suanli.v1.LogPositionR\bposition2\xe1\b\n" +
+	"\bposition\x18\x06 \x01(\v2\x16.suanli.v1.LogPositionR\bposition2\xaa\t\n" +
 	"\x06Suanli\x128\n" +
 	"\tGetHealth\x12\x18.suanli.v1.HealthRequest\x1a\x11.suanli.v1.Health\x12I\n" +
 	"\n" +
@@ -5129,6 +5299,7 @@ const file_suanli_proto_rawDesc = "" +
 	"\x06GetBid\x12\x18.suanli.v1.GetBidRequest\x1a\x12.suanli.v1.BidView\x12[\n" +
 	"\x10ListReservations\x12\".suanli.v1.ListReservationsRequest\x1a#.suanli.v1.ListReservationsResponse\x12F\n" +
 	"\tListNodes\x12\x1b.suanli.v1.ListNodesRequest\x1a\x1c.suanli.v1.ListNodesResponse\x12G\n" +
+	"\rGetCellPolicy\x12\x1f.suanli.v1.GetCellPolicyRequest\x1a\x15.suanli.v1.CellPolicy\x12G\n" +
 	"\tDrainNode\x12\x1b.suanli.v1.DrainNodeRequest\x1a\x1d.suanli.v1.NodeStatusResponse\x12M\n" +
 	"\fUncordonNode\x12\x1e.suanli.v1.UncordonNodeRequest\x1a\x1d.suanli.v1.NodeStatusResponseb\x06proto3"
 
@@ -5144,7 +5315,7 @@ func file_suanli_proto_rawDescGZIP() []byte {
 	return file_suanli_proto_rawDescData
 }
 
-var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_suanli_proto_goTypes = []any{
 	(*TaskSpec)(nil),                 // 0: suanli.v1.TaskSpec
 	(*ModelSpec)(nil),                // 1: suanli.v1.ModelSpec
@@ -5165,79 +5336,81 @@ var file_suanli_proto_goTypes = []any{
 	(*ListBidsRequest)(nil),          // 16: suanli.v1.ListBidsRequest
 	(*GetBidRequest)(nil),            // 17: suanli.v1.GetBidRequest
 	(*ListReservationsRequest)(nil),  // 18: suanli.v1.ListReservationsRequest
-	(*ListNodesRequest)(nil),         // 19: suanli.v1.ListNodesRequest
-	(*NodeStatusRequest)(nil),        // 20: suanli.v1.NodeStatusRequest
-	(*DrainNodeRequest)(nil),         // 21: suanli.v1.DrainNodeRequest
-	(*UncordonNodeRequest)(nil),      // 22: suanli.v1.UncordonNodeRequest
-	(*LogPosition)(nil),              // 23: suanli.v1.LogPosition
-	(*PendingReason)(nil),            // 24: suanli.v1.PendingReason
-	(*AcceleratorRequest)(nil),       // 25: suanli.v1.AcceleratorRequest
-	(*TaskResources)(nil),            // 26: suanli.v1.TaskResources
-	(*StrategyRef)(nil),              // 27: suanli.v1.StrategyRef
-	(*Candidate)(nil),                // 28: suanli.v1.Candidate
-	(*FilterOutcome)(nil),            // 29: suanli.v1.FilterOutcome
-	(*Provenance)(nil),               // 30: suanli.v1.Provenance
-	(*TaskProfile)(nil),              // 31: suanli.v1.TaskProfile
-	(*Health)(nil),                   // 32: suanli.v1.Health
-	(*SubmitTaskResponse)(nil),       // 33: suanli.v1.SubmitTaskResponse
-	(*CancelTaskResponse)(nil),       // 34: suanli.v1.CancelTaskResponse
-	(*SubmitBidResponse)(nil),        // 35: suanli.v1.SubmitBidResponse
-	(*TaskStatus)(nil),               // 36: suanli.v1.TaskStatus
-	(*ListTasksResponse)(nil),        // 37: suanli.v1.ListTasksResponse
-	(*WhyPendingResponse)(nil),       // 38: suanli.v1.WhyPendingResponse
-	(*BidView)(nil),                  // 39: suanli.v1.BidView
-	(*ListBidsResponse)(nil),         // 40: suanli.v1.ListBidsResponse
-	(*ReservationView)(nil),          // 41: suanli.v1.ReservationView
-	(*ListReservationsResponse)(nil), // 42: suanli.v1.ListReservationsResponse
-	(*NodeView)(nil),                 // 43: suanli.v1.NodeView
-	(*ListNodesResponse)(nil),        // 44: suanli.v1.ListNodesResponse
-	(*AuditDecision)(nil),            // 45: suanli.v1.AuditDecision
-	(*AuditList)(nil),                // 46: suanli.v1.AuditList
-	(*JobView)(nil),                  // 47: suanli.v1.JobView
-	(*AuditTrail)(nil),               // 48: suanli.v1.AuditTrail
-	(*FieldError)(nil),               // 49: suanli.v1.FieldError
-	(*ErrorResponse)(nil),            // 50: suanli.v1.ErrorResponse
-	(*NodeStatusResponse)(nil),       // 51: suanli.v1.NodeStatusResponse
-	nil,                              // 52: suanli.v1.TaskSpec.LabelsEntry
-	nil,                              // 53: suanli.v1.TaskSpec.EnvEntry
-	nil,                              // 54: suanli.v1.TaskProfile.ExtraEntry
-	nil,                              // 55: suanli.v1.JobView.CountsEntry
+	(*GetCellPolicyRequest)(nil),     // 19: suanli.v1.GetCellPolicyRequest
+	(*ListNodesRequest)(nil),         // 20: suanli.v1.ListNodesRequest
+	(*NodeStatusRequest)(nil),        // 21: suanli.v1.NodeStatusRequest
+	(*DrainNodeRequest)(nil),         // 22: suanli.v1.DrainNodeRequest
+	(*UncordonNodeRequest)(nil),      // 23: suanli.v1.UncordonNodeRequest
+	(*LogPosition)(nil),              // 24: suanli.v1.LogPosition
+	(*PendingReason)(nil),            // 25: suanli.v1.PendingReason
+	(*AcceleratorRequest)(nil),       // 26: suanli.v1.AcceleratorRequest
+	(*TaskResources)(nil),            // 27: suanli.v1.TaskResources
+	(*StrategyRef)(nil),              // 28: suanli.v1.StrategyRef
+	(*Candidate)(nil),                // 29: suanli.v1.Candidate
+	(*FilterOutcome)(nil),            // 30: suanli.v1.FilterOutcome
+	(*Provenance)(nil),               // 31: suanli.v1.Provenance
+	(*TaskProfile)(nil),              // 32: suanli.v1.TaskProfile
+	(*Health)(nil),                   // 33: suanli.v1.Health
+	(*SubmitTaskResponse)(nil),       // 34: suanli.v1.SubmitTaskResponse
+	(*CancelTaskResponse)(nil),       // 35: suanli.v1.CancelTaskResponse
+	(*SubmitBidResponse)(nil),        // 36: suanli.v1.SubmitBidResponse
+	(*TaskStatus)(nil),               // 37: suanli.v1.TaskStatus
+	(*ListTasksResponse)(nil),        // 38: suanli.v1.ListTasksResponse
+	(*WhyPendingResponse)(nil),       // 39: suanli.v1.WhyPendingResponse
+	(*BidView)(nil),                  // 40: suanli.v1.BidView
+	(*ListBidsResponse)(nil),         // 41: suanli.v1.ListBidsResponse
+	(*ReservationView)(nil),          // 42: suanli.v1.ReservationView
+	(*ListReservationsResponse)(nil), // 43: suanli.v1.ListReservationsResponse
+	(*NodeView)(nil),                 // 44: suanli.v1.NodeView
+	(*CellPolicy)(nil),               // 45: suanli.v1.CellPolicy
+	(*ListNodesResponse)(nil),        // 46: suanli.v1.ListNodesResponse
+	(*AuditDecision)(nil),            // 47: suanli.v1.AuditDecision
+	(*AuditList)(nil),                // 48: suanli.v1.AuditList
+	(*JobView)(nil),                  // 49: suanli.v1.JobView
+	(*AuditTrail)(nil),               // 50: suanli.v1.AuditTrail
+	(*FieldError)(nil),               // 51: suanli.v1.FieldError
+	(*ErrorResponse)(nil),            // 52: suanli.v1.ErrorResponse
+	(*NodeStatusResponse)(nil),       // 53: suanli.v1.NodeStatusResponse
+	nil,                              // 54: suanli.v1.TaskSpec.LabelsEntry
+	nil,                              // 55: suanli.v1.TaskSpec.EnvEntry
+	nil,                              // 56: suanli.v1.TaskProfile.ExtraEntry
+	nil,                              // 57: suanli.v1.JobView.CountsEntry
 }
 var file_suanli_proto_depIdxs = []int32{
 	2,  // 0: suanli.v1.TaskSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	52, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
-	53, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
+	54, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
+	55, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
 	1,  // 3: suanli.v1.TaskSpec.model:type_name -> suanli.v1.ModelSpec
 	3,  // 4: suanli.v1.ResourcesSpec.accelerators:type_name -> suanli.v1.AcceleratorSpec
 	2,  // 5: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
 	0,  // 6: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
 	4,  // 7: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
-	25, // 8: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
-	23, // 9: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
-	27, // 10: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
-	28, // 11: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
-	29, // 12: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
-	31, // 13: suanli.v1.Provenance.profile:type_name -> suanli.v1.TaskProfile
-	54, // 14: suanli.v1.TaskProfile.extra:type_name -> suanli.v1.TaskProfile.ExtraEntry
-	23, // 15: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
-	23, // 16: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
-	23, // 17: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
-	24, // 18: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
-	36, // 19: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
-	24, // 20: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
-	26, // 21: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
-	39, // 22: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
-	41, // 23: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
-	43, // 24: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
-	24, // 25: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
-	30, // 26: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
-	23, // 27: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
-	45, // 28: suanli.v1.AuditList.decisions:type_name -> suanli.v1.AuditDecision
-	36, // 29: suanli.v1.JobView.tasks:type_name -> suanli.v1.TaskStatus
-	55, // 30: suanli.v1.JobView.counts:type_name -> suanli.v1.JobView.CountsEntry
-	45, // 31: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
-	49, // 32: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
-	23, // 33: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
+	26, // 8: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
+	24, // 9: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
+	28, // 10: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
+	29, // 11: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
+	30, // 12: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
+	32, // 13: suanli.v1.Provenance.profile:type_name -> suanli.v1.TaskProfile
+	56, // 14: suanli.v1.TaskProfile.extra:type_name -> suanli.v1.TaskProfile.ExtraEntry
+	24, // 15: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
+	24, // 16: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
+	24, // 17: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
+	25, // 18: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
+	37, // 19: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
+	25, // 20: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
+	27, // 21: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
+	40, // 22: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
+	42, // 23: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
+	44, // 24: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
+	25, // 25: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
+	31, // 26: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
+	24, // 27: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
+	47, // 28: suanli.v1.AuditList.decisions:type_name -> suanli.v1.AuditDecision
+	37, // 29: suanli.v1.JobView.tasks:type_name -> suanli.v1.TaskStatus
+	57, // 30: suanli.v1.JobView.counts:type_name -> suanli.v1.JobView.CountsEntry
+	47, // 31: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
+	51, // 32: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
+	24, // 33: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
 	6,  // 34: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
 	7,  // 35: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
 	8,  // 36: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
@@ -5251,27 +5424,29 @@ var file_suanli_proto_depIdxs = []int32{
 	16, // 44: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
 	17, // 45: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
 	18, // 46: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
-	19, // 47: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
-	21, // 48: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
-	22, // 49: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
-	32, // 50: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
-	33, // 51: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
-	37, // 52: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
-	36, // 53: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
-	34, // 54: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
-	38, // 55: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
-	48, // 56: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
-	46, // 57: suanli.v1.Suanli.ListAudit:output_type -> suanli.v1.AuditList
-	47, // 58: suanli.v1.Suanli.GetJob:output_type -> suanli.v1.JobView
-	35, // 59: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
-	40, // 60: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
-	39, // 61: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
-	42, // 62: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
-	44, // 63: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
-	51, // 64: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
-	51, // 65: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
-	50, // [50:66] is the sub-list for method output_type
-	34, // [34:50] is the sub-list for method input_type
+	20, // 47: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
+	19, // 48: suanli.v1.Suanli.GetCellPolicy:input_type -> suanli.v1.GetCellPolicyRequest
+	22, // 49: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
+	23, // 50: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
+	33, // 51: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
+	34, // 52: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
+	38, // 53: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
+	37, // 54: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
+	35, // 55: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
+	39, // 56: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
+	50, // 57: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
+	48, // 58: suanli.v1.Suanli.ListAudit:output_type -> suanli.v1.AuditList
+	49, // 59: suanli.v1.Suanli.GetJob:output_type -> suanli.v1.JobView
+	36, // 60: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
+	41, // 61: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
+	40, // 62: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
+	43, // 63: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
+	46, // 64: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
+	45, // 65: suanli.v1.Suanli.GetCellPolicy:output_type -> suanli.v1.CellPolicy
+	53, // 66: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
+	53, // 67: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
+	51, // [51:68] is the sub-list for method output_type
+	34, // [34:51] is the sub-list for method input_type
 	34, // [34:34] is the sub-list for extension type_name
 	34, // [34:34] is the sub-list for extension extendee
 	0,  // [0:34] is the sub-list for field type_name
@@ -5291,22 +5466,22 @@ func file_suanli_proto_init() {
 	file_suanli_proto_msgTypes[13].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[16].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[18].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[19].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[20].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[21].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[22].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[30].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[36].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[39].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[41].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[45].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[23].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[31].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[37].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[40].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[42].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_suanli_proto_rawDesc), len(file_suanli_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   56,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,7 @@ const (
 	Suanli_GetBid_FullMethodName           = "/suanli.v1.Suanli/GetBid"
 	Suanli_ListReservations_FullMethodName = "/suanli.v1.Suanli/ListReservations"
 	Suanli_ListNodes_FullMethodName        = "/suanli.v1.Suanli/ListNodes"
+	Suanli_GetCellPolicy_FullMethodName    = "/suanli.v1.Suanli/GetCellPolicy"
 	Suanli_DrainNode_FullMethodName        = "/suanli.v1.Suanli/DrainNode"
 	Suanli_UncordonNode_FullMethodName     = "/suanli.v1.Suanli/UncordonNode"
 )
@@ -72,6 +73,8 @@ type SuanliClient interface {
 	// Reservation tokens of every tenant (another tenant's ids, tenant and claimants hidden).
 	ListReservations(ctx context.Context, in *ListReservationsRequest, opts ...grpc.CallOption) (*ListReservationsResponse, error)
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// The policy in force in a cell (strategy, configuration, digest, who set it, when).
+	GetCellPolicy(ctx context.Context, in *GetCellPolicyRequest, opts ...grpc.CallOption) (*CellPolicy, error)
 	// Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
 	// elsewhere reserve-first, the others finish) or READY (new work again).
 	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error)
@@ -226,6 +229,16 @@ func (c *suanliClient) ListNodes(ctx context.Context, in *ListNodesRequest, opts
 	return out, nil
 }
 
+func (c *suanliClient) GetCellPolicy(ctx context.Context, in *GetCellPolicyRequest, opts ...grpc.CallOption) (*CellPolicy, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CellPolicy)
+	err := c.cc.Invoke(ctx, Suanli_GetCellPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *suanliClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(NodeStatusResponse)
@@ -267,6 +280,8 @@ type SuanliServer interface {
 	// Reservation tokens of every tenant (another tenant's ids, tenant and claimants hidden).
 	ListReservations(context.Context, *ListReservationsRequest) (*ListReservationsResponse, error)
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// The policy in force in a cell (strategy, configuration, digest, who set it, when).
+	GetCellPolicy(context.Context, *GetCellPolicyRequest) (*CellPolicy, error)
 	// Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
 	// elsewhere reserve-first, the others finish) or READY (new work again).
 	DrainNode(context.Context, *DrainNodeRequest) (*NodeStatusResponse, error)
@@ -322,6 +337,9 @@ func (UnimplementedSuanliServer) ListReservations(context.Context, *ListReservat
 }
 func (UnimplementedSuanliServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedSuanliServer) GetCellPolicy(context.Context, *GetCellPolicyRequest) (*CellPolicy, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCellPolicy not implemented")
 }
 func (UnimplementedSuanliServer) DrainNode(context.Context, *DrainNodeRequest) (*NodeStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
@@ -602,6 +620,24 @@ func _Suanli_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Suanli_GetCellPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCellPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SuanliServer).GetCellPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Suanli_GetCellPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SuanliServer).GetCellPolicy(ctx, req.(*GetCellPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Suanli_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DrainNodeRequest)
 	if err := dec(in); err != nil {
@@ -700,6 +736,10 @@ var Suanli_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _Suanli_ListNodes_Handler,
+		},
+		{
+			MethodName: "GetCellPolicy",
+			Handler:    _Suanli_GetCellPolicy_Handler,
 		},
 		{
 			MethodName: "DrainNode",
