@@ -268,8 +268,12 @@ def queues(state: DashboardState, tenant: str) -> str:
     for cell in cells:
         queue = lifecycle.pending(cell)
         mine = [t for t in queue if t.tenant == tenant]
+        policy = lifecycle.policy(cell)
+        rule = (f'{e(policy.strategy)}, one priority point per {policy.aging_ms / 1000:g} s waiting' if policy
+                else 'default policy')
         out.append(f'<section class="card queue" data-cell="{e(cell)}"><h2>cell {e(cell)} '
-                   f'<small>{len(queue)} waiting in all · {len(mine)} yours</small></h2>')
+                   f'<small>{len(queue)} waiting in all · {len(mine)} yours · '
+                   f'<span class="policy">{rule}</span></small></h2>')
         by_tier: dict[str, list[Any]] = {}
         for t in mine:
             by_tier.setdefault((t.qos_tier or "SILVER").upper(), []).append(t)

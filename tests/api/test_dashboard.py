@@ -197,6 +197,15 @@ def test_the_task_list_and_page_show_the_job_and_filter_by_it(model, client):
     assert 'id="task-job"' not in client.get("/ui/tasks/solo", headers=ALPHA).text
 
 
+def test_the_queue_page_names_each_cells_policy_and_its_aging(model, client):
+    assert '<span class="policy">default policy</span>' in client.get("/ui/queues", headers=BETA).text
+    feed(model, ("cell_log", "PolicyChanged", {"event_id": "p1", "cell": "c", "strategy": "bestfit",
+                                               "config_json": '{"qos":{"aging_ms":5000}}', "changed_by": "ops",
+                                               "at": 1}))
+    html = client.get("/ui/queues", headers=BETA).text
+    assert '<span class="policy">bestfit, one priority point per 5 s waiting</span>' in html
+
+
 def test_task_page_draws_the_decision_tree_with_the_chosen_node(client):
     html = client.get("/ui/tasks/a1", headers=ALPHA).text
     svg = html[html.index("<svg"):html.index("</svg>")]
