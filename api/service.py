@@ -59,8 +59,6 @@ from suanli.api.models import (AuditDecision, AuditList, AuditTrail, BidSpec, Bi
 from suanli.api.readmodel import LogFollower, ReadModel, Submission
 from suanli.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
 from suanli.processors.model import canonical_json
-from suanli.processors.qos import QosArgs
-from suanli.processors.strategies import config_digest
 from suanli.projections.lifecycle import TERMINAL, TaskView
 from suanli.projections.reservations import BidState, TokenState
 from suanli.schemas.catalog import catalog
@@ -405,14 +403,11 @@ class ApiService:
         await self._ready()
         view = self.model.lifecycle
         policy = view.policy(cell)
-        if policy is not None:
-            return CellPolicy(cell=cell, set=True, strategy=policy.strategy, config_json=canonical_json(policy.config),
-                              config_digest=policy.digest, aging_ms=policy.aging_ms, event_id=policy.event_id,
-                              changed_by=policy.changed_by, at=policy.at)
-        if not any(c == cell for c, _n in view.nodes):
+        if not policy.set and not any(c == cell for c, _n in view.nodes):
             raise NotFoundError(f"no cell {cell!r}: no node has registered in it and no policy was set for it")
-        return CellPolicy(cell=cell, set=False, strategy="default", config_json="{}",
-                          config_digest=config_digest({}), aging_ms=QosArgs().aging_ms)
+        return CellPolicy(cell=cell, set=policy.set, strategy=policy.strategy, config_json=canonical_json(policy.config),
+                          config_digest=policy.digest, aging_ms=policy.aging_ms, event_id=policy.event_id,
+                          changed_by=policy.changed_by, at=policy.at)
 
     async def drain_node(self, tenant: str, node_id: str, request: NodeStatusRequest) -> NodeStatusResponse:
         """Operators: store a NodeStatusChanged DRAINING for a registered node."""

@@ -157,6 +157,19 @@ class PolicyView:
     changed_by: str
     at: int
 
+    @property
+    def set(self) -> bool:
+        """Whether a PolicyChanged set it (False: :meth:`default`)."""
+        return bool(self.event_id)
+
+    @classmethod
+    def default(cls, cell: str) -> "PolicyView":
+        """What a cell that no policy has reached runs: ``default`` with its defaults."""
+        from suanli.processors.qos import QosArgs
+        from suanli.processors.strategies import config_digest
+
+        return cls(cell, "default", {}, config_digest({}), QosArgs().aging_ms, "", "", 0)
+
 
 @dataclass(frozen=True)
 class _Hold:
@@ -664,10 +677,11 @@ class LifecycleView:
         self.policies[event.cell] = PolicyView(event.cell, policy.strategy, policy.config, policy.digest, aging,
                                                event.event_id, event.changed_by, event.at)
 
-    def policy(self, cell: str) -> Optional[PolicyView]:
-        """The policy in force in ``cell``; None when no valid PolicyChanged has reached it
-        (the cell runs ``default`` with its defaults)."""
-        return self.policies.get(cell)
+    def policy(self, cell: str) -> PolicyView:
+        """The policy in force in ``cell``: :meth:`PolicyView.default` (``set`` False) when no
+        valid PolicyChanged has reached it."""
+        policy = self.policies.get(cell)
+        return PolicyView.default(cell) if policy is None else policy
 
     def _on_NodeStatusChanged(self, p: dict[str, Any]) -> None:
         node = self.nodes.get((p["cell"], p["node_id"]))

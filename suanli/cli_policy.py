@@ -130,16 +130,16 @@ def _show(args: argparse.Namespace) -> int:
 
     policy = _view(args.cell, ("cell_log",)).policy(args.cell)
     if args.json:
-        print(json.dumps({"cell": args.cell, "set": False, "strategy": "default", "config": {}} if policy is None
-                         else {"set": True, **dataclasses.asdict(policy)}, indent=2, sort_keys=True))
-    elif policy is None:
+        print(json.dumps({"set": policy.set, **dataclasses.asdict(policy)}, indent=2, sort_keys=True))
+        return 0
+    if not policy.set:
         print(f"cell {args.cell}: no policy set: `default` with its defaults (`suanli strategy show default`)")
     else:
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(policy.at / 1000))
         print(f"cell {policy.cell}: {policy.strategy} {json.dumps(policy.config, sort_keys=True)}\n"
-              f"  config digest {policy.digest} (decisions cite it in provenance.strategy.config_digest)\n"
-              f"  set by {policy.changed_by or '?'} at {when} (event {policy.event_id})\n"
-              f"  queue aging: one priority point per {policy.aging_ms / 1000:g} s of waiting")
+              f"  set by {policy.changed_by or '?'} at {when} (event {policy.event_id})")
+    print(f"  config digest {policy.digest} (decisions cite it in provenance.strategy.config_digest)\n"
+          f"  queue aging: one priority point per {policy.aging_ms / 1000:g} s of waiting")
     return 0
 
 

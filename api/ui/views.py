@@ -269,7 +269,7 @@ def queues(state: DashboardState, tenant: str) -> str:
         queue = lifecycle.pending(cell)
         mine = [t for t in queue if t.tenant == tenant]
         policy = lifecycle.policy(cell)
-        rule = (f'{e(policy.strategy)}, one priority point per {policy.aging_ms / 1000:g} s waiting' if policy
+        rule = (f'{e(policy.strategy)}, one priority point per {policy.aging_ms / 1000:g} s waiting' if policy.set
                 else 'default policy')
         out.append(f'<section class="card queue" data-cell="{e(cell)}"><h2>cell {e(cell)} '
                    f'<small>{len(queue)} waiting in all · {len(mine)} yours · '

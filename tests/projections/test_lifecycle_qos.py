@@ -293,13 +293,14 @@ def test_the_queue_ages_by_the_cells_own_policy_and_a_refused_policy_changes_not
     aged = ["silver-old", "silver-new-hi", "silver-late"]            # 1 point = 1 min (the default)
     by_priority = ["silver-new-hi", "silver-late", "silver-old"]     # no aging: priority first
     view = fold(events)
-    assert view.policy(CELL) is None and [t.task_id for t in view.pending(CELL)] == aged
+    assert not view.policy(CELL).set and view.policy(CELL).aging_ms == minute
+    assert [t.task_id for t in view.pending(CELL)] == aged
 
     view = fold([_policy("p1", {"qos": {"aging_ms": 0}}), *events])
     p = view.policy(CELL)
     assert (p.strategy, p.config, p.aging_ms, p.event_id, p.changed_by, p.at) == \
         ("default", {"qos": {"aging_ms": 0}}, 0, "p1", "ops", 5)
-    assert p.digest and [t.task_id for t in view.pending(CELL)] == by_priority
+    assert p.set and p.digest and [t.task_id for t in view.pending(CELL)] == by_priority
     assert [t.task_id for t in view.pending(CELL, aging_ms=minute)] == aged      # the argument still wins
 
     refused = fold([_policy("p1", {"qos": {"aging_ms": 0}}), _policy("p2", {"qos": {"agign_ms": 5}}),
