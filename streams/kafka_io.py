@@ -101,6 +101,7 @@ class Received(RawRecord):
     kind: str | None = None
     payload: dict[str, Any] | None = None
     error: DecodeError | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()     # the record's Kafka headers, in order
 
 
 class EventConsumer:
@@ -141,7 +142,7 @@ class EventConsumer:
         except DecodeError as exc:
             kind, payload, error = None, None, exc
         return Received(record.topic, record.partition, record.offset, record.timestamp,
-                        record.key, record.value, kind, payload, error)
+                        record.key, record.value, kind, payload, error, tuple(record.headers or ()))
 
     async def batches(self, timeout_ms: int = 500, max_records: int = 2000) -> AsyncIterator[list[Received]]:
         """Yield lists of decoded records (possibly empty on timeouts) forever."""

@@ -241,6 +241,14 @@ if [[ $SECURITY == SASL_SSL ]]; then
 fi
 # A file argument is sent as one message, whatever bytes it holds (0x0a included).
 # murmur2_random: the Java client's partitioner (librdkafka's default is CRC32-based).
-kcat ${SECURITY_ARGS[@]+"${SECURITY_ARGS[@]}"} -P -b "$BROKERS" -t "$TOPIC" -k "$KEY" \
+# An urgent task ("scheduling: urgent") carries the header suanli-lane: urgent, as the control
+# plane's own producers do (streams/intake.lane_headers): it ends intake's micro-batch wait early.
+HEADERS=()
+if [[ $MODE == task ]]; then
+  for i in "${!LABEL_KEYS[@]}"; do
+    [[ ${LABEL_KEYS[i]} == scheduling && ${LABEL_VALUES[i]} == urgent ]] && HEADERS=(-H suanli-lane=urgent)
+  done
+fi
+kcat ${SECURITY_ARGS[@]+"${SECURITY_ARGS[@]}"} -P -b "$BROKERS" -t "$TOPIC" -k "$KEY" ${HEADERS[@]+"${HEADERS[@]}"} \
      -X topic.partitioner=murmur2_random -X enable.idempotence=true -X acks=all "$MSG"
 echo "produced 1 ${SUBJECT##*.} (schema id $ID) to $TOPIC"

@@ -56,7 +56,8 @@ def _events(lang: str, run_id: str, cell: str) -> dict[str, dict]:
     flag_task = {
         "event_id": f"submit/{run_id}-{lang}-flags", "task_id": f"{run_id}-{lang}-flags", "tenant": f"tenant-{lang}",
         "cell": cell, "submitted_at": T0 + 1, "resources": _resources(6000, 12288, 1, 460, ("V100M16", "V100M32")),
-        "qos_tier": "GOLD", "priority": 3, "labels": {"team": "vision", "lang": lang}, "deadline": None,
+        "qos_tier": "GOLD", "priority": 3, "labels": {"team": "vision", "lang": lang, "scheduling": "urgent"},
+        "deadline": None,
         "duration_estimate_ms": 7_200_000, "command": None, "profile": None, "env": {},
         "job_id": None}
     file_task = {
@@ -168,6 +169,11 @@ def test_producer_writes_events_the_python_codec_decodes(lang, kafka, codec, reg
         assert got_kind == kind
         assert payload == want, f"{lang} {name}: decoded {payload}\n want {want}"
         assert schema_id == latest[kind], f"{lang} {name}: schema id {schema_id}, latest is {latest[kind]}"
+    # the urgent task (labelled scheduling: urgent) carries the lane header, as the plane's producers
+    # put it (streams/intake.lane_headers); no other record carries any header
+    headers = {r.key.decode(): r.headers for r in records}
+    assert headers.pop(events["flags"]["task_id"]) == (("suanli-lane", b"urgent"),), lang
+    assert set(headers.values()) == {()}, (lang, headers)
 
 
 def _bid_batch(run_id: str, cell: str, n: int) -> list[dict]:

@@ -95,3 +95,23 @@ func TestTypedReservationBidMatchesTheVectors(t *testing.T) {
 		}
 	}
 }
+
+func TestLaneHeadersMarkOnlyUrgentTasks(t *testing.T) {
+	urgent := map[string]any{"labels": map[string]any{"scheduling": "urgent", "team": "x"}}
+	if h := LaneHeaders("TaskSubmitted", urgent); len(h) != 1 || h[0].Key != "suanli-lane" || string(h[0].Value) != "urgent" {
+		t.Fatalf("an urgent task: got %v", h)
+	}
+	for _, c := range []struct {
+		kind  string
+		event map[string]any
+	}{
+		{"TaskSubmitted", map[string]any{"labels": map[string]any{"scheduling": "batch"}}},
+		{"TaskSubmitted", map[string]any{"labels": nil}},
+		{"TaskSubmitted", map[string]any{}},
+		{"ReservationBid", urgent},
+	} {
+		if h := LaneHeaders(c.kind, c.event); h != nil {
+			t.Fatalf("%s %v: got %v, want no header", c.kind, c.event, h)
+		}
+	}
+}

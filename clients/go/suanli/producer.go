@@ -220,9 +220,23 @@ func (p *Producer) Send(ctx context.Context, topic, kind string, events ...any) 
 			}
 			return err
 		}
-		records = append(records, &kgo.Record{Topic: topic, Key: []byte(key), Value: value})
+		records = append(records, &kgo.Record{Topic: topic, Key: []byte(key), Value: value, Headers: LaneHeaders(short, obj)})
 	}
 	return p.Kafka.ProduceSync(ctx, records...).FirstErr()
+}
+
+// LaneHeaders are the Kafka headers of a record of kind short (no namespace) with event obj:
+// "suanli-lane: urgent" for a task labelled "scheduling: urgent", none otherwise, as the
+// control plane's own producers do (streams/intake.lane_headers). The header only ends
+// intake's micro-batch wait early; urgency itself is read from the labels.
+func LaneHeaders(short string, obj map[string]any) []kgo.RecordHeader {
+	if short != "TaskSubmitted" {
+		return nil
+	}
+	if labels, ok := obj["labels"].(map[string]any); ok && labels["scheduling"] == "urgent" {
+		return []kgo.RecordHeader{{Key: "suanli-lane", Value: []byte("urgent")}}
+	}
+	return nil
 }
 
 // asJSON turns a typed event (a struct of events.go) into the JSON convention.

@@ -86,8 +86,21 @@ export class SuanliProducer {
     for (const event of events) {
       const key = event[keyField];
       if (typeof key !== 'string' || key === '') throw new Error(`${kind}: the key field ${keyField} must be a non-empty string`);
-      messages.push({ key, value: await this.encode(kind, event) });
+      messages.push({ key, value: await this.encode(kind, event), headers: laneHeaders(kind, event) });
     }
     await this.producer.send({ topic, acks: -1, messages });
   }
+}
+
+/**
+ * The Kafka headers of a record of `kind` carrying `event`: `suanli-lane: urgent` for a task
+ * labelled `scheduling: urgent`, none otherwise, as the control plane's own producers do
+ * (streams/intake.lane_headers). The header only ends intake's micro-batch wait early;
+ * urgency itself is read from the labels.
+ */
+export function laneHeaders(kind: string, event: Record<string, unknown>): Record<string, string> {
+  const labels = event.labels as Record<string, unknown> | null | undefined;
+  return kind.slice(kind.lastIndexOf('.') + 1) === 'TaskSubmitted' && labels?.scheduling === 'urgent'
+    ? { 'suanli-lane': 'urgent' }
+    : {};
 }

@@ -3,6 +3,7 @@ package io.suanli.client;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -74,6 +75,16 @@ public final class SuanliProducer implements AutoCloseable {
     return ByteBuffer.allocate(5 + body.length).put((byte) 0).putInt(entry.id()).put(body).array();
   }
 
+  /**
+   * Whether a record of shortKind gets the header "suanli-lane: urgent": a task labelled
+   * "scheduling: urgent", as the control plane's own producers do (streams/intake.lane_headers).
+   * The header only ends intake's micro-batch wait early; urgency itself is read from the labels.
+   */
+  static boolean urgent(String shortKind, JsonNode event) {
+    JsonNode lane = event.path("labels").path("scheduling");
+    return shortKind.equals("TaskSubmitted") && lane.isTextual() && lane.asText().equals("urgent");
+  }
+
   /** Produces the events to topic, keyed by the kind's key field, and waits until stored. */
   public List<RecordMetadata> send(String topic, String kind, List<JsonNode> events)
       throws IOException, InterruptedException, ExecutionException {
@@ -88,7 +99,11 @@ public final class SuanliProducer implements AutoCloseable {
       if (key == null || !key.isTextual() || key.asText().isEmpty()) {
         throw new IllegalArgumentException(kind + ": the key field " + keyField + " must be a non-empty string");
       }
-      pending.add(kafka.send(new ProducerRecord<>(topic, key.asText(), encode(kind, event))));
+      ProducerRecord<String, byte[]> record = new ProducerRecord<>(topic, key.asText(), encode(kind, event));
+      if (urgent(shortKind, event)) {
+        record.headers().add("suanli-lane", "urgent".getBytes(StandardCharsets.UTF_8));
+      }
+      pending.add(kafka.send(record));
     }
     kafka.flush();
     List<RecordMetadata> stored = new ArrayList<>();
