@@ -3,7 +3,7 @@
 The file is TOML (``*.toml``) or JSON (anything else), either a flat mapping or a
 ``tokens`` table/object, token -> tenant::
 
-    operators = ["ops"]          # optional, before the tables: who may drain nodes
+    operators = ["ops"]          # optional, before the tables: who may drain nodes, set policies
     [tokens]
     "s3cr3t-vision" = "vision"
     "s3cr3t-speech" = "speech"
@@ -19,9 +19,10 @@ Contract: :meth:`TokenStore.tenant` returns the tenant of a token or raises
 :class:`~suanli.errors.AuthError` (missing, malformed or unknown token); it never says
 which of those it was beyond a short reason, and compares tokens in constant time.
 
-Operators: nodes are shared by every tenant, so changing one (``POST /v1/nodes/{id}/drain``,
-``/uncordon``) is open only to the tenants listed in ``operators`` (a list next to
-``tokens``, only with the ``tokens`` form; each must own a token). None by default.
+Operators: nodes and cells are shared by every tenant, so changing one (``POST
+/v1/nodes/{id}/drain``, ``/uncordon``, ``PUT /v1/cells/{cell}/policy``) is open only to the
+tenants listed in ``operators`` (a list next to ``tokens``, only with the ``tokens`` form;
+each must own a token). None by default.
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError as PydanticValidationError
 from suanli.api import suanli_pb2 as pb
 from suanli.api import suanli_pb2_grpc as pb_grpc
 from suanli.api.auth import TokenStore
-from suanli.api.models import BidSpec, CancelRequest, NodeStatusRequest, TaskSpec
+from suanli.api.models import BidSpec, CancelRequest, NodeStatusRequest, PolicyRequest, TaskSpec
 from suanli.api.service import MAX_LIMIT, ApiService
 from suanli.errors import (AuthError, ConflictError, ForbiddenError, NotFoundError, SuanliError, UnavailableError,
                            ValidationError)
@@ -194,6 +194,11 @@ class SuanliServicer(pb_grpc.SuanliServicer):
     @_rpc
     async def GetCellPolicy(self, request: pb.GetCellPolicyRequest, tenant: str) -> Message:
         return to_message(await self.service.get_cell_policy(tenant, request.cell), pb.CellPolicy)
+
+    @_rpc
+    async def SetCellPolicy(self, request: pb.SetCellPolicyRequest, tenant: str) -> Message:
+        body = _validate(PolicyRequest, message_to_dict(request.policy), "policy")
+        return to_message(await self.service.set_cell_policy(tenant, request.cell, body), pb.SetCellPolicyResponse)
 
     @_rpc
     async def ListReservations(self, request: pb.ListReservationsRequest, tenant: str) -> Message:

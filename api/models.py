@@ -22,7 +22,7 @@ from suanli.schemas.task_spec import ResourcesSpec, TaskSpec
 __all__ = [
     "TaskSpec", "ResourcesSpec", "BidSpec", "CancelRequest", "LogPosition", "SubmitTaskResponse",
     "CancelTaskResponse", "SubmitBidResponse", "PendingReason", "TaskStatus", "ListTasksResponse",
-    "WhyPendingResponse", "CellPolicy", "AcceleratorRequest", "TaskResources", "BidView", "ListBidsResponse",
+    "WhyPendingResponse", "CellPolicy", "PolicyRequest", "SetCellPolicyResponse", "AcceleratorRequest", "TaskResources", "BidView", "ListBidsResponse",
     "NodeView", "ListNodesResponse", "StrategyRef", "Candidate", "FilterOutcome", "Provenance",
     "AuditDecision", "AuditTrail", "Health", "FieldError", "ErrorResponse", "MAX_EPOCH_MS",
     "NodeStatusRequest", "NodeStatusResponse", "ReservationView", "ListReservationsResponse",
@@ -80,6 +80,15 @@ class NodeStatusRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     cell: str | None = Field(None, min_length=1, max_length=256)
     reason: str = Field("", max_length=1000)
+
+
+class PolicyRequest(BaseModel):
+    """A cell's new policy: a strategy (``suanli strategy list``) and its configuration as a JSON
+    object in text (as the ``PolicyChanged`` event carries it), checked as the scheduler will."""
+
+    model_config = ConfigDict(extra="forbid")
+    strategy: str = Field("default", min_length=1, max_length=100)
+    config_json: str = Field("{}", max_length=100_000)
 
 
 # ----------------------------------------------------------------------- shared records
@@ -354,6 +363,18 @@ class NodeView(_Out):
 
 class ListNodesResponse(_Out):
     nodes: list[NodeView]
+
+
+class SetCellPolicyResponse(_Out):
+    """The PolicyChanged an operator stored (the raw policy topic; intake forwards it to the
+    cell's log, and the scheduler applies it in log order: ``GetCellPolicy`` shows it then)."""
+
+    cell: str
+    strategy: str
+    config_json: str                 # canonical JSON
+    config_digest: str
+    event_id: str
+    position: LogPosition
 
 
 class CellPolicy(_Out):

@@ -23,7 +23,8 @@ from suanli.api.auth import TokenStore
 from suanli.api.limits import Limits, LimitsMiddleware, header
 from suanli.api.models import (AuditList, AuditTrail, BidSpec, BidView, CancelRequest, CancelTaskResponse, CellPolicy,
                                ErrorResponse, Health, JobView, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
-                               ListTasksResponse, NodeStatusRequest, NodeStatusResponse, SubmitBidResponse,
+                               ListTasksResponse, NodeStatusRequest, NodeStatusResponse, PolicyRequest,
+                               SetCellPolicyResponse, SubmitBidResponse,
                                SubmitTaskResponse, TaskSpec, TaskStatus, WhyPendingResponse)
 from suanli.api.service import MAX_LIMIT, ApiService
 from suanli.errors import (AuthError, ConflictError, ForbiddenError, NotFoundError, SuanliError, UnavailableError,
@@ -275,6 +276,14 @@ def create_app(service: ApiService, tokens: TokenStore, limits: Limits | None = 
         its decisions cite, the queue's aging, and the PolicyChanged that set it. ``set`` false: none
         has reached the cell, which runs ``default`` with its defaults."""
         return await service.get_cell_policy(caller, cell)
+
+    @app.put("/v1/cells/{cell}/policy", operation_id="SetCellPolicy", status_code=202,
+             response_model=SetCellPolicyResponse, responses=_errors(401, 403, 422, 503), tags=["nodes"])
+    async def set_cell_policy(caller: Tenant, cell: CellName, request: PolicyRequest) -> SetCellPolicyResponse:
+        """Operators: store a cell's new policy (a PolicyChanged on the raw policy topic), checked first as
+        the scheduler will: an unknown strategy, key or a bad value is a 422 naming it. Intake forwards it
+        to the cell's log and the scheduler applies it in log order (``GetCellPolicy`` shows it then)."""
+        return await service.set_cell_policy(caller, cell, request)
 
     @app.post("/v1/nodes/{node_id}/drain", operation_id="DrainNode", status_code=202,
               response_model=NodeStatusResponse, responses=_errors(401, 403, 404, 422, 503), tags=["nodes"])

@@ -54,10 +54,12 @@ from suanli.api.audit import AuditArchive, AuditSource
 from suanli.api.models import (AuditDecision, AuditList, AuditTrail, BidSpec, BidView, CancelRequest, CellPolicy,
                                CancelTaskResponse, Health, JobView, ListBidsResponse, ListNodesResponse, ListReservationsResponse,
                                ListTasksResponse, LogPosition, NodeStatusRequest, NodeStatusResponse, NodeView,
-                               PendingReason, Provenance, ReservationView, SubmitBidResponse, SubmitTaskResponse,
+                               PendingReason, PolicyRequest, Provenance, ReservationView, SetCellPolicyResponse,
+                               SubmitBidResponse, SubmitTaskResponse,
                                TaskResources, TaskSpec, TaskStatus, WhyPendingResponse)
 from suanli.api.readmodel import LogFollower, ReadModel, Submission
-from suanli.errors import ConflictError, ForbiddenError, NotFoundError, ValidationError
+from suanli.errors import ConflictError, ForbiddenError, NotFoundError, StrategyError, ValidationError
+from suanli.processors.strategies import config_digest
 from suanli.processors.model import canonical_json
 from suanli.projections.lifecycle import TERMINAL, TaskView
 from suanli.projections.reservations import BidState, TokenState
@@ -408,6 +410,36 @@ class ApiService:
         return CellPolicy(cell=cell, set=policy.set, strategy=policy.strategy, config_json=canonical_json(policy.config),
                           config_digest=policy.digest, aging_ms=policy.aging_ms, event_id=policy.event_id,
                           changed_by=policy.changed_by, at=policy.at)
+
+    async def set_cell_policy(self, tenant: str, cell: str, request: PolicyRequest) -> SetCellPolicyResponse:
+        """Operators: store a PolicyChanged for ``cell``, checked first as the scheduler will
+        (:class:`ValidationError` names an unknown strategy, key or a bad value)."""
+        from suanli.cli_policy import policy_event
+
+        if tenant not in self.operators:
+            raise ForbiddenError(f"tenant {tenant!r} may not set a cell's policy: cells are shared, so only the "
+                                 "operators named in the API token file may change them")
+        if not 1 <= len(cell) <= 256:
+            raise ValidationError("cell: give the cell name (1 to 256 characters)")
+        try:
+            config = json.loads(request.config_json)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"config_json: not JSON: {exc}") from None
+        if not isinstance(config, dict):
+            raise ValidationError(f"config_json: must be a JSON object, not {type(config).__name__}")
+        try:
+            event = policy_event(cell, request.strategy, config, self._now_ms(), f"{tenant} (API)")
+        except StrategyError as exc:             # an unknown strategy, key or value, named
+            raise ValidationError(f"policy refused: {exc}") from None
+        await self._ready()
+        problem = validate_event("PolicyChanged", event)
+        if problem:
+            raise ValidationError(problem)
+        check_avro("PolicyChanged", event)
+        position = await self.sink.publish("PolicyChanged", event)
+        return SetCellPolicyResponse(cell=cell, strategy=event["strategy"], config_json=event["config_json"],
+                                     config_digest=config_digest(config), event_id=event["event_id"],
+                                     position=position)
 
     async def drain_node(self, tenant: str, node_id: str, request: NodeStatusRequest) -> NodeStatusResponse:
         """Operators: store a NodeStatusChanged DRAINING for a registered node."""

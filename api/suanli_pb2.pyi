@@ -238,6 +238,22 @@ class GetCellPolicyRequest(_message.Message):
     cell: str
     def __init__(self, cell: _Optional[str] = ...) -> None: ...
 
+class PolicyRequest(_message.Message):
+    __slots__ = ("strategy", "config_json")
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    strategy: str
+    config_json: str
+    def __init__(self, strategy: _Optional[str] = ..., config_json: _Optional[str] = ...) -> None: ...
+
+class SetCellPolicyRequest(_message.Message):
+    __slots__ = ("cell", "policy")
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    cell: str
+    policy: PolicyRequest
+    def __init__(self, cell: _Optional[str] = ..., policy: _Optional[_Union[PolicyRequest, _Mapping]] = ...) -> None: ...
+
 class ListNodesRequest(_message.Message):
     __slots__ = ("cell", "limit")
     CELL_FIELD_NUMBER: _ClassVar[int]
@@ -798,6 +814,22 @@ class NodeView(_message.Message):
     status: str
     health: str
     def __init__(self, node_id: _Optional[str] = ..., cell: _Optional[str] = ..., cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., connector: _Optional[str] = ..., cpu_used: _Optional[int] = ..., memory_used: _Optional[int] = ..., gpu_used: _Optional[_Iterable[int]] = ..., status: _Optional[str] = ..., health: _Optional[str] = ...) -> None: ...
+
+class SetCellPolicyResponse(_message.Message):
+    __slots__ = ("cell", "strategy", "config_json", "config_digest", "event_id", "position")
+    CELL_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    cell: str
+    strategy: str
+    config_json: str
+    config_digest: str
+    event_id: str
+    position: LogPosition
+    def __init__(self, cell: _Optional[str] = ..., strategy: _Optional[str] = ..., config_json: _Optional[str] = ..., config_digest: _Optional[str] = ..., event_id: _Optional[str] = ..., position: _Optional[_Union[LogPosition, _Mapping]] = ...) -> None: ...
 
 class CellPolicy(_message.Message):
     __slots__ = ("cell", "set", "strategy", "config_json", "config_digest", "aging_ms", "event_id", "changed_by", "at")

@@ -109,6 +109,11 @@ class SuanliStub:
                 request_serializer=suanli__pb2.GetCellPolicyRequest.SerializeToString,
                 response_deserializer=suanli__pb2.CellPolicy.FromString,
                 _registered_method=True)
+        self.SetCellPolicy = channel.unary_unary(
+                '/suanli.v1.Suanli/SetCellPolicy',
+                request_serializer=suanli__pb2.SetCellPolicyRequest.SerializeToString,
+                response_deserializer=suanli__pb2.SetCellPolicyResponse.FromString,
+                _registered_method=True)
         self.DrainNode = channel.unary_unary(
                 '/suanli.v1.Suanli/DrainNode',
                 request_serializer=suanli__pb2.DrainNodeRequest.SerializeToString,
@@ -218,6 +223,14 @@ class SuanliServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetCellPolicy(self, request, context):
+        """Operators only: store a cell's new policy (a PolicyChanged), checked as the scheduler
+        will (INVALID_ARGUMENT names what is wrong).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DrainNode(self, request, context):
         """Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
         elsewhere reserve-first, the others finish) or READY (new work again).
@@ -309,6 +322,11 @@ def add_SuanliServicer_to_server(servicer, server):
                     servicer.GetCellPolicy,
                     request_deserializer=suanli__pb2.GetCellPolicyRequest.FromString,
                     response_serializer=suanli__pb2.CellPolicy.SerializeToString,
+            ),
+            'SetCellPolicy': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetCellPolicy,
+                    request_deserializer=suanli__pb2.SetCellPolicyRequest.FromString,
+                    response_serializer=suanli__pb2.SetCellPolicyResponse.SerializeToString,
             ),
             'DrainNode': grpc.unary_unary_rpc_method_handler(
                     servicer.DrainNode,
@@ -726,6 +744,33 @@ class Suanli:
             '/suanli.v1.Suanli/GetCellPolicy',
             suanli__pb2.GetCellPolicyRequest.SerializeToString,
             suanli__pb2.CellPolicy.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetCellPolicy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/suanli.v1.Suanli/SetCellPolicy',
+            suanli__pb2.SetCellPolicyRequest.SerializeToString,
+            suanli__pb2.SetCellPolicyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,5 @@
-"""Node operations of the API (drain, uncordon): operators only, registered nodes only.
+"""Operator operations of the API: node drain and uncordon (registered nodes only) and a
+cell's policy (checked as the scheduler will); operators only.
 
 Unit tests run the REST app (TestClient) and the gRPC server over a hand-fed read model and
 an in-memory sink; the stack test runs ``suanli api serve`` and the intake worker in a
@@ -107,6 +108,41 @@ def test_refused_node_operations_say_why_and_write_nothing(ops_client, ops_servi
     assert ops_service.sink.events == []
 
 
+def test_an_operator_sets_a_cells_policy_and_it_shows_once_in_the_cell_log(ops_client, ops_service):
+    r = ops_client.put("/v1/cells/c/policy", headers=OPS,
+                       json={"strategy": "bestfit", "config_json": '{"qos": {"aging_ms": 5000}}'})
+    assert r.status_code == 202, r.text
+    body = r.json()
+    [(kind, event)] = ops_service.sink.events
+    assert kind == "PolicyChanged" and event["event_id"] == body["event_id"]
+    assert (event["cell"], event["strategy"], event["config_json"], event["changed_by"]) == \
+        ("c", "bestfit", '{"qos":{"aging_ms":5000}}', "ops (API)")
+    assert (body["strategy"], body["config_json"]) == ("bestfit", '{"qos":{"aging_ms":5000}}')
+    assert ops_client.get("/v1/cells/c/policy", headers=OPS).json()["set"] is False     # stored, not yet in force
+    feed(ops_service.model, ("cell_log", "PolicyChanged", event))                        # intake forwarded it
+    shown = ops_client.get("/v1/cells/c/policy", headers=OPS).json()
+    assert (shown["strategy"], shown["aging_ms"], shown["config_digest"]) == ("bestfit", 5000, body["config_digest"])
+    default = ops_client.put("/v1/cells/new-cell/policy", headers=OPS, json={})         # any cell; defaults
+    assert default.status_code == 202 and default.json()["strategy"] == "default"
+    assert default.json()["config_json"] == "{}"
+
+
+@pytest.mark.parametrize("headers, body, code, said", [
+    ({"Authorization": f"Bearer {TOKENS['alpha']}"}, {}, 403, "may not set a cell's policy"),
+    ({}, {}, 401, "token"),
+    (OPS, {"config_json": "{qos"}, 422, "config_json: not JSON"),
+    (OPS, {"config_json": "[1]"}, 422, "must be a JSON object, not list"),
+    (OPS, {"config_json": '{"qos": {"agign_ms": 1}}'}, 422, "agign_ms"),
+    (OPS, {"config_json": '{"qos": {"aging_ms": -1}}'}, 422, "qos.aging_ms"),
+    (OPS, {"strategy": "no-such"}, 422, "unknown strategy 'no-such'"),
+    (OPS, {"strategy": "bestfit", "config": {}}, 422, "config"),
+])
+def test_refused_policies_say_why_and_write_nothing(ops_client, ops_service, headers, body, code, said):
+    r = ops_client.put("/v1/cells/c/policy", headers=headers, json=body)
+    assert r.status_code == code and said in r.json()["detail"], r.text
+    assert ops_service.sink.events == []
+
+
 def test_the_cell_names_which_node_when_the_id_is_in_two_cells(ops_client, ops_service):
     r = ops_client.post("/v1/nodes/n1/drain", headers=OPS, json={"cell": "other"})
     assert r.status_code == 202 and r.json()["cell"] == "other"
@@ -138,12 +174,25 @@ def test_drain_over_grpc_is_the_same_operation(ops_service):
                 back = await stub.UncordonNode(pb.UncordonNodeRequest(node_id="n1", cell="c"),
                                                metadata=(("authorization", OPS_TOKEN),))
                 assert back.status == "READY"
+                policy = await stub.SetCellPolicy(pb.SetCellPolicyRequest(cell="c", policy=pb.PolicyRequest(strategy="bestfit")),
+                                                  metadata=(("authorization", OPS_TOKEN),))
+                assert (policy.cell, policy.strategy, policy.config_json) == ("c", "bestfit", "{}")
+                for request, metadata, code in (
+                        (pb.SetCellPolicyRequest(cell="c"), (("authorization", TOKENS["alpha"]),),
+                         grpc.StatusCode.PERMISSION_DENIED),
+                        (pb.SetCellPolicyRequest(cell="c", policy=pb.PolicyRequest(config_json='{"nope": 1}')),
+                         (("authorization", OPS_TOKEN),), grpc.StatusCode.INVALID_ARGUMENT)):
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await stub.SetCellPolicy(request, metadata=metadata)
+                    assert err.value.code() == code, err.value.details()
         finally:
             await server.stop(grace=None)
 
     asyncio.run(main())
-    assert [(e["node_id"], e["cell"], e["status"], e["reason"]) for _k, e in ops_service.sink.events] == [
-        ("n1", "c", "DRAINING", "rack move"), ("n1", "c", "READY", "uncordon by ops (API)")]
+    assert [(e["node_id"], e["cell"], e["status"], e["reason"]) for k, e in ops_service.sink.events
+            if k == "NodeStatusChanged"] == [("n1", "c", "DRAINING", "rack move"),
+                                             ("n1", "c", "READY", "uncordon by ops (API)")]
+    assert [(e["cell"], e["strategy"]) for k, e in ops_service.sink.events if k == "PolicyChanged"] == [("c", "bestfit")]
 
 
 # ------------------------------------------------------------------ on the stack
@@ -197,6 +246,16 @@ def test_a_drain_through_the_api_lands_on_the_cell_log(stack, tmp_path):
                      lambda: http.get("/v1/nodes", params={"cell": cell}).json()["nodes"][0]["status"] == "DRAINING")
             alpha = http.post("/v1/nodes/n1/drain", headers={"Authorization": f"Bearer {TOKENS['alpha']}"})
             assert alpha.status_code == 403
+            # a policy set through the API reaches the cell log and comes back in force through GET
+            assert http.get(f"/v1/cells/{cell}/policy").json()["set"] is False
+            put = http.put(f"/v1/cells/{cell}/policy", json={"strategy": "bestfit",
+                                                              "config_json": '{"qos": {"aging_ms": 5000}}'})
+            assert put.status_code == 202 and put.json()["position"]["topic"] == names.raw_policy, put.text
+            shown = wait_for("the policy in GET /v1/cells/CELL/policy",
+                             lambda: (p := http.get(f"/v1/cells/{cell}/policy").json())["set"] and p)
+            assert (shown["strategy"], shown["config_json"], shown["aging_ms"], shown["event_id"]) == \
+                ("bestfit", '{"qos":{"aging_ms":5000}}', 5000, put.json()["event_id"])
+            assert [p["event_id"] for p in asyncio.run(io("PolicyChanged"))] == [put.json()["event_id"]]
     finally:
         server.stop()
         intake.stop()

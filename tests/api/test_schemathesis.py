@@ -38,7 +38,7 @@ def test_live_openapi_document_holds_under_generated_requests(api):
     statuses: dict[int, int] = {}
 
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 17          # 15 tenant operations + DrainNode and UncordonNode (operators)
+    assert len(operations) == 18          # 15 tenant operations + DrainNode, UncordonNode and SetCellPolicy (operators)
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             strategy = operation.as_strategy(generation_mode=mode)

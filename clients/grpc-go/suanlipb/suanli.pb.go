@@ -1309,6 +1309,111 @@ func (x *GetCellPolicyRequest) GetCell() string {
 	return ""
 }
 
+// A cell's new policy: a strategy and its configuration as a JSON object in text.
+type PolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Strategy      *string                `protobuf:"bytes,1,opt,name=strategy,proto3,oneof" json:"strategy,omitempty"`                       // default: "default"
+	ConfigJson    *string                `protobuf:"bytes,2,opt,name=config_json,json=configJson,proto3,oneof" json:"config_json,omitempty"` // a JSON object; default "{}"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyRequest) Reset() {
+	*x = PolicyRequest{}
+	mi := &file_suanli_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyRequest) ProtoMessage() {}
+
+func (x *PolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyRequest.ProtoReflect.Descriptor instead.
+func (*PolicyRequest) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PolicyRequest) GetStrategy() string {
+	if x != nil && x.Strategy != nil {
+		return *x.Strategy
+	}
+	return ""
+}
+
+func (x *PolicyRequest) GetConfigJson() string {
+	if x != nil && x.ConfigJson != nil {
+		return *x.ConfigJson
+	}
+	return ""
+}
+
+type SetCellPolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cell          string                 `protobuf:"bytes,1,opt,name=cell,proto3" json:"cell,omitempty"`
+	Policy        *PolicyRequest         `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCellPolicyRequest) Reset() {
+	*x = SetCellPolicyRequest{}
+	mi := &file_suanli_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCellPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCellPolicyRequest) ProtoMessage() {}
+
+func (x *SetCellPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCellPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetCellPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SetCellPolicyRequest) GetCell() string {
+	if x != nil {
+		return x.Cell
+	}
+	return ""
+}
+
+func (x *SetCellPolicyRequest) GetPolicy() *PolicyRequest {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cell          *string                `protobuf:"bytes,1,opt,name=cell,proto3,oneof" json:"cell,omitempty"`
@@ -1319,7 +1424,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1436,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[20]
+	mi := &file_suanli_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1449,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{20}
+	return file_suanli_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListNodesRequest) GetCell() string {
@@ -1372,7 +1477,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1489,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[21]
+	mi := &file_suanli_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1502,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{21}
+	return file_suanli_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NodeStatusRequest) GetCell() string {
@@ -1425,7 +1530,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1542,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[22]
+	mi := &file_suanli_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1555,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{22}
+	return file_suanli_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DrainNodeRequest) GetNodeId() string {
@@ -1485,7 +1590,7 @@ type UncordonNodeRequest struct {
 
 func (x *UncordonNodeRequest) Reset() {
 	*x = UncordonNodeRequest{}
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1602,7 @@ func (x *UncordonNodeRequest) String() string {
 func (*UncordonNodeRequest) ProtoMessage() {}
 
 func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[23]
+	mi := &file_suanli_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1615,7 @@ func (x *UncordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UncordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*UncordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{23}
+	return file_suanli_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UncordonNodeRequest) GetNodeId() string {
@@ -1545,7 +1650,7 @@ type LogPosition struct {
 
 func (x *LogPosition) Reset() {
 	*x = LogPosition{}
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1662,7 @@ func (x *LogPosition) String() string {
 func (*LogPosition) ProtoMessage() {}
 
 func (x *LogPosition) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[24]
+	mi := &file_suanli_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1675,7 @@ func (x *LogPosition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogPosition.ProtoReflect.Descriptor instead.
 func (*LogPosition) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{24}
+	return file_suanli_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LogPosition) GetTopic() string {
@@ -1604,7 +1709,7 @@ type PendingReason struct {
 
 func (x *PendingReason) Reset() {
 	*x = PendingReason{}
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1721,7 @@ func (x *PendingReason) String() string {
 func (*PendingReason) ProtoMessage() {}
 
 func (x *PendingReason) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[25]
+	mi := &file_suanli_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1734,7 @@ func (x *PendingReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingReason.ProtoReflect.Descriptor instead.
 func (*PendingReason) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{25}
+	return file_suanli_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PendingReason) GetReason() string {
@@ -1658,7 +1763,7 @@ type AcceleratorRequest struct {
 
 func (x *AcceleratorRequest) Reset() {
 	*x = AcceleratorRequest{}
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1670,7 +1775,7 @@ func (x *AcceleratorRequest) String() string {
 func (*AcceleratorRequest) ProtoMessage() {}
 
 func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[26]
+	mi := &file_suanli_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1683,7 +1788,7 @@ func (x *AcceleratorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceleratorRequest.ProtoReflect.Descriptor instead.
 func (*AcceleratorRequest) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{26}
+	return file_suanli_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AcceleratorRequest) GetKind() string {
@@ -1729,7 +1834,7 @@ type TaskResources struct {
 
 func (x *TaskResources) Reset() {
 	*x = TaskResources{}
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1846,7 @@ func (x *TaskResources) String() string {
 func (*TaskResources) ProtoMessage() {}
 
 func (x *TaskResources) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[27]
+	mi := &file_suanli_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1859,7 @@ func (x *TaskResources) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskResources.ProtoReflect.Descriptor instead.
 func (*TaskResources) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{27}
+	return file_suanli_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TaskResources) GetCpuMilli() int32 {
@@ -1817,7 +1922,7 @@ type StrategyRef struct {
 
 func (x *StrategyRef) Reset() {
 	*x = StrategyRef{}
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1934,7 @@ func (x *StrategyRef) String() string {
 func (*StrategyRef) ProtoMessage() {}
 
 func (x *StrategyRef) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[28]
+	mi := &file_suanli_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1947,7 @@ func (x *StrategyRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StrategyRef.ProtoReflect.Descriptor instead.
 func (*StrategyRef) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{28}
+	return file_suanli_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StrategyRef) GetName() string {
@@ -1877,7 +1982,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +1994,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[29]
+	mi := &file_suanli_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2007,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{29}
+	return file_suanli_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Candidate) GetNodeId() string {
@@ -1937,7 +2042,7 @@ type FilterOutcome struct {
 
 func (x *FilterOutcome) Reset() {
 	*x = FilterOutcome{}
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2054,7 @@ func (x *FilterOutcome) String() string {
 func (*FilterOutcome) ProtoMessage() {}
 
 func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[30]
+	mi := &file_suanli_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2067,7 @@ func (x *FilterOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FilterOutcome.ProtoReflect.Descriptor instead.
 func (*FilterOutcome) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{30}
+	return file_suanli_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FilterOutcome) GetReason() string {
@@ -2003,7 +2108,7 @@ type Provenance struct {
 
 func (x *Provenance) Reset() {
 	*x = Provenance{}
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2120,7 @@ func (x *Provenance) String() string {
 func (*Provenance) ProtoMessage() {}
 
 func (x *Provenance) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[31]
+	mi := &file_suanli_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2133,7 @@ func (x *Provenance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provenance.ProtoReflect.Descriptor instead.
 func (*Provenance) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{31}
+	return file_suanli_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Provenance) GetInput() *LogPosition {
@@ -2177,7 +2282,7 @@ type TaskProfile struct {
 
 func (x *TaskProfile) Reset() {
 	*x = TaskProfile{}
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2294,7 @@ func (x *TaskProfile) String() string {
 func (*TaskProfile) ProtoMessage() {}
 
 func (x *TaskProfile) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[32]
+	mi := &file_suanli_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2307,7 @@ func (x *TaskProfile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskProfile.ProtoReflect.Descriptor instead.
 func (*TaskProfile) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{32}
+	return file_suanli_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TaskProfile) GetDurationClass() string {
@@ -2733,7 +2838,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +2850,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[33]
+	mi := &file_suanli_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +2863,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{33}
+	return file_suanli_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Health) GetReady() bool {
@@ -2789,7 +2894,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +2906,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[34]
+	mi := &file_suanli_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +2919,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{34}
+	return file_suanli_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SubmitTaskResponse) GetTaskId() string {
@@ -2870,7 +2975,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2882,7 +2987,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[35]
+	mi := &file_suanli_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2895,7 +3000,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{35}
+	return file_suanli_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CancelTaskResponse) GetTaskId() string {
@@ -2932,7 +3037,7 @@ type SubmitBidResponse struct {
 
 func (x *SubmitBidResponse) Reset() {
 	*x = SubmitBidResponse{}
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3049,7 @@ func (x *SubmitBidResponse) String() string {
 func (*SubmitBidResponse) ProtoMessage() {}
 
 func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[36]
+	mi := &file_suanli_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3062,7 @@ func (x *SubmitBidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitBidResponse.ProtoReflect.Descriptor instead.
 func (*SubmitBidResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{36}
+	return file_suanli_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SubmitBidResponse) GetBidId() string {
@@ -3024,7 +3129,7 @@ type TaskStatus struct {
 
 func (x *TaskStatus) Reset() {
 	*x = TaskStatus{}
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3141,7 @@ func (x *TaskStatus) String() string {
 func (*TaskStatus) ProtoMessage() {}
 
 func (x *TaskStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[37]
+	mi := &file_suanli_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3154,7 @@ func (x *TaskStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStatus.ProtoReflect.Descriptor instead.
 func (*TaskStatus) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{37}
+	return file_suanli_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TaskStatus) GetTaskId() string {
@@ -3208,7 +3313,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3325,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[38]
+	mi := &file_suanli_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3338,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{38}
+	return file_suanli_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListTasksResponse) GetTasks() []*TaskStatus {
@@ -3262,7 +3367,7 @@ type WhyPendingResponse struct {
 
 func (x *WhyPendingResponse) Reset() {
 	*x = WhyPendingResponse{}
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3274,7 +3379,7 @@ func (x *WhyPendingResponse) String() string {
 func (*WhyPendingResponse) ProtoMessage() {}
 
 func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[39]
+	mi := &file_suanli_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3287,7 +3392,7 @@ func (x *WhyPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhyPendingResponse.ProtoReflect.Descriptor instead.
 func (*WhyPendingResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{39}
+	return file_suanli_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WhyPendingResponse) GetTaskId() string {
@@ -3396,7 +3501,7 @@ type BidView struct {
 
 func (x *BidView) Reset() {
 	*x = BidView{}
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3513,7 @@ func (x *BidView) String() string {
 func (*BidView) ProtoMessage() {}
 
 func (x *BidView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[40]
+	mi := &file_suanli_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3526,7 @@ func (x *BidView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidView.ProtoReflect.Descriptor instead.
 func (*BidView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{40}
+	return file_suanli_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BidView) GetBidId() string {
@@ -3580,7 +3685,7 @@ type ListBidsResponse struct {
 
 func (x *ListBidsResponse) Reset() {
 	*x = ListBidsResponse{}
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3592,7 +3697,7 @@ func (x *ListBidsResponse) String() string {
 func (*ListBidsResponse) ProtoMessage() {}
 
 func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[41]
+	mi := &file_suanli_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3605,7 +3710,7 @@ func (x *ListBidsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBidsResponse.ProtoReflect.Descriptor instead.
 func (*ListBidsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{41}
+	return file_suanli_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListBidsResponse) GetBids() []*BidView {
@@ -3651,7 +3756,7 @@ type ReservationView struct {
 
 func (x *ReservationView) Reset() {
 	*x = ReservationView{}
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3663,7 +3768,7 @@ func (x *ReservationView) String() string {
 func (*ReservationView) ProtoMessage() {}
 
 func (x *ReservationView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[42]
+	mi := &file_suanli_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3676,7 +3781,7 @@ func (x *ReservationView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationView.ProtoReflect.Descriptor instead.
 func (*ReservationView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{42}
+	return file_suanli_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReservationView) GetReservationId() string {
@@ -3863,7 +3968,7 @@ type ListReservationsResponse struct {
 
 func (x *ListReservationsResponse) Reset() {
 	*x = ListReservationsResponse{}
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3875,7 +3980,7 @@ func (x *ListReservationsResponse) String() string {
 func (*ListReservationsResponse) ProtoMessage() {}
 
 func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[43]
+	mi := &file_suanli_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3888,7 +3993,7 @@ func (x *ListReservationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReservationsResponse.ProtoReflect.Descriptor instead.
 func (*ListReservationsResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{43}
+	return file_suanli_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListReservationsResponse) GetReservations() []*ReservationView {
@@ -3918,7 +4023,7 @@ type NodeView struct {
 
 func (x *NodeView) Reset() {
 	*x = NodeView{}
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4035,7 @@ func (x *NodeView) String() string {
 func (*NodeView) ProtoMessage() {}
 
 func (x *NodeView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[44]
+	mi := &file_suanli_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4048,7 @@ func (x *NodeView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeView.ProtoReflect.Descriptor instead.
 func (*NodeView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{44}
+	return file_suanli_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeView) GetNodeId() string {
@@ -4033,6 +4138,90 @@ func (x *NodeView) GetHealth() string {
 // A cell's policy in force, folded from its cell log as the scheduler folds it (a policy the
 // scheduler refused leaves the previous one in force). set false: no policy has reached the
 // cell, which runs `default` with its defaults (config_json "{}").
+type SetCellPolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cell          string                 `protobuf:"bytes,1,opt,name=cell,proto3" json:"cell,omitempty"`
+	Strategy      string                 `protobuf:"bytes,2,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	ConfigJson    string                 `protobuf:"bytes,3,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"` // canonical JSON
+	ConfigDigest  string                 `protobuf:"bytes,4,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	EventId       string                 `protobuf:"bytes,5,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Position      *LogPosition           `protobuf:"bytes,6,opt,name=position,proto3" json:"position,omitempty"` // on the raw policy topic
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCellPolicyResponse) Reset() {
+	*x = SetCellPolicyResponse{}
+	mi := &file_suanli_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCellPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCellPolicyResponse) ProtoMessage() {}
+
+func (x *SetCellPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_suanli_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCellPolicyResponse.ProtoReflect.Descriptor instead.
+func (*SetCellPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_suanli_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *SetCellPolicyResponse) GetCell() string {
+	if x != nil {
+		return x.Cell
+	}
+	return ""
+}
+
+func (x *SetCellPolicyResponse) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+func (x *SetCellPolicyResponse) GetConfigJson() string {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return ""
+}
+
+func (x *SetCellPolicyResponse) GetConfigDigest() string {
+	if x != nil {
+		return x.ConfigDigest
+	}
+	return ""
+}
+
+func (x *SetCellPolicyResponse) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *SetCellPolicyResponse) GetPosition() *LogPosition {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
 type CellPolicy struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cell          string                 `protobuf:"bytes,1,opt,name=cell,proto3" json:"cell,omitempty"`
@@ -4050,7 +4239,7 @@ type CellPolicy struct {
 
 func (x *CellPolicy) Reset() {
 	*x = CellPolicy{}
-	mi := &file_suanli_proto_msgTypes[45]
+	mi := &file_suanli_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4062,7 +4251,7 @@ func (x *CellPolicy) String() string {
 func (*CellPolicy) ProtoMessage() {}
 
 func (x *CellPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[45]
+	mi := &file_suanli_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4075,7 +4264,7 @@ func (x *CellPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CellPolicy.ProtoReflect.Descriptor instead.
 func (*CellPolicy) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{45}
+	return file_suanli_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CellPolicy) GetCell() string {
@@ -4150,7 +4339,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_suanli_proto_msgTypes[46]
+	mi := &file_suanli_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4162,7 +4351,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[46]
+	mi := &file_suanli_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4175,7 +4364,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{46}
+	return file_suanli_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeView {
@@ -4212,7 +4401,7 @@ type AuditDecision struct {
 
 func (x *AuditDecision) Reset() {
 	*x = AuditDecision{}
-	mi := &file_suanli_proto_msgTypes[47]
+	mi := &file_suanli_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4224,7 +4413,7 @@ func (x *AuditDecision) String() string {
 func (*AuditDecision) ProtoMessage() {}
 
 func (x *AuditDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[47]
+	mi := &file_suanli_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4237,7 +4426,7 @@ func (x *AuditDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditDecision.ProtoReflect.Descriptor instead.
 func (*AuditDecision) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{47}
+	return file_suanli_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AuditDecision) GetKind() string {
@@ -4369,7 +4558,7 @@ type AuditList struct {
 
 func (x *AuditList) Reset() {
 	*x = AuditList{}
-	mi := &file_suanli_proto_msgTypes[48]
+	mi := &file_suanli_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4381,7 +4570,7 @@ func (x *AuditList) String() string {
 func (*AuditList) ProtoMessage() {}
 
 func (x *AuditList) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[48]
+	mi := &file_suanli_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4394,7 +4583,7 @@ func (x *AuditList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditList.ProtoReflect.Descriptor instead.
 func (*AuditList) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{48}
+	return file_suanli_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AuditList) GetDecisions() []*AuditDecision {
@@ -4417,7 +4606,7 @@ type JobView struct {
 
 func (x *JobView) Reset() {
 	*x = JobView{}
-	mi := &file_suanli_proto_msgTypes[49]
+	mi := &file_suanli_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4429,7 +4618,7 @@ func (x *JobView) String() string {
 func (*JobView) ProtoMessage() {}
 
 func (x *JobView) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[49]
+	mi := &file_suanli_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4442,7 +4631,7 @@ func (x *JobView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobView.ProtoReflect.Descriptor instead.
 func (*JobView) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{49}
+	return file_suanli_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *JobView) GetJobId() string {
@@ -4486,7 +4675,7 @@ type AuditTrail struct {
 
 func (x *AuditTrail) Reset() {
 	*x = AuditTrail{}
-	mi := &file_suanli_proto_msgTypes[50]
+	mi := &file_suanli_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4498,7 +4687,7 @@ func (x *AuditTrail) String() string {
 func (*AuditTrail) ProtoMessage() {}
 
 func (x *AuditTrail) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[50]
+	mi := &file_suanli_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4511,7 +4700,7 @@ func (x *AuditTrail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditTrail.ProtoReflect.Descriptor instead.
 func (*AuditTrail) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{50}
+	return file_suanli_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AuditTrail) GetTaskId() string {
@@ -4559,7 +4748,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_suanli_proto_msgTypes[51]
+	mi := &file_suanli_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4571,7 +4760,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[51]
+	mi := &file_suanli_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4584,7 +4773,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{51}
+	return file_suanli_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FieldError) GetField() string {
@@ -4612,7 +4801,7 @@ type ErrorResponse struct {
 
 func (x *ErrorResponse) Reset() {
 	*x = ErrorResponse{}
-	mi := &file_suanli_proto_msgTypes[52]
+	mi := &file_suanli_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4624,7 +4813,7 @@ func (x *ErrorResponse) String() string {
 func (*ErrorResponse) ProtoMessage() {}
 
 func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[52]
+	mi := &file_suanli_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4637,7 +4826,7 @@ func (x *ErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorResponse.ProtoReflect.Descriptor instead.
 func (*ErrorResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{52}
+	return file_suanli_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ErrorResponse) GetDetail() string {
@@ -4670,7 +4859,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_suanli_proto_msgTypes[53]
+	mi := &file_suanli_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4682,7 +4871,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_suanli_proto_msgTypes[53]
+	mi := &file_suanli_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4695,7 +4884,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_suanli_proto_rawDescGZIP(), []int{53}
+	return file_suanli_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeStatusResponse) GetNodeId() string {
@@ -4902,7 +5091,16 @@ const file_suanli_proto_rawDesc = "" +
 	"\x05_mineB\b\n" +
 	"\x06_limit\"*\n" +
 	"\x14GetCellPolicyRequest\x12\x12\n" +
-	"\x04cell\x18\x01 \x01(\tR\x04cell\"Y\n" +
+	"\x04cell\x18\x01 \x01(\tR\x04cell\"s\n" +
+	"\rPolicyRequest\x12\x1f\n" +
+	"\bstrategy\x18\x01 \x01(\tH\x00R\bstrategy\x88\x01\x01\x12$\n" +
+	"\vconfig_json\x18\x02 \x01(\tH\x01R\n" +
+	"configJson\x88\x01\x01B\v\n" +
+	"\t_strategyB\x0e\n" +
+	"\f_config_json\"\\\n" +
+	"\x14SetCellPolicyRequest\x12\x12\n" +
+	"\x04cell\x18\x01 \x01(\tR\x04cell\x120\n" +
+	"\x06policy\x18\x02 \x01(\v2\x18.suanli.v1.PolicyRequestR\x06policy\"Y\n" +
 	"\x10ListNodesRequest\x12\x17\n" +
 	"\x04cell\x18\x01 \x01(\tH\x00R\x04cell\x88\x01\x01\x12\x19\n" +
 	"\x05limit\x18\x02 \x01(\x05H\x01R\x05limit\x88\x01\x01B\a\n" +
@@ -5209,7 +5407,15 @@ const file_suanli_proto_rawDesc = "" +
 	"\bgpu_used\x18\n" +
 	" \x03(\x05R\agpuUsed\x12\x16\n" +
 	"\x06status\x18\v \x01(\tR\x06status\x12\x16\n" +
-	"\x06health\x18\f \x01(\tR\x06health\"\xf9\x01\n" +
+	"\x06health\x18\f \x01(\tR\x06health\"\xdc\x01\n" +
+	"\x15SetCellPolicyResponse\x12\x12\n" +
+	"\x04cell\x18\x01 \x01(\tR\x04cell\x12\x1a\n" +
+	"\bstrategy\x18\x02 \x01(\tR\bstrategy\x12\x1f\n" +
+	"\vconfig_json\x18\x03 \x01(\tR\n" +
+	"configJson\x12#\n" +
+	"\rconfig_digest\x18\x04 \x01(\tR\fconfigDigest\x12\x19\n" +
+	"\bevent_id\x18\x05 \x01(\tR\aeventId\x122\n" +
+	"\bposition\x18\x06 \x01(\v2\x16.suanli.v1.LogPositionR\bposition\"\xf9\x01\n" +
 	"\n" +
 	"CellPolicy\x12\x12\n" +
 	"\x04cell\x18\x01 \x01(\tR\x04cell\x12\x10\n" +
@@ -5280,7 +5486,7 @@ const file_suanli_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\tR\x06status\x12\x1a\n" +
 	"\bprevious\x18\x04 \x01(\tR\bprevious\x12\x19\n" +
 	"\bevent_id\x18\x05 \x01(\tR\aeventId\x122\n" +
-	"\bposition\x18\x06 \x01(\v2\x16.suanli.v1.LogPositionR\bposition2\xaa\t\n" +
+	"\bposition\x18\x06 \x01(\v2\x16.suanli.v1.LogPositionR\bposition2\xfe\t\n" +
 	"\x06Suanli\x128\n" +
 	"\tGetHealth\x12\x18.suanli.v1.HealthRequest\x1a\x11.suanli.v1.Health\x12I\n" +
 	"\n" +
@@ -5299,7 +5505,8 @@ const file_suanli_proto_rawDesc = "" +
 	"\x06GetBid\x12\x18.suanli.v1.GetBidRequest\x1a\x12.suanli.v1.BidView\x12[\n" +
 	"\x10ListReservations\x12\".suanli.v1.ListReservationsRequest\x1a#.suanli.v1.ListReservationsResponse\x12F\n" +
 	"\tListNodes\x12\x1b.suanli.v1.ListNodesRequest\x1a\x1c.suanli.v1.ListNodesResponse\x12G\n" +
-	"\rGetCellPolicy\x12\x1f.suanli.v1.GetCellPolicyRequest\x1a\x15.suanli.v1.CellPolicy\x12G\n" +
+	"\rGetCellPolicy\x12\x1f.suanli.v1.GetCellPolicyRequest\x1a\x15.suanli.v1.CellPolicy\x12R\n" +
+	"\rSetCellPolicy\x12\x1f.suanli.v1.SetCellPolicyRequest\x1a .suanli.v1.SetCellPolicyResponse\x12G\n" +
 	"\tDrainNode\x12\x1b.suanli.v1.DrainNodeRequest\x1a\x1d.suanli.v1.NodeStatusResponse\x12M\n" +
 	"\fUncordonNode\x12\x1e.suanli.v1.UncordonNodeRequest\x1a\x1d.suanli.v1.NodeStatusResponseb\x06proto3"
 
@@ -5315,7 +5522,7 @@ func file_suanli_proto_rawDescGZIP() []byte {
 	return file_suanli_proto_rawDescData
 }
 
-var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_suanli_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_suanli_proto_goTypes = []any{
 	(*TaskSpec)(nil),                 // 0: suanli.v1.TaskSpec
 	(*ModelSpec)(nil),                // 1: suanli.v1.ModelSpec
@@ -5337,119 +5544,126 @@ var file_suanli_proto_goTypes = []any{
 	(*GetBidRequest)(nil),            // 17: suanli.v1.GetBidRequest
 	(*ListReservationsRequest)(nil),  // 18: suanli.v1.ListReservationsRequest
 	(*GetCellPolicyRequest)(nil),     // 19: suanli.v1.GetCellPolicyRequest
-	(*ListNodesRequest)(nil),         // 20: suanli.v1.ListNodesRequest
-	(*NodeStatusRequest)(nil),        // 21: suanli.v1.NodeStatusRequest
-	(*DrainNodeRequest)(nil),         // 22: suanli.v1.DrainNodeRequest
-	(*UncordonNodeRequest)(nil),      // 23: suanli.v1.UncordonNodeRequest
-	(*LogPosition)(nil),              // 24: suanli.v1.LogPosition
-	(*PendingReason)(nil),            // 25: suanli.v1.PendingReason
-	(*AcceleratorRequest)(nil),       // 26: suanli.v1.AcceleratorRequest
-	(*TaskResources)(nil),            // 27: suanli.v1.TaskResources
-	(*StrategyRef)(nil),              // 28: suanli.v1.StrategyRef
-	(*Candidate)(nil),                // 29: suanli.v1.Candidate
-	(*FilterOutcome)(nil),            // 30: suanli.v1.FilterOutcome
-	(*Provenance)(nil),               // 31: suanli.v1.Provenance
-	(*TaskProfile)(nil),              // 32: suanli.v1.TaskProfile
-	(*Health)(nil),                   // 33: suanli.v1.Health
-	(*SubmitTaskResponse)(nil),       // 34: suanli.v1.SubmitTaskResponse
-	(*CancelTaskResponse)(nil),       // 35: suanli.v1.CancelTaskResponse
-	(*SubmitBidResponse)(nil),        // 36: suanli.v1.SubmitBidResponse
-	(*TaskStatus)(nil),               // 37: suanli.v1.TaskStatus
-	(*ListTasksResponse)(nil),        // 38: suanli.v1.ListTasksResponse
-	(*WhyPendingResponse)(nil),       // 39: suanli.v1.WhyPendingResponse
-	(*BidView)(nil),                  // 40: suanli.v1.BidView
-	(*ListBidsResponse)(nil),         // 41: suanli.v1.ListBidsResponse
-	(*ReservationView)(nil),          // 42: suanli.v1.ReservationView
-	(*ListReservationsResponse)(nil), // 43: suanli.v1.ListReservationsResponse
-	(*NodeView)(nil),                 // 44: suanli.v1.NodeView
-	(*CellPolicy)(nil),               // 45: suanli.v1.CellPolicy
-	(*ListNodesResponse)(nil),        // 46: suanli.v1.ListNodesResponse
-	(*AuditDecision)(nil),            // 47: suanli.v1.AuditDecision
-	(*AuditList)(nil),                // 48: suanli.v1.AuditList
-	(*JobView)(nil),                  // 49: suanli.v1.JobView
-	(*AuditTrail)(nil),               // 50: suanli.v1.AuditTrail
-	(*FieldError)(nil),               // 51: suanli.v1.FieldError
-	(*ErrorResponse)(nil),            // 52: suanli.v1.ErrorResponse
-	(*NodeStatusResponse)(nil),       // 53: suanli.v1.NodeStatusResponse
-	nil,                              // 54: suanli.v1.TaskSpec.LabelsEntry
-	nil,                              // 55: suanli.v1.TaskSpec.EnvEntry
-	nil,                              // 56: suanli.v1.TaskProfile.ExtraEntry
-	nil,                              // 57: suanli.v1.JobView.CountsEntry
+	(*PolicyRequest)(nil),            // 20: suanli.v1.PolicyRequest
+	(*SetCellPolicyRequest)(nil),     // 21: suanli.v1.SetCellPolicyRequest
+	(*ListNodesRequest)(nil),         // 22: suanli.v1.ListNodesRequest
+	(*NodeStatusRequest)(nil),        // 23: suanli.v1.NodeStatusRequest
+	(*DrainNodeRequest)(nil),         // 24: suanli.v1.DrainNodeRequest
+	(*UncordonNodeRequest)(nil),      // 25: suanli.v1.UncordonNodeRequest
+	(*LogPosition)(nil),              // 26: suanli.v1.LogPosition
+	(*PendingReason)(nil),            // 27: suanli.v1.PendingReason
+	(*AcceleratorRequest)(nil),       // 28: suanli.v1.AcceleratorRequest
+	(*TaskResources)(nil),            // 29: suanli.v1.TaskResources
+	(*StrategyRef)(nil),              // 30: suanli.v1.StrategyRef
+	(*Candidate)(nil),                // 31: suanli.v1.Candidate
+	(*FilterOutcome)(nil),            // 32: suanli.v1.FilterOutcome
+	(*Provenance)(nil),               // 33: suanli.v1.Provenance
+	(*TaskProfile)(nil),              // 34: suanli.v1.TaskProfile
+	(*Health)(nil),                   // 35: suanli.v1.Health
+	(*SubmitTaskResponse)(nil),       // 36: suanli.v1.SubmitTaskResponse
+	(*CancelTaskResponse)(nil),       // 37: suanli.v1.CancelTaskResponse
+	(*SubmitBidResponse)(nil),        // 38: suanli.v1.SubmitBidResponse
+	(*TaskStatus)(nil),               // 39: suanli.v1.TaskStatus
+	(*ListTasksResponse)(nil),        // 40: suanli.v1.ListTasksResponse
+	(*WhyPendingResponse)(nil),       // 41: suanli.v1.WhyPendingResponse
+	(*BidView)(nil),                  // 42: suanli.v1.BidView
+	(*ListBidsResponse)(nil),         // 43: suanli.v1.ListBidsResponse
+	(*ReservationView)(nil),          // 44: suanli.v1.ReservationView
+	(*ListReservationsResponse)(nil), // 45: suanli.v1.ListReservationsResponse
+	(*NodeView)(nil),                 // 46: suanli.v1.NodeView
+	(*SetCellPolicyResponse)(nil),    // 47: suanli.v1.SetCellPolicyResponse
+	(*CellPolicy)(nil),               // 48: suanli.v1.CellPolicy
+	(*ListNodesResponse)(nil),        // 49: suanli.v1.ListNodesResponse
+	(*AuditDecision)(nil),            // 50: suanli.v1.AuditDecision
+	(*AuditList)(nil),                // 51: suanli.v1.AuditList
+	(*JobView)(nil),                  // 52: suanli.v1.JobView
+	(*AuditTrail)(nil),               // 53: suanli.v1.AuditTrail
+	(*FieldError)(nil),               // 54: suanli.v1.FieldError
+	(*ErrorResponse)(nil),            // 55: suanli.v1.ErrorResponse
+	(*NodeStatusResponse)(nil),       // 56: suanli.v1.NodeStatusResponse
+	nil,                              // 57: suanli.v1.TaskSpec.LabelsEntry
+	nil,                              // 58: suanli.v1.TaskSpec.EnvEntry
+	nil,                              // 59: suanli.v1.TaskProfile.ExtraEntry
+	nil,                              // 60: suanli.v1.JobView.CountsEntry
 }
 var file_suanli_proto_depIdxs = []int32{
 	2,  // 0: suanli.v1.TaskSpec.resources:type_name -> suanli.v1.ResourcesSpec
-	54, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
-	55, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
+	57, // 1: suanli.v1.TaskSpec.labels:type_name -> suanli.v1.TaskSpec.LabelsEntry
+	58, // 2: suanli.v1.TaskSpec.env:type_name -> suanli.v1.TaskSpec.EnvEntry
 	1,  // 3: suanli.v1.TaskSpec.model:type_name -> suanli.v1.ModelSpec
 	3,  // 4: suanli.v1.ResourcesSpec.accelerators:type_name -> suanli.v1.AcceleratorSpec
 	2,  // 5: suanli.v1.BidSpec.resources:type_name -> suanli.v1.ResourcesSpec
 	0,  // 6: suanli.v1.SubmitTaskRequest.task:type_name -> suanli.v1.TaskSpec
 	4,  // 7: suanli.v1.SubmitBidRequest.bid:type_name -> suanli.v1.BidSpec
-	26, // 8: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
-	24, // 9: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
-	28, // 10: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
-	29, // 11: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
-	30, // 12: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
-	32, // 13: suanli.v1.Provenance.profile:type_name -> suanli.v1.TaskProfile
-	56, // 14: suanli.v1.TaskProfile.extra:type_name -> suanli.v1.TaskProfile.ExtraEntry
-	24, // 15: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
-	24, // 16: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
-	24, // 17: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
-	25, // 18: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
-	37, // 19: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
-	25, // 20: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
-	27, // 21: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
-	40, // 22: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
-	42, // 23: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
-	44, // 24: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
-	25, // 25: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
-	31, // 26: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
-	24, // 27: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
-	47, // 28: suanli.v1.AuditList.decisions:type_name -> suanli.v1.AuditDecision
-	37, // 29: suanli.v1.JobView.tasks:type_name -> suanli.v1.TaskStatus
-	57, // 30: suanli.v1.JobView.counts:type_name -> suanli.v1.JobView.CountsEntry
-	47, // 31: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
-	51, // 32: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
-	24, // 33: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
-	6,  // 34: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
-	7,  // 35: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
-	8,  // 36: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
-	9,  // 37: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
-	10, // 38: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
-	11, // 39: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
-	12, // 40: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
-	13, // 41: suanli.v1.Suanli.ListAudit:input_type -> suanli.v1.ListAuditRequest
-	14, // 42: suanli.v1.Suanli.GetJob:input_type -> suanli.v1.GetJobRequest
-	15, // 43: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
-	16, // 44: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
-	17, // 45: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
-	18, // 46: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
-	20, // 47: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
-	19, // 48: suanli.v1.Suanli.GetCellPolicy:input_type -> suanli.v1.GetCellPolicyRequest
-	22, // 49: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
-	23, // 50: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
-	33, // 51: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
-	34, // 52: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
-	38, // 53: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
-	37, // 54: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
-	35, // 55: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
-	39, // 56: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
-	50, // 57: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
-	48, // 58: suanli.v1.Suanli.ListAudit:output_type -> suanli.v1.AuditList
-	49, // 59: suanli.v1.Suanli.GetJob:output_type -> suanli.v1.JobView
-	36, // 60: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
-	41, // 61: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
-	40, // 62: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
-	43, // 63: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
-	46, // 64: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
-	45, // 65: suanli.v1.Suanli.GetCellPolicy:output_type -> suanli.v1.CellPolicy
-	53, // 66: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
-	53, // 67: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
-	51, // [51:68] is the sub-list for method output_type
-	34, // [34:51] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	20, // 8: suanli.v1.SetCellPolicyRequest.policy:type_name -> suanli.v1.PolicyRequest
+	28, // 9: suanli.v1.TaskResources.accelerators:type_name -> suanli.v1.AcceleratorRequest
+	26, // 10: suanli.v1.Provenance.input:type_name -> suanli.v1.LogPosition
+	30, // 11: suanli.v1.Provenance.strategy:type_name -> suanli.v1.StrategyRef
+	31, // 12: suanli.v1.Provenance.candidates:type_name -> suanli.v1.Candidate
+	32, // 13: suanli.v1.Provenance.filtered:type_name -> suanli.v1.FilterOutcome
+	34, // 14: suanli.v1.Provenance.profile:type_name -> suanli.v1.TaskProfile
+	59, // 15: suanli.v1.TaskProfile.extra:type_name -> suanli.v1.TaskProfile.ExtraEntry
+	26, // 16: suanli.v1.SubmitTaskResponse.position:type_name -> suanli.v1.LogPosition
+	26, // 17: suanli.v1.CancelTaskResponse.position:type_name -> suanli.v1.LogPosition
+	26, // 18: suanli.v1.SubmitBidResponse.position:type_name -> suanli.v1.LogPosition
+	27, // 19: suanli.v1.TaskStatus.reasons:type_name -> suanli.v1.PendingReason
+	39, // 20: suanli.v1.ListTasksResponse.tasks:type_name -> suanli.v1.TaskStatus
+	27, // 21: suanli.v1.WhyPendingResponse.reasons:type_name -> suanli.v1.PendingReason
+	29, // 22: suanli.v1.BidView.resources:type_name -> suanli.v1.TaskResources
+	42, // 23: suanli.v1.ListBidsResponse.bids:type_name -> suanli.v1.BidView
+	44, // 24: suanli.v1.ListReservationsResponse.reservations:type_name -> suanli.v1.ReservationView
+	26, // 25: suanli.v1.SetCellPolicyResponse.position:type_name -> suanli.v1.LogPosition
+	46, // 26: suanli.v1.ListNodesResponse.nodes:type_name -> suanli.v1.NodeView
+	27, // 27: suanli.v1.AuditDecision.reasons:type_name -> suanli.v1.PendingReason
+	33, // 28: suanli.v1.AuditDecision.provenance:type_name -> suanli.v1.Provenance
+	26, // 29: suanli.v1.AuditDecision.position:type_name -> suanli.v1.LogPosition
+	50, // 30: suanli.v1.AuditList.decisions:type_name -> suanli.v1.AuditDecision
+	39, // 31: suanli.v1.JobView.tasks:type_name -> suanli.v1.TaskStatus
+	60, // 32: suanli.v1.JobView.counts:type_name -> suanli.v1.JobView.CountsEntry
+	50, // 33: suanli.v1.AuditTrail.decisions:type_name -> suanli.v1.AuditDecision
+	54, // 34: suanli.v1.ErrorResponse.errors:type_name -> suanli.v1.FieldError
+	26, // 35: suanli.v1.NodeStatusResponse.position:type_name -> suanli.v1.LogPosition
+	6,  // 36: suanli.v1.Suanli.GetHealth:input_type -> suanli.v1.HealthRequest
+	7,  // 37: suanli.v1.Suanli.SubmitTask:input_type -> suanli.v1.SubmitTaskRequest
+	8,  // 38: suanli.v1.Suanli.ListTasks:input_type -> suanli.v1.ListTasksRequest
+	9,  // 39: suanli.v1.Suanli.GetTask:input_type -> suanli.v1.GetTaskRequest
+	10, // 40: suanli.v1.Suanli.CancelTask:input_type -> suanli.v1.CancelTaskRequest
+	11, // 41: suanli.v1.Suanli.WhyPending:input_type -> suanli.v1.WhyPendingRequest
+	12, // 42: suanli.v1.Suanli.GetAudit:input_type -> suanli.v1.GetAuditRequest
+	13, // 43: suanli.v1.Suanli.ListAudit:input_type -> suanli.v1.ListAuditRequest
+	14, // 44: suanli.v1.Suanli.GetJob:input_type -> suanli.v1.GetJobRequest
+	15, // 45: suanli.v1.Suanli.SubmitBid:input_type -> suanli.v1.SubmitBidRequest
+	16, // 46: suanli.v1.Suanli.ListBids:input_type -> suanli.v1.ListBidsRequest
+	17, // 47: suanli.v1.Suanli.GetBid:input_type -> suanli.v1.GetBidRequest
+	18, // 48: suanli.v1.Suanli.ListReservations:input_type -> suanli.v1.ListReservationsRequest
+	22, // 49: suanli.v1.Suanli.ListNodes:input_type -> suanli.v1.ListNodesRequest
+	19, // 50: suanli.v1.Suanli.GetCellPolicy:input_type -> suanli.v1.GetCellPolicyRequest
+	21, // 51: suanli.v1.Suanli.SetCellPolicy:input_type -> suanli.v1.SetCellPolicyRequest
+	24, // 52: suanli.v1.Suanli.DrainNode:input_type -> suanli.v1.DrainNodeRequest
+	25, // 53: suanli.v1.Suanli.UncordonNode:input_type -> suanli.v1.UncordonNodeRequest
+	35, // 54: suanli.v1.Suanli.GetHealth:output_type -> suanli.v1.Health
+	36, // 55: suanli.v1.Suanli.SubmitTask:output_type -> suanli.v1.SubmitTaskResponse
+	40, // 56: suanli.v1.Suanli.ListTasks:output_type -> suanli.v1.ListTasksResponse
+	39, // 57: suanli.v1.Suanli.GetTask:output_type -> suanli.v1.TaskStatus
+	37, // 58: suanli.v1.Suanli.CancelTask:output_type -> suanli.v1.CancelTaskResponse
+	41, // 59: suanli.v1.Suanli.WhyPending:output_type -> suanli.v1.WhyPendingResponse
+	53, // 60: suanli.v1.Suanli.GetAudit:output_type -> suanli.v1.AuditTrail
+	51, // 61: suanli.v1.Suanli.ListAudit:output_type -> suanli.v1.AuditList
+	52, // 62: suanli.v1.Suanli.GetJob:output_type -> suanli.v1.JobView
+	38, // 63: suanli.v1.Suanli.SubmitBid:output_type -> suanli.v1.SubmitBidResponse
+	43, // 64: suanli.v1.Suanli.ListBids:output_type -> suanli.v1.ListBidsResponse
+	42, // 65: suanli.v1.Suanli.GetBid:output_type -> suanli.v1.BidView
+	45, // 66: suanli.v1.Suanli.ListReservations:output_type -> suanli.v1.ListReservationsResponse
+	49, // 67: suanli.v1.Suanli.ListNodes:output_type -> suanli.v1.ListNodesResponse
+	48, // 68: suanli.v1.Suanli.GetCellPolicy:output_type -> suanli.v1.CellPolicy
+	47, // 69: suanli.v1.Suanli.SetCellPolicy:output_type -> suanli.v1.SetCellPolicyResponse
+	56, // 70: suanli.v1.Suanli.DrainNode:output_type -> suanli.v1.NodeStatusResponse
+	56, // 71: suanli.v1.Suanli.UncordonNode:output_type -> suanli.v1.NodeStatusResponse
+	54, // [54:72] is the sub-list for method output_type
+	36, // [36:54] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_suanli_proto_init() }
@@ -5467,21 +5681,22 @@ func file_suanli_proto_init() {
 	file_suanli_proto_msgTypes[16].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[18].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[20].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[21].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[22].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[23].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[31].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[37].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[40].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[24].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[25].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[33].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[39].OneofWrappers = []any{}
 	file_suanli_proto_msgTypes[42].OneofWrappers = []any{}
-	file_suanli_proto_msgTypes[47].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[44].OneofWrappers = []any{}
+	file_suanli_proto_msgTypes[50].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_suanli_proto_rawDesc), len(file_suanli_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   58,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,7 @@ const (
 	Suanli_ListReservations_FullMethodName = "/suanli.v1.Suanli/ListReservations"
 	Suanli_ListNodes_FullMethodName        = "/suanli.v1.Suanli/ListNodes"
 	Suanli_GetCellPolicy_FullMethodName    = "/suanli.v1.Suanli/GetCellPolicy"
+	Suanli_SetCellPolicy_FullMethodName    = "/suanli.v1.Suanli/SetCellPolicy"
 	Suanli_DrainNode_FullMethodName        = "/suanli.v1.Suanli/DrainNode"
 	Suanli_UncordonNode_FullMethodName     = "/suanli.v1.Suanli/UncordonNode"
 )
@@ -75,6 +76,9 @@ type SuanliClient interface {
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	// The policy in force in a cell (strategy, configuration, digest, who set it, when).
 	GetCellPolicy(ctx context.Context, in *GetCellPolicyRequest, opts ...grpc.CallOption) (*CellPolicy, error)
+	// Operators only: store a cell's new policy (a PolicyChanged), checked as the scheduler
+	// will (INVALID_ARGUMENT names what is wrong).
+	SetCellPolicy(ctx context.Context, in *SetCellPolicyRequest, opts ...grpc.CallOption) (*SetCellPolicyResponse, error)
 	// Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
 	// elsewhere reserve-first, the others finish) or READY (new work again).
 	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error)
@@ -239,6 +243,16 @@ func (c *suanliClient) GetCellPolicy(ctx context.Context, in *GetCellPolicyReque
 	return out, nil
 }
 
+func (c *suanliClient) SetCellPolicy(ctx context.Context, in *SetCellPolicyRequest, opts ...grpc.CallOption) (*SetCellPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetCellPolicyResponse)
+	err := c.cc.Invoke(ctx, Suanli_SetCellPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *suanliClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(NodeStatusResponse)
@@ -282,6 +296,9 @@ type SuanliServer interface {
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	// The policy in force in a cell (strategy, configuration, digest, who set it, when).
 	GetCellPolicy(context.Context, *GetCellPolicyRequest) (*CellPolicy, error)
+	// Operators only: store a cell's new policy (a PolicyChanged), checked as the scheduler
+	// will (INVALID_ARGUMENT names what is wrong).
+	SetCellPolicy(context.Context, *SetCellPolicyRequest) (*SetCellPolicyResponse, error)
 	// Operators only: a NodeStatusChanged DRAINING (no new work; its gold tasks move
 	// elsewhere reserve-first, the others finish) or READY (new work again).
 	DrainNode(context.Context, *DrainNodeRequest) (*NodeStatusResponse, error)
@@ -340,6 +357,9 @@ func (UnimplementedSuanliServer) ListNodes(context.Context, *ListNodesRequest) (
 }
 func (UnimplementedSuanliServer) GetCellPolicy(context.Context, *GetCellPolicyRequest) (*CellPolicy, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCellPolicy not implemented")
+}
+func (UnimplementedSuanliServer) SetCellPolicy(context.Context, *SetCellPolicyRequest) (*SetCellPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetCellPolicy not implemented")
 }
 func (UnimplementedSuanliServer) DrainNode(context.Context, *DrainNodeRequest) (*NodeStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
@@ -638,6 +658,24 @@ func _Suanli_GetCellPolicy_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Suanli_SetCellPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetCellPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SuanliServer).SetCellPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Suanli_SetCellPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SuanliServer).SetCellPolicy(ctx, req.(*SetCellPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Suanli_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DrainNodeRequest)
 	if err := dec(in); err != nil {
@@ -740,6 +778,10 @@ var Suanli_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetCellPolicy",
 			Handler:    _Suanli_GetCellPolicy_Handler,
+		},
+		{
+			MethodName: "SetCellPolicy",
+			Handler:    _Suanli_SetCellPolicy_Handler,
 		},
 		{
 			MethodName: "DrainNode",
