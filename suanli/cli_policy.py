@@ -89,7 +89,7 @@ async def _store_and_await(event: dict[str, Any], wait_s: float) -> tuple[Any, t
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
     from suanli.schemas.models import validate_event
-    from suanli.streams.kafka_io import EventConsumer, EventProducer
+    from suanli.streams.kafka_io import EventConsumer, EventProducer, end_offsets
     from suanli.streams.topics import TopicNames
 
     problem = validate_event("PolicyChanged", event)
@@ -101,15 +101,13 @@ async def _store_and_await(event: dict[str, Any], wait_s: float) -> tuple[Any, t
         codec = Codec(registry)
         async with EventConsumer(s.bootstrap_servers, codec, []) as consumer, \
                 EventProducer(s.bootstrap_servers, codec, namespace=s.namespace) as producer:
-            partitions = (consumer.raw.partitions_for_topic(cell_log) or set()
-                          if cell_log in await consumer.raw.topics() else set())   # topics(): fresh metadata
-            if not partitions:
+            ends = await end_offsets(s.bootstrap_servers, cell_log)      # before the policy is sent
+            if not ends:
                 raise UnavailableError(f"no topic {cell_log}: start the control plane (`suanli up`) first, "
                                        "or store the policy without waiting (--no-wait)")
-            tps = [TopicPartition(cell_log, p) for p in sorted(partitions)]
-            consumer.raw.assign(tps)
-            for tp, end in (await consumer.raw.end_offsets(tps)).items():      # before the policy is sent
-                consumer.raw.seek(tp, end)
+            consumer.raw.assign([TopicPartition(cell_log, p) for p in sorted(ends)])
+            for p, end in ends.items():
+                consumer.raw.seek(TopicPartition(cell_log, p), end)
             stored = await (await producer.publish("PolicyChanged", event))
             loop = asyncio.get_running_loop()
             began = loop.time()
