@@ -85,16 +85,14 @@ async def _store_and_await(event: dict[str, Any], wait_s: float) -> tuple[Any, t
     the cell log, ms waited)``. :class:`UnavailableError` if it is not there within ``wait_s``."""
     from aiokafka import TopicPartition
 
+    from suanli.cli_tasks import checked_event
     from suanli.config import settings
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
-    from suanli.schemas.models import validate_event
     from suanli.streams.kafka_io import EventConsumer, EventProducer, end_offsets
     from suanli.streams.topics import TopicNames
 
-    problem = validate_event("PolicyChanged", event)
-    if problem:
-        raise ValidationError(problem)
+    checked_event("PolicyChanged", event)
     s = settings()
     cell_log = TopicNames(s.namespace).cell_log
     with RegistryClient(s.registry_url) as registry:

@@ -37,16 +37,23 @@ def _view(cell: str | None = None, sources: tuple[str, ...] | None = None):
     return asyncio.run(load_lifecycle(settings(), cell=cell, sources=sources or SOURCES))
 
 
-def _publish(kind: str, event: dict[str, Any]) -> Any:
-    """Store one producer event on its raw topic (validated first); its RecordMetadata."""
-    from suanli.schemas.codec import Codec
+def checked_event(kind: str, event: dict[str, Any]) -> dict[str, Any]:
+    """``event`` if it is a valid ``kind``; :class:`ValidationError` naming the problem otherwise."""
     from suanli.schemas.models import validate_event
-    from suanli.schemas.registry import RegistryClient
-    from suanli.streams.kafka_io import EventProducer
 
     problem = validate_event(kind, event)
     if problem:
         raise ValidationError(problem)
+    return event
+
+
+def _publish(kind: str, event: dict[str, Any]) -> Any:
+    """Store one producer event on its raw topic (validated first); its RecordMetadata."""
+    from suanli.schemas.codec import Codec
+    from suanli.schemas.registry import RegistryClient
+    from suanli.streams.kafka_io import EventProducer
+
+    checked_event(kind, event)
 
     async def send() -> Any:
         s = settings()

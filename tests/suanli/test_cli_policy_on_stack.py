@@ -13,6 +13,7 @@ import yaml
 
 from suanli.config import load_settings, to_env
 from suanli.deploy.plane import worker_processes
+from suanli.deploy.waiting import wait_for
 from suanli.streams.kafka_io import ensure_topics
 from suanli.streams.topics import TopicNames, core_topics
 
@@ -57,11 +58,9 @@ def test_policy_set_waits_until_the_policy_is_in_the_cell_log_ahead_of_later_tas
         (tmp_path / "task.yaml").write_text(yaml.safe_dump(spec))
         submitted = lp.cli("submit", str(tmp_path / "task.yaml"))
         assert submitted.returncode == 0, submitted.stderr
-        cell_log = []
-        for _ in range(100):                                       # until intake forwarded the task
-            cell_log = lp.events(names.cell_log)
-            if any(r.kind == "TaskSubmitted" for r in cell_log):
-                break
+        cell_log = wait_for("the task in the cell log",
+                            lambda: (log := lp.events(names.cell_log)) and
+                            any(r.kind == "TaskSubmitted" for r in log) and log, timeout=60)
         at = {(r.partition, r.offset): r for r in cell_log}
         assert at[(partition, offset)].kind == "PolicyChanged"
         assert at[(partition, offset)].payload["strategy"] == "bestfit"
