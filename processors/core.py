@@ -44,7 +44,8 @@ from .frag import shape_key
 from .model import Request
 from .profiler import Profiler
 from .reservation_args import ReservationArgs
-from .qos import BATCH, GOLD, LANE_RANK, SILVER, URGENT, QosArgs, gold_pool, lane_of, outranks, queue_key
+from .qos import (BATCH, GOLD, LANE_RANK, SILVER, STANDBY_SUFFIX, URGENT, QosArgs, gold_pool, lane_of, outranks,
+                  primary_of, queue_key, standby_id)
 from .sandbox import SandboxError
 from .state import (CANCELLED, COMPLETED, DOWN, DRAINING, FAILED, HOLDING, PENDING, PLACED, PREEMPTED, READY,
                     RUNNING, SUSPECT, TERMINAL, UNSCHEDULABLE, CellState, TaskRecord)
@@ -83,6 +84,12 @@ def profiler_of(s: CellState) -> Optional[Profiler]:
     if s.profiler is None:
         s.profiler = Profiler(args.max_signatures)
     return s.profiler
+
+
+def _profiler_for(s: CellState, task: m.Task) -> Optional[Profiler]:
+    """The profiler, for a task's history; None for a gold standby copy (qos.py): a copy is
+    not a run of its own, and counting it would double the gold tasks' history."""
+    return None if task.task_id.endswith(STANDBY_SUFFIX) else profiler_of(s)
 
 
 def _key(s: CellState, t: TaskRecord, lost: bool) -> list:
@@ -230,7 +237,7 @@ def _lost(s: CellState, e: m.TaskLost) -> None:
     s.set_status(t, PENDING)
     t.node, t.devices = None, ()
     s.enqueue(e.task_id, _key(s, t, lost=True))
-    prof = profiler_of(s)
+    prof = _profiler_for(s, t.task)
     if prof is not None:
         prof.requeued(t.task)
 
@@ -247,7 +254,7 @@ def _placed(s: CellState, e: m.TaskPlaced) -> None:
     s.set_status(t, PLACED, node=e.node_id)
     t.devices, t.key, t.placed_at = tuple(e.gpu_devices), None, s.now
     model_cache.on_placed(s, e.node_id, t.task)     # its model is on the node's disk from now on
-    prof = profiler_of(s)
+    prof = _profiler_for(s, t.task)
     if prof is not None:
         prof.placed(t.task, t.queued_at, s.now)
 
@@ -274,7 +281,7 @@ def _preempted(s: CellState, e: m.TaskPreempted) -> None:
     s.set_status(t, PREEMPTED)
     t.devices, t.key = (), None
     t.requeue_at = s.now + e.grace_ms
-    prof = profiler_of(s)
+    prof = _profiler_for(s, t.task)
     if prof is not None:
         prof.requeued(t.task)
     bisect.insort(s.grace, [t.requeue_at, e.task_id, e.preempted_by or ""])
@@ -320,7 +327,7 @@ def _released(s: CellState, e: m.TaskReleased) -> None:
         s.grace = [g for g in s.grace if g[1] != e.task_id]
     s.dequeue(e.task_id)
     s.set_status(t, e.cause if e.cause in (COMPLETED, FAILED, CANCELLED) else CANCELLED)
-    prof = profiler_of(s)
+    prof = _profiler_for(s, t.task)
     if prof is not None:
         prof.ended(t.task)
 
@@ -526,9 +533,26 @@ class _Decider:
         pool = self.gold_pool()
         if pool is not None and t.task.qos_tier == SILVER:
             ok &= ~pool
-        if exclude is not None:
-            ok[exclude] = False
+        avoid, _why = self.avoid(t.task.task_id, exclude)
+        if avoid:
+            ok[avoid] = False
         return ok
+
+    def avoid(self, task_id: str, exclude: Optional[int]) -> tuple[list[int], str]:
+        """Rows a placement of ``task_id`` may not use, and why: ``exclude`` (the node it
+        leaves), and with a gold standby (qos.py) the node(s) its other copy holds, so that
+        one node's failure never takes both copies."""
+        s = self.s
+        rows = [] if exclude is None else [exclude]
+        other = s.tasks.get(primary_of(task_id) or standby_id(task_id))
+        if other is None or other.status not in HOLDING or other.node is None:
+            return rows, "the node it leaves"
+        rows.append(s.node_index[other.node])
+        if other.moving_from is not None:
+            rows.append(s.node_index[other.moving_from[0]])
+        why = "the node it leaves, or its other copy's (gold standby)" if exclude is not None \
+            else "its other copy's node (gold standby)"
+        return rows, why
 
     def find_place(self, task_id: str, t: TaskRecord, retry: bool, exclude: Optional[int] = None,
                    window_ids: Optional[list[str]] = None):
@@ -539,11 +563,12 @@ class _Decider:
         seed = rng.mix(strategy.seed, self.topic_seed, self.pos[1], self.pos[2], self.n)
         notes: list[str] = []
         res = ctx = None
+        avoid, why_not = self.avoid(task_id, exclude)
         for allowed, reason, note in self.pool_passes(t.task.qos_tier):
-            if exclude is not None:
+            if avoid:
                 allowed = np.ones(s.n_nodes, dtype=bool) if allowed is None else allowed.copy()
-                allowed[exclude] = False
-                reason = reason or "the node it leaves"
+                allowed[avoid] = False
+                reason = reason or why_not
             ctx = CycleContext(s, req, task_id, seed, strategy.config, allowed=allowed, allowed_reason=reason)
             if window_ids is not None:
                 ctx.scratch["window_ids"] = window_ids
@@ -586,16 +611,23 @@ class _Decider:
         TaskPreempted for each (its place freed now, queued again after its grace) and a
         StopCommand to its connector. Returns the plan (the caller takes the place), or None."""
         s, q, tier = self.s, self.qos, t.task.qos_tier
-        if not q.preempt or not any(outranks(tier, v) for v in q.preemptible):
+        # with a gold standby, a gold task out of service (it ran before, so its copy exists, and
+        # that copy is not running) may evict other tasks' copies, after bronze: they lose
+        # redundancy, not service (preemption.py)
+        copy = s.tasks.get(standby_id(task_id)) if q.gold_standby and tier == GOLD else None
+        standbys = copy is not None and copy.status not in HOLDING and primary_of(task_id) is None
+        if not q.preempt or not (standbys or any(outranks(tier, v) for v in q.preemptible)):
             return None
         plan = preemption.plan(s, t.task.request, tier, self.eligible(t, exclude), q.preemptible,
-                               q.max_victim_search)
+                               q.max_victim_search, standbys)
         if plan is None:
             return None
         worst = max(v.importance for v in plan.victims)
         lost_s = sum(v.work_lost_ms for v in plan.victims) / 1000
         why = (f"{task_id} ({tier} priority {t.task.priority}) did not fit; on {plan.node_id} evicting "
-               f"{len(plan.victims)} task(s) of at most tier rank {worst[0]} priority {worst[1]} "
+               f"{len(plan.victims)} task(s) of at most "
+               + (f"tier rank {worst[0]} priority {worst[1]} " if worst[0] != preemption.STANDBY_LEVEL
+                  else f"a gold standby copy of priority {worst[1]} ") +
                f"({lost_s:g} s of work lost) makes room: lowest tier and priority first, then fewest, "
                f"then least work lost")
         victims = plan.victim_ids
@@ -635,6 +667,23 @@ class _Decider:
                                cell=self.s.cell, node_id=node_id, gpu_devices=tuple(devices),
                                gpu_milli=req.gpu_milli if devices else 0, cpu_milli=req.cpu,
                                memory_mib=req.mem, provenance=prov, job_id=t.task.job_id))
+        self.standby_for(task_id, t)
+
+    def standby_for(self, task_id: str, t: TaskRecord) -> None:
+        """Gold standby (qos.py): after a plain gold task's first placement, its standby copy
+        is made (same task, id ``standby_id``) and scheduled: placed on another node, or
+        queued as any gold task (TaskPending)."""
+        s, task = self.s, t.task
+        if not self.qos.gold_standby or task.qos_tier != GOLD or primary_of(task_id) is not None:
+            return
+        if task.job_id or gang_of(task) is not None or task.labels.get(reservations.LABEL):
+            return
+        sid = standby_id(task_id)
+        if sid in s.tasks or sid in s.forgotten:
+            return
+        s.seq += 1
+        s.add_task(TaskRecord(replace(task, task_id=sid), s.seq, queued_at=s.now))
+        self.schedule(sid, retry=False)
 
     def schedule(self, task_id: str, retry: bool, window_ids: Optional[list[str]] = None) -> bool:
         """Run one cycle for a known task; emit Placed / Pending / Unschedulable (or wait for
@@ -1147,7 +1196,9 @@ class _Decider:
             if s.clock != clock:
                 failed.clear()
                 clock = s.clock
-            alike = (t.task.request, t.task.qos_tier, tuple(sorted(t.task.labels.items())))
+            # a gold standby's copies avoid each other's node: that is part of what it asks
+            alike = (t.task.request, t.task.qos_tier, tuple(sorted(t.task.labels.items())),
+                     tuple(self.avoid(item[-1], None)[0]))
             if alike in failed:
                 continue
             if not self.schedule(item[-1], retry=True) and s.clock == clock:
@@ -1164,12 +1215,14 @@ class _Decider:
         self.emit(elastic_jobs.resized(step, event_id=eid, decision_id=did, cell=self.s.cell, at=self.s.now,
                                        provenance=self.provenance(None, path, task_id=step.head.task.task_id)))
 
-    def release(self, task_id: str, cause: str) -> None:
+    def release(self, task_id: str, cause: str, why: Optional[str] = None) -> None:
+        """TaskReleased: the task ended (``cause``); its gold standby, if it has one, goes too."""
         s, t = self.s, self.s.tasks[task_id]
         eid, did = self._ids(m.TaskReleased.KIND)
         node = t.node if t.status in HOLDING else ""
-        path = [f"{cause.lower()}", f"release {node}" if node else
-                f"the preempted copy finished on {t.node} during its grace" if t.status == PREEMPTED else
+        path = [why or f"{cause.lower()}", f"release {node}" if node else
+                f"the preempted copy finished on {t.node} during its grace" if t.status == PREEMPTED and not why
+                else f"its preempted copy on {t.node} stops in its grace" if t.status == PREEMPTED else
                 "drop from queue"]
         if t.moving_from is not None:
             self.stop_old_copy(task_id, t.moving_from[0], f"the task ended ({cause.lower()}) during its move")
@@ -1177,6 +1230,16 @@ class _Decider:
                                  cell=s.cell, node_id=node, cause=cause,
                                  gpu_devices=tuple(t.devices) if node else (),
                                  provenance=self.provenance(None, path), job_id=t.task.job_id))
+        sid = standby_id(task_id)
+        st = s.tasks.get(sid)
+        if st is not None and st.status not in TERMINAL:
+            where = st.node if st.status in HOLDING else ""
+            self.release(sid, CANCELLED, f"standby of {task_id}, which ended ({cause.lower()})")
+            if where:
+                self.outs.append(m.StopCommand(
+                    event_id=f"{s.cell}/{self.pos[0]}/{self.pos[1]}/{self.pos[2]}/stop-standby",
+                    task_id=sid, cell=s.cell, node_id=where, connector=s.nodes[where].connector or "sim",
+                    reason=f"standby of {task_id}, which ended ({cause.lower()})", issued_at=self.at))
 
 
 def decide(state: CellState, event: Any, position: Position) -> tuple[CellState, list[Any]]:
@@ -1232,6 +1295,9 @@ def _decide(state: CellState, event: Any, position: Position) -> tuple[CellState
     d = _Decider(state, position, event_time(event))
 
     if isinstance(event, m.TaskSubmitted):
+        if event.task_id.endswith(STANDBY_SUFFIX):
+            raise RejectedInput(f"TaskSubmitted {event.task_id!r}: task ids ending in {STANDBY_SUFFIX!r} are "
+                                "reserved for gold standby copies (qos.py); submit it under another id")
         if event.task_id in state.tasks or event.task_id in state.forgotten:
             return state, []
         res = event.resources
@@ -1300,7 +1366,7 @@ def _decide(state: CellState, event: Any, position: Position) -> tuple[CellState
             d.stop_old_copy(event.task_id, moving[0], f"moved to {t.node}, which runs it now (reserve-first)")
             d.retry_pending()
         if event.status in (COMPLETED, FAILED, CANCELLED) and t.status in HOLDING:
-            prof = profiler_of(state)
+            prof = _profiler_for(state, t.task)
             if prof is not None and event.status != CANCELLED:
                 node = state.nodes.get(t.node or "")
                 prof.finished(t.task, event.status, event.exit_code, event.usage, state.now - t.placed_at,

@@ -10,6 +10,15 @@ not on the GPUs of a reservation token that holds them (that work is *lent* thos
 freeing them would give them back to the token, not to the preemptor; ``reservations.py``).
 So a gold or silver task is never a victim of a lower tier.
 
+**Gold standby copies** (``qos.gold_standby``, qos.py) are victims of one more kind: a gold
+task out of service (``evict_standbys``: it ran before, and neither it nor its own copy runs
+now, as when its node failed and it must move) may evict another task's standby copy,
+after bronze: its importance is :data:`STANDBY_LEVEL`, between bronze and silver. Evicting
+a copy costs its task redundancy, not service (the task runs on), while the preemptor is
+out of service until it is placed; the evicted copy is queued again after its grace like
+any victim. A task placed for the first time never evicts a copy: it was not in service
+yet, and taking another task's copy would trade that task's protection for nothing.
+
 **Which victims.** Among the nodes where the task would fit once some victims are gone
 (every other filter passed: the caller gives the row mask), the set with the smallest
 :data:`cost`, compared in this order:
@@ -36,10 +45,11 @@ from typing import Optional
 import numpy as np
 
 from .model import GPU_MILLI, Request
-from .qos import TIER_RANK, outranks
+from .qos import GOLD, STANDBY_SUFFIX, TIER_RANK, outranks
 from .state import HOLDING, CellState
 
-Importance = tuple[int, int]          # (tier: 0 bronze .. 2 gold, priority); larger = more important
+Importance = tuple[float, int]        # (tier: 0 bronze .. 2 gold, priority); larger = more important
+STANDBY_LEVEL = 0.5                   # a gold standby copy as a victim: after bronze, before silver
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +87,18 @@ def cost(victims: tuple[Victim, ...]) -> tuple:
     return (max(v.importance for v in victims), len(victims), sum(v.work_lost_ms for v in victims))
 
 
-def candidates(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...]) -> dict[int, list[Victim]]:
-    """Per node row, the tasks a task of ``preemptor_tier`` may evict there. Cached until the
-    next allocation change (``state.clock``) or clock tick: one scan of the tasks serves every
-    retry of an input that places nothing."""
-    return state.derived(("victims", state.clock, state.now, preemptor_tier, preemptible),
-                         lambda: _scan(state, preemptor_tier, preemptible))
+def candidates(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...],
+               evict_standbys: bool = False) -> dict[int, list[Victim]]:
+    """Per node row, the tasks a task of ``preemptor_tier`` may evict there (and gold standby
+    copies, with ``evict_standbys``). Cached until the next allocation change
+    (``state.clock``) or clock tick: one scan of the tasks serves every retry of an input
+    that places nothing."""
+    return state.derived(("victims", state.clock, state.now, preemptor_tier, preemptible, evict_standbys),
+                         lambda: _scan(state, preemptor_tier, preemptible, evict_standbys))
 
 
-def _scan(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...]) -> dict[int, list[Victim]]:
+def _scan(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...],
+          evict_standbys: bool = False) -> dict[int, list[Victim]]:
     for key in [k for k in state._derived if isinstance(k, tuple) and k and k[0] == "victims"]:
         del state._derived[key]                 # only the newest scan is worth keeping
     out: dict[int, list[Victim]] = {}
@@ -94,8 +107,11 @@ def _scan(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...]) -
     # only the holders of the tiers it may evict (state.holders); the order of a node's list
     # does not matter: every reader sorts it or takes min / max / sums
     tasks = state.tasks
-    for tid in [tid for tier in dict.fromkeys(preemptible) if outranks(preemptor_tier, tier)
-                for tid in state.holders(tier)]:
+    ids = [tid for tier in dict.fromkeys(preemptible) if outranks(preemptor_tier, tier)
+           for tid in state.holders(tier)]
+    if evict_standbys:
+        ids += [tid for tid in state.holders(GOLD) if tid.endswith(STANDBY_SUFFIX)]
+    for tid in ids:
         t = tasks[tid]
         if t.status not in HOLDING or t.node is None or t.moving_from is not None:
             continue
@@ -105,8 +121,10 @@ def _scan(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...]) -
         if task.labels.get("gang"):
             continue
         r = task.request
+        level = (STANDBY_LEVEL, task.priority) if tid.endswith(STANDBY_SUFFIX) else importance(task.qos_tier,
+                                                                                                task.priority)
         out.setdefault(state.node_index[t.node], []).append(Victim(
-            tid, importance(task.qos_tier, task.priority), max(0, state.now - t.placed_at),
+            tid, level, max(0, state.now - t.placed_at),
             r.cpu, r.mem, tuple(t.devices), r.gpu_milli if t.devices else 0, t.accels))
     return out
 
@@ -187,13 +205,14 @@ def bound(state: CellState, row: int, req: Request, cands: list[Victim]) -> tupl
 
 
 def plan(state: CellState, req: Request, preemptor_tier: str, eligible: np.ndarray,
-         preemptible: tuple[str, ...], max_search: int) -> Optional[Preemption]:
+         preemptible: tuple[str, ...], max_search: int, evict_standbys: bool = False) -> Optional[Preemption]:
     """The preemption that makes room for ``req`` at the least cost, or None.
 
     ``eligible``: row mask of the nodes the task may use if resources allowed (ready, its
     pool, its GPU model, large enough); the caller computes it with the same rules as a
-    normal placement."""
-    by_row = candidates(state, preemptor_tier, preemptible)
+    normal placement. ``evict_standbys``: gold standby copies are candidates too (a gold
+    task that is not a copy, with the policy's standby on)."""
+    by_row = candidates(state, preemptor_tier, preemptible, evict_standbys)
     # Nodes in order of a lower bound of their cost (:func:`bound`): the search stops at the
     # first node whose bound is no better than the best set found (all later ones are no better).
     order = sorted((bound(state, row, req, vs), state.node_ids[row], row)

@@ -12,6 +12,22 @@
 - **BRONZE** runs on idle capacity anywhere, the gold pool included, and is preemptible: a
   gold or silver task that cannot be placed may evict bronze work (``preemption.py``).
 
+**Gold standby** (:attr:`QosArgs.gold_standby`, off by default). Moving a gold task after its
+node fails costs the time until the failure is known (the heartbeat DOWN timeout, 15 s by
+default) plus the restart; at 99.995 % availability a task may be out about 26 min a year,
+which a few failures spend. With a standby, each gold task also runs a second copy of
+itself, ``<task id>~standby`` (:func:`standby_id`), with the same request, tier, command and
+labels, on another node: the two copies never share a node (each one's placement and moves
+exclude the other's node), so one node's failure leaves one copy running while the core
+moves the other. The standby is placed right after the task's first placement, queued like
+any gold task when no place exists, released (and stopped) when the task ends, and is
+itself moved when its node fails. Only plain gold tasks get one: not gang members, members
+of a job, or claimants of a reservation. It doubles what gold tasks hold, which is the
+price of the availability (the QoS what-if reports its GPU-hours). A gold task out of
+service (its node failed and its copy is not running) may evict another task's copy, after
+bronze (``preemption.py``). Task ids ending in ``~standby`` are reserved: a submission of
+one is refused.
+
 **Queue order.** The pending queue is sorted by :func:`queue_key`: the scheduling tier
 (urgent first), then the QoS tier (gold, silver, bronze), then *aged priority*, then lost
 work first (a task whose node went down or that was preempted keeps its first arrival time,
@@ -79,6 +95,9 @@ class QosArgs:
     batch_chunk: int = arg(8, "batch tasks per joint solve", ge=1)
     batch_solves_per_tick: int = arg(4, "joint solves per CellTick at most (the rest wait for the next tick)",
                                      ge=1)
+    gold_standby: bool = arg(False, "each plain gold task also runs a hot standby copy (task id "
+                             "'<id>~standby') on another node, so a node failure leaves one copy running; "
+                             "doubles what gold tasks hold")
 
     def validate(self) -> None:
         from .args import Invalid
@@ -87,6 +106,19 @@ class QosArgs:
         for key in ("urgent_strategy", "batch_strategy"):
             if getattr(self, key) not in known:
                 raise Invalid(key, getattr(self, key), f"a known strategy ({', '.join(known)})")
+
+
+STANDBY_SUFFIX = "~standby"
+
+
+def standby_id(task_id: str) -> str:
+    """The task id of ``task_id``'s gold standby copy."""
+    return task_id + STANDBY_SUFFIX
+
+
+def primary_of(task_id: str) -> str | None:
+    """The task a standby copy stands by for, or None when ``task_id`` is not a standby's id."""
+    return task_id[:-len(STANDBY_SUFFIX)] if task_id.endswith(STANDBY_SUFFIX) else None
 
 
 def lane_of(labels: Any) -> str:

@@ -28,7 +28,8 @@ not counted.
 **Rate.** GOLD and SILVER pay the node's ``price_per_hour``; BRONZE, which runs on idle
 capacity and can be preempted, pays ``idle_price_per_hour``, or ``price_per_hour`` when
 that is 0 (the node names no idle price). A task whose submission the fold has not seen
-has tier ``UNKNOWN`` and pays ``price_per_hour``. A node the fold has never seen has no
+has tier ``UNKNOWN`` and pays ``price_per_hour``; a gold standby copy (``<id>~standby``,
+``processors/qos.py``), which has no submission of its own, has its task's tier. A node the fold has never seen has no
 price: its intervals cost 0 and are listed in :attr:`CostLedger.unpriced_nodes`. Prices
 are the node's *latest* registration (a price change re-prices the node's whole history).
 
@@ -48,6 +49,7 @@ from typing import Any, Iterable, Literal, Mapping, Optional
 
 from suanli.errors import SuanliError
 from suanli.processors import model as m
+from suanli.processors.qos import primary_of
 
 MS_PER_HOUR = 3_600_000
 TIERS = ("GOLD", "SILVER", "BRONZE")
@@ -226,7 +228,8 @@ class CostLedger:
     def _on_TaskMigrated(self, e: m.TaskMigrated) -> None:
         at = self._tick(e)
         o = self._open.get(e.task_id)
-        cpu, milli = (o.cpu_milli, o.gpu_milli) if o is not None else self._request.get(e.task_id, (0, 0))
+        cpu, milli = (o.cpu_milli, o.gpu_milli) if o is not None else \
+            self._request.get(e.task_id) or self._request.get(primary_of(e.task_id) or "", (0, 0))
         self._close(e.task_id, at, "MIGRATED")
         self._start(e.task_id, e.tenant, e.cell, e.to_node, at, e.gpu_devices, milli, cpu)
 
@@ -242,6 +245,13 @@ class CostLedger:
         self._close(e.task_id, self._tick(e), "PREEMPTED", e.work_lost_ms, node_id=e.node_id)
 
     # ------------------------------------------------------------------ reading
+    def tier_of(self, task_id: str) -> str:
+        """The task's tier from its submission; a standby copy's is its task's."""
+        tier = self.tiers.get(task_id)
+        if tier is None:
+            tier = self.tiers.get(primary_of(task_id) or "", UNKNOWN)
+        return tier
+
     def node(self, cell: str, node_id: str) -> NodePrice:
         n = self.nodes.get((cell, node_id))
         return n if n is not None else NodePrice(cell, node_id, 0, 0, pricing=UNKNOWN, known=False)
@@ -264,7 +274,7 @@ class CostLedger:
         for tid, o, stop, ended_by, lost, is_open in rows:
             if (cell is not None and o.cell != cell) or (tenant is not None and o.tenant != tenant):
                 continue
-            out.append(Interval(task_id=tid, tenant=o.tenant, cell=o.cell, tier=self.tiers.get(tid, UNKNOWN),
+            out.append(Interval(task_id=tid, tenant=o.tenant, cell=o.cell, tier=self.tier_of(tid),
                                 node=self.node(o.cell, o.node_id), start=o.start, end=stop, n_devices=o.n_devices,
                                 gpu_milli=o.gpu_milli, cpu_milli=o.cpu_milli, ended_by=ended_by,
                                 work_lost_ms=lost, open=is_open))

@@ -374,6 +374,10 @@ class LifecycleView:
         if view is None:
             view = self.tasks[p["task_id"]] = TaskView(p["task_id"], intern(p.get("tenant", "")),
                                                        intern(p.get("cell", "")))
+            from suanli.processors.qos import primary_of     # the core, imported when first used (as below)
+            primary = self.tasks.get(primary_of(view.task_id) or "")
+            if primary is not None:       # a gold standby copy has no submission: its task's tier
+                view.qos_tier = primary.qos_tier
             self._touched.setdefault(view.task_id, (view, None))
         elif view.task_id not in self._touched:
             self._touched[view.task_id] = (view, self._facts(view))

@@ -99,6 +99,7 @@ def _seconds(ms: int) -> str:
 
 def status_lines(view: Any, task: Any) -> list[str]:
     """``suanli status`` as text lines (pure: the view and one of its tasks)."""
+    from suanli.processors.qos import primary_of, standby_id
     from suanli.projections.audit import utc_text
 
     out = [f"{task.task_id}  {task.status}  (tenant {task.tenant}, cell {task.cell}, {task.qos_tier or '-'})"]
@@ -109,6 +110,14 @@ def status_lines(view: Any, task: Any) -> list[str]:
     if task.node_id:
         devices = f", GPU {task.gpu_devices} x {task.gpu_milli} milli" if task.gpu_devices else ""
         out.append(f"  node {task.node_id}{devices}")
+    tasks = getattr(view, "tasks", {})
+    standby = tasks.get(standby_id(task.task_id))
+    if standby is not None:
+        out.append(f"  standby copy {standby.task_id}: {standby.status}"
+                   + (f" on {standby.node_id}" if standby.node_id else "") + " (qos.gold_standby)")
+    primary = primary_of(task.task_id)
+    if primary is not None:
+        out.append(f"  the gold standby copy of {primary} (`suanli status {primary}`)")
     if task.moving_from:
         out.append(f"  old copy still on {task.moving_from}: its place is held until the copy on {task.node_id} "
                    "runs (reserve-first move)")

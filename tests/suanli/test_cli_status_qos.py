@@ -146,3 +146,15 @@ def test_nodes_keeps_listing_and_takes_drain_cordon_uncordon():
     assert p.parse_args(["nodes", "uncordon", "n1"]).node_action == "uncordon"
     bad = subprocess.run([sys.executable, "-m", "suanli", "nodes", "drain"], capture_output=True, text=True)
     assert bad.returncode == 2 and "NODE" in bad.stderr
+
+
+def test_status_names_a_gold_tasks_standby_copy_and_the_copy_its_task():
+    view = view_of(node("n1"), node("n2"), submit("gold-9", "GOLD"), placed("gold-9", "n1", T0 + 1_000),
+                   placed("gold-9~standby", "n2", T0 + 1_001))
+    text = "\n".join(status_lines(view, view.tasks["gold-9"]))
+    assert "  standby copy gold-9~standby: PLACED on n2 (qos.gold_standby)" in text
+    copy = status_lines(view, view.tasks["gold-9~standby"])
+    assert copy[0] == "gold-9~standby  PLACED  (tenant acme, cell c, GOLD)"     # its task's tier
+    assert "  the gold standby copy of gold-9 (`suanli status gold-9`)" in copy
+    view = view_of(node("n1"), submit("gold-8", "GOLD"), placed("gold-8", "n1", T0 + 1_000))
+    assert not any("standby" in line for line in status_lines(view, view.tasks["gold-8"]))
