@@ -60,6 +60,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from suanli.processors.qos import primary_of, standby_id
+
 GOAL_MAX_MS = 30_000
 DEFAULT_POLICY = {"qos": {"gold_share": 0.1}}
 LONG_MS = 10 * 24 * 3_600_000       # every task "runs" ten simulated days: far longer than any run
@@ -434,6 +436,8 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
     gold, bronze = workload(o, plane.run, plane.cell)
     gold_ids = {t["task_id"] for t in gold}
     bronze_ids = {t["task_id"] for t in bronze}
+    # with the policy's gold standby, each gold task runs a second copy on another node (qos.py)
+    standby_ids = {standby_id(t) for t in gold_ids} if (o.policy.get("qos") or {}).get("gold_standby") else set()
     marks: dict[str, float] = {"began": time.monotonic()}
     with RegistryClient(s.registry_url) as registry:
         codec = Codec(registry)
@@ -446,8 +450,10 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
             say(f"gold migration: {plane.expected_nodes} nodes registered; submitting {len(gold)} gold tasks")
 
             await publish_all(producer, gold, o.rate)
-            await f.until(lambda v: all(v.runs_where_placed(t) for t in gold_ids), o.timeout,
-                          f"all {len(gold)} gold tasks placed and RUNNING")
+            copies = gold_ids | standby_ids
+            await f.until(lambda v: all(v.runs_where_placed(t) for t in copies), o.timeout,
+                          f"all {len(gold)} gold tasks placed and RUNNING"
+                          + (" with their standby copies" if standby_ids else ""))
             marks["gold_running"] = time.monotonic()
             say(f"gold migration: {len(gold)} gold tasks running; submitting {len(bronze)} bronze tasks "
                 f"(GPU demand {sum(map(gpu_milli, bronze)) / 1000:.0f} of {cluster_gpus(o.nodes_csv)} GPUs)")
@@ -458,9 +464,10 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
                           "every bronze task decided and every placed one RUNNING")
             marks["filled"] = time.monotonic()
             v = f.view
-            if not all(v.runs_where_placed(t) for t in gold_ids):
-                raise RuntimeError("a gold task stopped running while the bronze load arrived: "
-                                   f"{sorted(t for t in gold_ids if not v.runs_where_placed(t))[:10]}")
+            if not all(v.runs_where_placed(t) for t in copies):
+                raise RuntimeError("a gold task (or standby copy) stopped running while the bronze load arrived: "
+                                   f"{sorted(t for t in copies if not v.runs_where_placed(t))[:10]}")
+            standby_at_kill = {t: v.holding[standby_id(t)] for t in gold_ids if standby_id(t) in standby_ids}
             bronze_placed = sum(1 for t in bronze_ids if t in v.holding)
             say(f"gold migration: bronze placed {bronze_placed}, pending {len(bronze_ids & v.pending)}; "
                 f"preempted so far {sum(len(x) for x in v.preempted.values())}")
@@ -487,8 +494,11 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
             if sorted(reply["nodes"]) != sorted(victims):
                 raise RuntimeError(f"the simulator silenced {reply['nodes']}, not {victims}")
 
+            # standby copies on the silenced nodes move too (they are gold): wait for them as well
+            to_move = {**affected, **{standby_id(t): n for t, n in standby_at_kill.items() if n in victims}}
+
             def moved(view: CellView) -> bool:
-                for t, node in affected.items():
+                for t, node in to_move.items():
                     m = [p for _ts, p in view.migrated.get(t, []) if p["from_node"] == node]
                     if not m or f"{m[0]['decision_id']}:running" not in view.statuses:
                         if view.lost.get(t):
@@ -496,8 +506,8 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
                         return False
                 return all(any(h["status"] == "DOWN" for h in view.health.get(n, [])) for n in victims)
 
-            await f.until(moved, o.timeout, f"each of the {len(affected)} gold tasks of the silenced nodes "
-                                            "migrated and RUNNING on its new node, every silenced node DOWN")
+            await f.until(moved, o.timeout, f"each of the {len(to_move)} gold tasks (and copies) of the silenced "
+                                            "nodes migrated and RUNNING on its new node, every silenced node DOWN")
             marks["migrated"] = time.monotonic()
             # the migrated tasks' victims re-queued and placed (or pending) again: let the log settle
             # a few ticks, then read everything written so far
@@ -526,9 +536,24 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
                      "preempted": list(p.get("preempted") or []), "since": p.get("since"),
                      "elapsed_ms": p.get("elapsed_ms"), "decided_ms": ts - kill_ms,
                      "running_ms": run_ts - kill_ms, "running_at_ms": run["at"] - kill_ms})
-    lost_gold = sorted(t for t in gold_ids if v.lost.get(t))
-    not_running = sorted(t for t in gold_ids if not v.runs_where_placed(t))
-    on_silenced = sorted(t for t in gold_ids if v.holding.get(t) in victims)
+    # a standby covers its task through the failure when its copy ran on a node nobody
+    # silenced, from before the kill to the end of the wait, without a move or an end
+    covered, uncovered = [], []
+    for t in affected:
+        sid, where = standby_id(t), standby_at_kill.get(t)
+        if where is None:
+            continue
+        ok = where not in victims and not v.migrated.get(sid) and v.running.get(sid, ("",))[0] == where
+        (covered if ok else uncovered).append(t)
+    for t in gold_ids:
+        sid = standby_id(t)
+        if sid in standby_ids and v.holding.get(sid) is not None and v.holding.get(sid) == v.holding.get(t):
+            problems.append(f"{t}: its standby copy is on its own node {v.holding[t]}")
+    lost_gold = sorted(t for t in gold_ids | standby_ids if v.lost.get(t))
+    not_running = sorted(t for t in gold_ids | standby_ids if not v.runs_where_placed(t))
+    on_silenced = sorted(t for t in gold_ids | standby_ids if v.holding.get(t) in victims)
+    # a task is out from the kill until its new copy runs, unless its standby covered it
+    downtime = [0 if r["task_id"] in covered else r["running_ms"] for r in rows]
     down = {n: next(h for h in v.health[n] if h["status"] == "DOWN") for n in victims}
     preempted = [(t, p) for t, ps in v.preempted.items() for p in ps]
     preempted_by_migration = [(t, p) for t, p in preempted if p.get("preempted_by") in affected]
@@ -556,6 +581,10 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
         "bronze_preempted": len(preempted), "bronze_preempted_by_migrations": len(preempted_by_migration),
         "preempted_tiers": dict(Counter(_tier(t, gold_ids, bronze_ids) for t, _p in preempted)),
         "migrations_with_victims": sum(1 for r in rows if r["preempted"]),
+        "gold_standby": bool(standby_ids),
+        "standby_covered": covered, "standby_uncovered": uncovered,
+        "standbys_on_silenced_nodes": sorted(t for t, n in standby_at_kill.items() if n in victims),
+        "gold_downtime_ms": dist(downtime),
         "nongold_lost": len(nongold_lost), "gold_lost": lost_gold,
         "gold_not_running_at_end": not_running, "gold_on_silenced_nodes_at_end": on_silenced,
         "problems": problems, "health_transitions": dict(health_moves),
@@ -570,7 +599,7 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
 
 
 def _tier(t: str, gold: set[str], bronze: set[str]) -> str:
-    return "GOLD" if t in gold else "BRONZE" if t in bronze else "other"
+    return "GOLD" if (primary_of(t) or t) in gold else "BRONZE" if t in bronze else "other"
 
 
 def run(o: Options, say: Callable[[str], None] = print, prefix: str = "benchgm") -> dict[str, Any]:
@@ -610,6 +639,11 @@ def report(f: dict[str, Any]) -> str:
         f"  bronze preempted: {f['bronze_preempted']} ({f['bronze_preempted_by_migrations']} by the migrations; "
         f"tiers {f['preempted_tiers']}); migrations that preempted: {f['migrations_with_victims']} of "
         f"{f['gold_affected']}; non-gold tasks lost (re-queued): {f['nongold_lost']}",
+        *([f"  gold standby: {len(f['standby_covered'])} of {f['gold_affected']} affected gold tasks ran on in "
+           f"their standby copy throughout ({len(f['standby_uncovered'])} not); "
+           f"{len(f['standbys_on_silenced_nodes'])} standby copies were on silenced nodes"]
+          if f.get("gold_standby") else []),
+        line("gold task out of service", f["gold_downtime_ms"]),
         f"  gold lost: {len(f['gold_lost'])}; gold not RUNNING at the end: {len(f['gold_not_running_at_end'])}; "
         f"gold still on silenced nodes: {len(f['gold_on_silenced_nodes_at_end'])}; problems: {len(f['problems'])}",
         f"  healthy nodes SUSPECT/DOWN meanwhile: {len(f['healthy_nodes_suspect_or_down'])}; "

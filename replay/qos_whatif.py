@@ -37,7 +37,9 @@ the run stops at its end.
 **Availability** (per tier, reported for gold). A task *asks* for the time from its first
 placement to its trace departure, clipped to the window. It *runs* during its placements
 (``projections/cost.py`` intervals) minus the periods its node was dead (``t_f`` to repair:
-from the failure, not from its detection). Availability = sum of running / sum of asked.
+from the failure, not from its detection); with a gold standby (``--gold-standby``, policy
+``qos.gold_standby``) during the placements of either of its copies: the task runs while
+one does. Availability = sum of running / sum of asked.
 A gold task *not back before departure* departed while out; *out at window end* was still
 out when the window closed. Gaps are the stretches of asked time not running.
 
@@ -67,6 +69,7 @@ import numpy as np
 from suanli.errors import ReplayError
 from suanli.processors import CellState, decide
 from suanli.processors import model as m
+from suanli.processors.qos import primary_of
 from suanli.processors.state import HOLDING, TERMINAL
 from suanli.projections.cost import MS_PER_HOUR, CostLedger, Interval, bronze_vs_silver
 
@@ -81,6 +84,8 @@ GPU_PRICE = {"A10": 1.2, "A100": 3.0, "G2": 1.5, "G3": 2.0, "P100": 1.0, "T4": 0
 CPU_CORE_PRICE = 0.04      # per core-hour
 MEM_GIB_PRICE = 0.005      # per GiB-hour
 IDLE_FACTOR = 0.4          # idle price / price (connectors/simulated.py IDLE_PRICE_SHARE)
+
+STANDBY_VICTIM = "GOLD standby copy"     # victims_by_tier's key for evicted standby copies
 
 # event ranks at one millisecond: resources free first, then node news, then the clock, then arrivals
 _DEPART, _DOWN, _READY, _TICK, _ARRIVE = range(5)
@@ -248,9 +253,9 @@ def availability(intervals: Iterable[Interval], departs: Mapping[str, Optional[i
     w0, w1 = window
     dead = dead_periods(failures)
     per_task: dict[str, list[Interval]] = {}
-    for iv in intervals:
+    for iv in intervals:          # a gold standby's copy runs for its task: the task runs while either does
         if iv.tier == tier:
-            per_task.setdefault(iv.task_id, []).append(iv)
+            per_task.setdefault(primary_of(iv.task_id) or iv.task_id, []).append(iv)
     out = TierAvailability(tier)
     for tid, ivs in per_task.items():
         first = min(iv.start for iv in ivs)
@@ -401,6 +406,8 @@ def simulate(w: TimedWorkload, sc: Scenario, *, progress: bool = False, label: s
         for out in feed(event):
             if isinstance(out, m.TaskPreempted) and window[0] <= out.provenance.decided_at <= window[1]:
                 tier = cell.state.tasks[out.task_id].task.qos_tier
+                if primary_of(out.task_id) is not None:
+                    tier = STANDBY_VICTIM          # a gold copy, evicted by a gold task (preemption.py)
                 victims_by_tier[tier] = victims_by_tier.get(tier, 0) + 1
         alloc = cell.state.gpu_allocated_milli()
         if series and series[-1][0] == at:
@@ -447,6 +454,10 @@ def figures(intervals: list[Interval], departs: Mapping[str, Optional[int]], fai
                    "preemptions_per_gpu_hour": round(len(preempted) / gpu_h, 6) if gpu_h else None,
                    "work_lost_hours": round(sum(iv.work_lost_ms for iv in preempted) / MS_PER_HOUR, 9)},
         "victims_by_tier": dict(victims_by_tier),
+        # what redundancy costs: GPU-hours of gold tasks' own copies and of their standbys
+        "gold_gpu_hours": round(sum(iv.gpu_hours for iv in intervals if iv.tier == "GOLD"
+                                    and primary_of(iv.task_id) is None), 9),
+        "gold_standby_gpu_hours": round(sum(iv.gpu_hours for iv in intervals if primary_of(iv.task_id)), 9),
         "cost": bronze_vs_silver(intervals).as_dict(),
         **extra,
     }
@@ -494,7 +505,11 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "bronze_preempted_task_rate_pct": round(100.0 * b_pre / b_run, 4) if b_run else None,
             "bronze_preemptions_per_gpu_hour": round(sum(r["bronze"]["preemptions"] for r in rs) / b_gpu_h, 6)
             if b_gpu_h else None,
-            "non_bronze_victims": sum(v for r in rs for t, v in r["victims_by_tier"].items() if t != "BRONZE"),
+            "non_bronze_victims": sum(v for r in rs for t, v in r["victims_by_tier"].items()
+                                      if t not in ("BRONZE", STANDBY_VICTIM)),
+            "standby_copies_preempted": sum(r["victims_by_tier"].get(STANDBY_VICTIM, 0) for r in rs),
+            "gold_standby_gpu_hours_pct": round(100.0 * sum(r.get("gold_standby_gpu_hours", 0) for r in rs)
+                                                / max(1e-9, sum(r.get("gold_gpu_hours", 0) for r in rs)), 3),
             "bronze_cost": round(own, 4), "bronze_as_silver_cost": round(silver, 4),
             "bronze_saving_pct": round(100.0 * (1 - own / silver), 3) if silver else None,
             "bronze_effective_saving_pct": round(100.0 * (1 - own / useful), 3) if useful else None,
@@ -553,6 +568,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--window", default="0.5,1", help="arrival quantiles bounding the measured window")
     p.add_argument("--gold-share", type=float, default=0.25, help="policy qos.gold_share")
     p.add_argument("--no-preempt", action="store_true", help="policy qos.preempt = false")
+    p.add_argument("--gold-standby", action="store_true",
+                   help="policy qos.gold_standby = true: each gold task runs a hot standby copy on another node")
     p.add_argument("--strategy", default="default")
     p.add_argument("--idle-factor", type=float, default=IDLE_FACTOR, help="idle price / price of every node")
     p.add_argument("--workers", type=int, default=2, help="runs in parallel (processes)")
@@ -567,6 +584,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     qos: dict[str, Any] = {"gold_share": args.gold_share}
     if args.no_preempt:
         qos["preempt"] = False
+    if args.gold_standby:
+        qos["gold_standby"] = True
     jobs = []
     for frac in fracs:
         for seed in _seeds(args.seeds):

@@ -26,6 +26,15 @@ import pytest
 from suanli.bench.gold_migration import Options, dist, report, run
 from suanli.config import load_settings
 
+def _every_tenth_gpu_node(tmp_path):
+    openb = load_settings().openb_dir
+    nodes = tmp_path / "nodes.csv"
+    with open(openb / "openb_node_list_gpu_node.csv", newline="") as src, open(nodes, "w", newline="") as dst:
+        rows = list(csv.reader(src))
+        csv.writer(dst).writerows([rows[0], *rows[1::10]])
+    return nodes
+
+
 def test_dist_is_nearest_rank():
     d = dist(list(range(1, 101)))
     assert (d["count"], d["min"], d["p50"], d["p90"], d["p99"], d["max"]) == (100, 1, 50, 90, 99, 100)
@@ -37,12 +46,8 @@ def test_dist_is_nearest_rank():
 @pytest.mark.timeout(600)
 def test_gold_tasks_of_silenced_nodes_migrate_and_run_elsewhere_and_none_is_lost(stack, tmp_path):
     openb = load_settings().openb_dir
-    nodes = tmp_path / "nodes.csv"
-    with open(openb / "openb_node_list_gpu_node.csv", newline="") as src, open(nodes, "w", newline="") as dst:
-        rows = list(csv.reader(src))
-        csv.writer(dst).writerows([rows[0], *rows[1::10]])
-    o = Options(nodes_csv=nodes, pods_csv=openb / "openb_pod_list_default.csv", gold=40, silence=2, fill=1.05,
-                timeout=180, verify=True)
+    o = Options(nodes_csv=_every_tenth_gpu_node(tmp_path), pods_csv=openb / "openb_pod_list_default.csv", gold=40,
+                silence=2, fill=1.05, timeout=180, verify=True)
     f = run(o, say=print, prefix="tgm")
     print(report(f))
 
@@ -62,4 +67,37 @@ def test_gold_tasks_of_silenced_nodes_migrate_and_run_elsewhere_and_none_is_lost
     named = {v for m in f["migrations"] for v in m["preempted"]}     # each has its TaskPreempted ("problems")
     assert named and f["bronze_preempted_by_migrations"] >= len(named)
     # the whole run replays byte for byte
+    assert f["replay"]["identical"] is True and f["replay"]["exit_code"] == 0, f["replay"]
+
+
+@pytest.mark.stack
+@pytest.mark.timeout(600)
+def test_with_a_gold_standby_the_other_copy_runs_through_the_failure(stack, tmp_path):
+    """The same run with the policy's ``qos.gold_standby``: each of the 20 gold tasks also runs
+    a copy (``<id>~standby``) on another node, dispatched to the simulator and RUNNING there.
+    The 2 nodes holding the most gold tasks are silenced. Read back from Kafka:
+
+    - no gold task shares a node with its copy, before or after the failure ("problems");
+    - each affected gold task is migrated and RUNNING again, and, unless its copy was on the
+      other silenced node, its copy ran on throughout on its own node (no move, no end): the
+      task was never out of service;
+    - copies on the silenced nodes are moved too; nothing gold is lost; every task and every
+      copy is RUNNING where placed at the end, none on a silenced node;
+    - the run replays IDENTICAL."""
+    openb = load_settings().openb_dir
+    o = Options(nodes_csv=_every_tenth_gpu_node(tmp_path), pods_csv=openb / "openb_pod_list_default.csv", gold=20,
+                silence=2, fill=1.05, timeout=180, verify=True,
+                policy={"qos": {"gold_share": 0.1, "gold_standby": True}})
+    f = run(o, say=print, prefix="tgs")
+    print(report(f))
+
+    assert f["gold_standby"] is True and f["problems"] == []
+    assert f["gold_affected"] >= 2 and len(f["migrations"]) == f["gold_affected"]
+    # covered unless both copies were silenced; at least one task ran on in its copy
+    assert set(f["standby_uncovered"]) <= set(f["standbys_on_silenced_nodes"]), f
+    assert len(f["standby_covered"]) + len(f["standby_uncovered"]) == f["gold_affected"]
+    assert f["standby_covered"], f
+    assert f["gold_downtime_ms"]["min"] == 0
+    assert f["gold_lost"] == [] and f["gold_not_running_at_end"] == [] and f["gold_on_silenced_nodes_at_end"] == []
+    assert set(f["preempted_tiers"]) <= {"BRONZE"}, f["preempted_tiers"]
     assert f["replay"]["identical"] is True and f["replay"]["exit_code"] == 0, f["replay"]

@@ -179,3 +179,27 @@ def test_the_aggregate_pools_seeds_and_renders_a_table(tiny_run):
     assert a["bronze_preempted_task_rate_pct"] == 100.0 and a["non_bronze_victims"] == 0
     table = q.render(agg)
     assert "1 %" in table and "gold avail" in table
+
+
+def test_a_gold_standby_keeps_its_task_running_through_its_nodes_failure():
+    """n0 (gold pool), n1, n2: one GPU each. G (gold, standby on) lands on n0 and its copy on
+    another node; n0 fails at 20 s (reported at 35 s): G is moved, and its copy ran all along,
+    so no gold time is lost. The copy's GPU-hours are reported beside the task's own."""
+    nodes = [_gpu_node("n0", 1, {"pool": "gold"}), _gpu_node("n1", 1, {}), _gpu_node("n2", 1, {})]
+    tasks = [_task("G", "GOLD", 0)]
+    w = TimedWorkload("tiny-standby", Cluster(nodes, {}), tasks, [(0, 1, 0), (100 * S, 0, 0)], [], 1.0)
+    failures = [q.NodeFailure("n0", 20 * S, 35 * S, 80 * S)]
+    runs = {}
+    for standby in (False, True):
+        sc = q.Scenario(strategy="bestfit", down_after_ms=15 * S, repair_ms=60 * S,
+                        qos={"grace_ms": 5 * S, "gold_standby": standby})
+        runs[standby] = q.simulate(w, sc, tiers=False, failures=failures, window=(0, 200 * S))
+    without, with_ = runs[False]["gold"], runs[True]["gold"]
+    assert (without["tasks"], without["running_ms"], without["interrupted_tasks"]) == (1, 85 * S, 1)
+    assert (with_["tasks"], with_["asked_ms"], with_["running_ms"]) == (1, 100 * S, 100 * S)
+    assert with_["availability_pct"] == 100.0 and with_["interrupted_tasks"] == 0
+    assert runs[False]["gold_standby_gpu_hours"] == 0
+    assert runs[True]["gold_standby_gpu_hours"] * 3600 == pytest.approx(100)     # 0-100 s on one GPU
+    assert runs[True]["gold_gpu_hours"] * 3600 == pytest.approx(100)             # n0 0-35 s, then 35-100 s
+    agg = q.aggregate([runs[True]])["0.01"]
+    assert agg["gold_availability_pct"] == 100.0 and agg["gold_standby_gpu_hours_pct"] == pytest.approx(100.0)
