@@ -11,7 +11,8 @@ TIERS = ("GOLD", "SILVER", "BRONZE")
 IMPORTANCE = {"BRONZE": 0, "SILVER": 1, "GOLD": 2}
 
 
-def _cell(rng: np.random.Generator) -> CellState:
+def _cell(rng: np.random.Generator, standbys: bool = False) -> CellState:
+    """Small random cells; with ``standbys``, about half the gold tasks are standby copies."""
     s = CellState("t")
     s.now = 100_000
     for n in range(int(rng.integers(1, 4))):
@@ -27,7 +28,7 @@ def _cell(rng: np.random.Generator) -> CellState:
             devices = _fit(s, row, req)
             if devices is None:
                 continue
-            tid = f"t{k}"
+            tid = f"t{k}" + ("~standby" if standbys and tier == "GOLD" and rng.integers(0, 2) else "")
             k += 1
             s.tasks[tid] = TaskRecord(Task(task_id=tid, tenant="x", request=req, qos_tier=tier,
                                            priority=int(rng.integers(0, 3))), k, status="RUNNING",
@@ -59,16 +60,21 @@ def _fits_after(s: CellState, row: int, req: Request, victims) -> bool:
     return _fit(c, row, req) is not None
 
 
-def _brute_force(s: CellState, req: Request, tier: str):
+def _level(tid: str, t) -> tuple:
+    return (0.5 if tid.endswith("~standby") else IMPORTANCE[t.task.qos_tier], t.task.priority)
+
+
+def _brute_force(s: CellState, req: Request, tier: str, standbys: bool = False):
     best = None
     for row in range(s.n_nodes):
-        cands = [tid for tid, t in s.tasks.items() if t.node == s.node_ids[row] and t.task.qos_tier == "BRONZE"
-                 and IMPORTANCE[tier] > IMPORTANCE["BRONZE"]]
+        cands = [tid for tid, t in s.tasks.items() if t.node == s.node_ids[row] and
+                 ((t.task.qos_tier == "BRONZE" and IMPORTANCE[tier] > IMPORTANCE["BRONZE"])
+                  or (standbys and tid.endswith("~standby")))]
         for subset in chain.from_iterable(combinations(cands, k) for k in range(1, len(cands) + 1)):
             if not _fits_after(s, row, req, subset):
                 continue
             ts = [s.tasks[v] for v in subset]
-            key = (max((IMPORTANCE[t.task.qos_tier], t.task.priority) for t in ts), len(ts),
+            key = (max(_level(v, t) for v, t in zip(subset, ts)), len(ts),
                    sum(s.now - t.placed_at for t in ts))
             if best is None or key < best:
                 best = key
@@ -102,6 +108,30 @@ def test_victims_are_minimal_as_a_brute_force_search_finds():
         assert all(s.tasks[v].task.qos_tier == "BRONZE" for v in plan.victim_ids)
         assert _fits_after(s, plan.row, req, plan.victim_ids)
     assert needed >= 100 and found >= 40, (needed, found)      # the draws really exercise it
+
+
+def test_with_standby_copies_evictable_victims_are_still_minimal_and_bronze_goes_first():
+    """A gold task out of service may evict gold standby copies, after bronze (importance 0.5):
+    the same brute-force comparison, over bronze and copies; never silver or a plain gold task."""
+    needed = found = copies = 0
+    for seed in range(300):
+        rng = np.random.default_rng(10_000 + seed)
+        s = _cell(rng, standbys=True)
+        req = _request(seed % 3)
+        if any(_fit(s, r, req) is not None for r in range(s.n_nodes)):
+            continue
+        needed += 1
+        plan = preemption.plan(s, req, "GOLD", np.ones(s.n_nodes, dtype=bool), ("BRONZE",), 12, evict_standbys=True)
+        expected = _brute_force(s, req, "GOLD", standbys=True)
+        if expected is None:
+            assert plan is None, seed
+            continue
+        found += 1
+        assert plan is not None and plan.cost == expected, (seed, plan, expected)
+        assert all(s.tasks[v].task.qos_tier == "BRONZE" or v.endswith("~standby") for v in plan.victim_ids)
+        copies += any(v.endswith("~standby") for v in plan.victim_ids)
+        assert _fits_after(s, plan.row, req, plan.victim_ids)
+    assert needed >= 100 and found >= 40 and copies >= 10, (needed, found, copies)
 
 
 def test_greedy_beyond_the_search_limit_still_makes_room():
