@@ -37,7 +37,11 @@ p50 / p99 / max (nearest rank) of each, against the goal max <= 30 s; the DOWN d
 latency of the silenced nodes; the tasks lost (non-gold), the bronze preempted; and the
 correctness checks: every affected gold task migrated to and RUNNING on a node that was not
 silenced, no gold task lost (``TaskLost``) or left unplaced, every gold task of the run still
-placed and RUNNING at the end. ``--verify`` also exports the cell and replays it
+placed and RUNNING at the end, every preempted task placed again or pending with a reason once
+its grace ended (the run waits for it). With the policy's ``qos.gold_standby``, the copies
+too: each RUNNING before the kill, never on its task's node, moved when silenced, and per
+affected gold task whether its copy ran on throughout (``standby_covered``: then the task
+was never out of service, ``gold_downtime_ms``). ``--verify`` also exports the cell and replays it
 (``suanli replay DIR --verify``): IDENTICAL or not.
 
 A run is void when a node nobody silenced turns SUSPECT (its heartbeats reached the cell log
@@ -509,6 +513,12 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
             await f.until(moved, o.timeout, f"each of the {len(to_move)} gold tasks (and copies) of the silenced "
                                             "nodes migrated and RUNNING on its new node, every silenced node DOWN")
             marks["migrated"] = time.monotonic()
+
+            # every task preempted is placed again, or queued with its reason, once its grace ends
+            def back(view: CellView) -> bool:
+                return all(t in view.holding or t in view.pending for t in view.preempted)
+
+            await f.until(back, o.timeout, "every preempted task placed again or pending (after its grace)")
             # the migrated tasks' victims re-queued and placed (or pending) again: let the log settle
             # a few ticks, then read everything written so far
             await f.catch_up()
@@ -556,6 +566,10 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
     downtime = [0 if r["task_id"] in covered else r["running_ms"] for r in rows]
     down = {n: next(h for h in v.health[n] if h["status"] == "DOWN") for n in victims}
     preempted = [(t, p) for t, ps in v.preempted.items() for p in ps]
+    requeued = {t: p for kind, _ts, p in v.decisions if kind == "TaskPending" and (t := p["task_id"]) in v.preempted}
+    for t in v.preempted:
+        if t in v.pending and not (requeued.get(t) or {}).get("reasons"):
+            problems.append(f"{t}: preempted and pending without a reason")
     preempted_by_migration = [(t, p) for t, p in preempted if p.get("preempted_by") in affected]
     nongold_lost = sorted(t for t in v.lost if t not in gold_ids)
     health_moves = Counter((h["status"]) for hs in v.health.values() for h in hs)
@@ -579,6 +593,8 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
         "decision_to_running_ms": dist([r["running_ms"] - r["decided_ms"] for r in rows]),
         "goal_max_ms": GOAL_MAX_MS,
         "bronze_preempted": len(preempted), "bronze_preempted_by_migrations": len(preempted_by_migration),
+        "preempted_placed_again": sum(1 for t in v.preempted if t in v.holding),
+        "preempted_pending": sum(1 for t in v.preempted if t in v.pending),
         "preempted_tiers": dict(Counter(_tier(t, gold_ids, bronze_ids) for t, _p in preempted)),
         "migrations_with_victims": sum(1 for r in rows if r["preempted"]),
         "gold_standby": bool(standby_ids),
@@ -638,7 +654,8 @@ def report(f: dict[str, Any]) -> str:
         f"  kill - last heartbeat: {f['kill_minus_last_heartbeat_ms']} ms",
         f"  bronze preempted: {f['bronze_preempted']} ({f['bronze_preempted_by_migrations']} by the migrations; "
         f"tiers {f['preempted_tiers']}); migrations that preempted: {f['migrations_with_victims']} of "
-        f"{f['gold_affected']}; non-gold tasks lost (re-queued): {f['nongold_lost']}",
+        f"{f['gold_affected']}; non-gold tasks lost (re-queued): {f['nongold_lost']}; after their grace, "
+        f"{f['preempted_placed_again']} placed again and {f['preempted_pending']} pending with a reason",
         *([f"  gold standby: {len(f['standby_covered'])} of {f['gold_affected']} affected gold tasks ran on in "
            f"their standby copy throughout ({len(f['standby_uncovered'])} not); "
            f"{len(f['standbys_on_silenced_nodes'])} standby copies were on silenced nodes"]

@@ -13,18 +13,32 @@ decisions) are silenced with the simulator's node-kill fault. Then, read back fr
 - every gold task of the run ends placed and RUNNING, none on a silenced node, none lost;
 - whatever was preempted is bronze, and each victim a migration names got its TaskPreempted
   (preempted_by that gold task);
-  the full cluster forces at least one migration to preempt;
+  the full cluster forces at least one migration to preempt; once its grace ends, every
+  preempted task is placed again or pending with a reason;
+- ``suanli audit list --kind preemption`` and ``audit why VICTIM`` name each victim's preemptor
+  from these decisions;
 - the cell's log, exported up to the last input decided, replays IDENTICAL
   (``suanli replay DIR --verify``).
 """
 from __future__ import annotations
 
 import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
 from suanli.bench.gold_migration import Options, dist, report, run
-from suanli.config import load_settings
+from suanli.config import load_settings, to_env
+from suanli.projections.audit_follower import index_dir
+
+def _cli(settings, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **to_env(settings)}
+    return subprocess.run([sys.executable, "-m", "suanli", *args], capture_output=True, text=True, env=env, timeout=120)
+
 
 def _every_tenth_gpu_node(tmp_path):
     openb = load_settings().openb_dir
@@ -64,8 +78,23 @@ def test_gold_tasks_of_silenced_nodes_migrate_and_run_elsewhere_and_none_is_lost
     # only bronze is ever preempted; the cluster was full, so moving gold took bronze's place
     assert set(f["preempted_tiers"]) <= {"BRONZE"}, f["preempted_tiers"]
     assert f["migrations_with_victims"] >= 1 and f["bronze_preempted_by_migrations"] >= 1
+    # every preempted task placed again, or pending with a reason, after its grace ("problems")
+    assert f["preempted_placed_again"] + f["preempted_pending"] >= 1
     named = {v for m in f["migrations"] for v in m["preempted"]}     # each has its TaskPreempted ("problems")
     assert named and f["bronze_preempted_by_migrations"] >= len(named)
+    # the audit answers "who was preempted, by whom and why" from these real decisions
+    settings = load_settings(namespace=f["namespace"])
+    try:
+        listed = _cli(settings, "audit", "list", "--kind", "preemption", "--json")
+        assert listed.returncode == 0, listed.stderr
+        by = {r["task_id"]: r["detail"]["preempted_by"] for r in json.loads(listed.stdout)["decisions"]}
+        assert named <= set(by) and all("-gold-" in p for p in by.values()), by
+        m = next(m for m in f["migrations"] if m["preempted"])
+        why = _cli(settings, "audit", "why", m["preempted"][0])
+        assert why.returncode == 0, why.stderr
+        assert f"preempted by {m['task_id']} on {m['to']}" in why.stdout, why.stdout
+    finally:
+        shutil.rmtree(index_dir(settings), ignore_errors=True)          # left by the CLI
     # the whole run replays byte for byte
     assert f["replay"]["identical"] is True and f["replay"]["exit_code"] == 0, f["replay"]
 
@@ -100,4 +129,5 @@ def test_with_a_gold_standby_the_other_copy_runs_through_the_failure(stack, tmp_
     assert f["gold_downtime_ms"]["min"] == 0
     assert f["gold_lost"] == [] and f["gold_not_running_at_end"] == [] and f["gold_on_silenced_nodes_at_end"] == []
     assert set(f["preempted_tiers"]) <= {"BRONZE"}, f["preempted_tiers"]
+    assert f["preempted_placed_again"] + f["preempted_pending"] >= 1
     assert f["replay"]["identical"] is True and f["replay"]["exit_code"] == 0, f["replay"]
