@@ -606,15 +606,15 @@ class _Decider:
         return res, ctx, strategy, rule, path
 
     def preempt_for(self, task_id: str, t: TaskRecord, path: list[str], strategy: Strategy, rule: Optional[str],
-                    exclude: Optional[int] = None) -> Optional[preemption.Preemption]:
+                    exclude: Optional[int] = None, in_service: bool = False) -> Optional[preemption.Preemption]:
         """If lower-tier work blocks ``t``, evict the cheapest victims (``preemption.py``):
         TaskPreempted for each (its place freed now, queued again after its grace) and a
         StopCommand to its connector. Returns the plan (the caller takes the place), or None."""
         s, q, tier = self.s, self.qos, t.task.qos_tier
         # with a gold standby, a gold task out of service (it ran before, so its copy exists, and
-        # that copy is not running) may evict other tasks' copies, after bronze: they lose
-        # redundancy, not service (preemption.py)
-        copy = s.tasks.get(standby_id(task_id)) if q.gold_standby and tier == GOLD else None
+        # that copy is not running; ``in_service``: a reserve-first move, whose old copy runs)
+        # may evict other tasks' copies, after bronze: they lose redundancy, not service
+        copy = s.tasks.get(standby_id(task_id)) if q.gold_standby and tier == GOLD and not in_service else None
         standbys = copy is not None and copy.status not in HOLDING and primary_of(task_id) is None
         if not q.preempt or not (standbys or any(outranks(tier, v) for v in q.preemptible)):
             return None
@@ -919,7 +919,7 @@ class _Decider:
         if res.plan is not None:
             node, devices, victims = res.plan.node_id, res.plan.devices, ()
         else:
-            plan = self.preempt_for(task_id, t, path, strategy, rule, exclude=row) \
+            plan = self.preempt_for(task_id, t, path, strategy, rule, exclude=row, in_service=reserve_first) \
                 if res.status.code == Code.UNSCHEDULABLE else None
             if plan is None:
                 return False

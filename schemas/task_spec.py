@@ -264,6 +264,15 @@ class TaskSpec(BaseModel):
                 raise ValueError(f"labels: {exc}") from None
         return v
 
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str | None) -> str | None:
+        from suanli.processors.qos import STANDBY_SUFFIX
+        if v is not None and v.endswith(STANDBY_SUFFIX):
+            raise ValueError(f"{v!r}: task ids ending in {STANDBY_SUFFIX!r} are reserved for gold standby copies; "
+                             "choose another id")
+        return v
+
     @field_validator("job")
     @classmethod
     def _job(cls, v: str | None) -> str | None:

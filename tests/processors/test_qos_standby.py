@@ -200,3 +200,15 @@ def test_with_the_standby_off_gold_never_evicts_gold():
     f.task("gold", cpu=4000, qos="GOLD")
     out = f.task("g2", cpu=4000, qos="GOLD")
     assert not of(out, "TaskPreempted") and of(out, "TaskPending")
+
+
+def test_a_drain_move_never_evicts_a_copy_the_task_runs_meanwhile():
+    f = cell(nodes=("a", "b", "c"), cpu=4000)
+    f.task("gold", cpu=4000, qos="GOLD", at=1_000)                     # a, its copy b
+    f.task("g2", cpu=4000, qos="GOLD", at=1_001)                       # c; its copy waits
+    node = f.state.tasks["g2"].node
+    out = f.send("NodeStatusChanged", {"node_id": node, "status": "DRAINING", "reason": "maintenance", "at": 2_000})
+    assert not of(out, "TaskPreempted") and not of(out, "TaskMigrated")   # g2 still runs where it is
+    out = f.send("NodeStatusChanged", {"node_id": node, "status": "DOWN", "reason": "host lost", "at": 3_000})
+    assert [p["task_id"] for p in of(out, "TaskPreempted")] == [SB]      # now it is out of service
+    f.state.check()

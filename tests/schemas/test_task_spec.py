@@ -110,3 +110,11 @@ def test_accelerators_and_gpu_memory_reach_the_event():
 def test_bad_device_asks_are_refused_naming_the_field(resources, named):
     with pytest.raises(ValidationError, match=named):
         task_from_document({"resources": {"cpu": 1, "memory": "1Gi", **resources}}, 0)
+
+
+def test_an_id_ending_in_the_standby_suffix_is_refused_naming_the_field():
+    doc = {"tenant": "vision", "cell": "c", "resources": {"cpu": 1, "memory": "1Gi"}}
+    with pytest.raises(ValidationError) as err:
+        task_from_document({**doc, "id": "serve~standby"}, 0)
+    assert str(err.value).startswith("invalid task: id:") and "reserved for gold standby copies" in str(err.value)
+    assert task_from_document({**doc, "id": "serve-standby"}, 0)["task_id"] == "serve-standby"
