@@ -210,8 +210,8 @@ def plan(state: CellState, req: Request, preemptor_tier: str, eligible: np.ndarr
 
     ``eligible``: row mask of the nodes the task may use if resources allowed (ready, its
     pool, its GPU model, large enough); the caller computes it with the same rules as a
-    normal placement. ``evict_standbys``: gold standby copies are candidates too (a gold
-    task that is not a copy, with the policy's standby on)."""
+    normal placement. ``evict_standbys``: gold standby copies are candidates too (for a gold
+    task out of service, with the policy's standby on: see the module docstring)."""
     by_row = candidates(state, preemptor_tier, preemptible, evict_standbys)
     # Nodes in order of a lower bound of their cost (:func:`bound`): the search stops at the
     # first node whose bound is no better than the best set found (all later ones are no better).

@@ -29,8 +29,9 @@ not counted.
 capacity and can be preempted, pays ``idle_price_per_hour``, or ``price_per_hour`` when
 that is 0 (the node names no idle price). A task whose submission the fold has not seen
 has tier ``UNKNOWN`` and pays ``price_per_hour``; a gold standby copy (``<id>~standby``,
-``processors/qos.py``), which has no submission of its own, has its task's tier. A node the fold has never seen has no
-price: its intervals cost 0 and are listed in :attr:`CostLedger.unpriced_nodes`. Prices
+``processors/qos.py``), which has no submission of its own, has its task's tier. A node
+the fold has never seen has no price: its intervals cost 0 and are listed in
+:attr:`CostLedger.unpriced_nodes`. Prices
 are the node's *latest* registration (a price change re-prices the node's whole history).
 
 ``cost = hours x share x rate``; ``gpu_hours = hours x len(gpu_devices) x gpu_milli / 1000``.

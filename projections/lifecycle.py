@@ -421,6 +421,10 @@ class LifecycleView:
         view.gpu_request = r.get("gpu_count", 0) * r.get("gpu_milli", 0)
         view.priority = p.get("priority", 0)
         view.qos_tier = intern(p.get("qos_tier", ""))
+        from suanli.processors.qos import standby_id     # the core, imported when first used
+        copy = self.tasks.get(standby_id(view.task_id))
+        if copy is not None:              # its gold standby copy, decided before this was read
+            copy.qos_tier = view.qos_tier
         view.scheduling = intern((p.get("labels") or {}).get("scheduling", ""))
         self._requests[view.task_id] = (r.get("cpu_milli", 0), r.get("memory_mib", 0),
                                         r.get("gpu_milli", 0) if r.get("gpu_count", 0) else 0)

@@ -158,3 +158,6 @@ def test_status_names_a_gold_tasks_standby_copy_and_the_copy_its_task():
     assert "  the gold standby copy of gold-9 (`suanli status gold-9`)" in copy
     view = view_of(node("n1"), submit("gold-8", "GOLD"), placed("gold-8", "n1", T0 + 1_000))
     assert not any("standby" in line for line in status_lines(view, view.tasks["gold-8"]))
+    # the copy's decision read before its task's submission (two topics): the tier follows
+    view = view_of(node("n1"), node("n2"), placed("gold-7~standby", "n2", T0 + 1_001), submit("gold-7", "GOLD"))
+    assert view.tasks["gold-7~standby"].qos_tier == "GOLD"
