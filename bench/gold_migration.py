@@ -570,7 +570,7 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
     for t in v.preempted:
         if t in v.pending and not (requeued.get(t) or {}).get("reasons"):
             problems.append(f"{t}: preempted and pending without a reason")
-    preempted_by_migration = [(t, p) for t, p in preempted if p.get("preempted_by") in affected]
+    preempted_by_migration = [(t, p) for t, p in preempted if p.get("preempted_by") in to_move]   # copies' too
     nongold_lost = sorted(t for t in v.lost if t not in gold_ids)
     health_moves = Counter((h["status"]) for hs in v.health.values() for h in hs)
     healthy_suspected = sorted({n for n, hs in v.health.items() if n not in victims
