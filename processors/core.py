@@ -44,8 +44,8 @@ from .frag import shape_key
 from .model import Request
 from .profiler import Profiler
 from .reservation_args import ReservationArgs
-from .qos import (BATCH, GOLD, LANE_RANK, SILVER, STANDBY_SUFFIX, URGENT, QosArgs, gold_pool, lane_of, outranks,
-                  primary_of, queue_key, standby_id)
+from .qos import (BATCH, GOLD, LANE_RANK, SILVER, STANDBY_SUFFIX, URGENT, QosArgs, gold_pool, is_standby, lane_of,
+                  outranks, primary_of, queue_key, standby_id)
 from .sandbox import SandboxError
 from .state import (CANCELLED, COMPLETED, DOWN, DRAINING, FAILED, HOLDING, PENDING, PLACED, PREEMPTED, READY,
                     RUNNING, SUSPECT, TERMINAL, UNSCHEDULABLE, CellState, TaskRecord)
@@ -89,7 +89,7 @@ def profiler_of(s: CellState) -> Optional[Profiler]:
 def _profiler_for(s: CellState, task: m.Task) -> Optional[Profiler]:
     """The profiler, for a task's history; None for a gold standby copy (qos.py): a copy is
     not a run of its own, and counting it would double the gold tasks' history."""
-    return None if task.task_id.endswith(STANDBY_SUFFIX) else profiler_of(s)
+    return None if is_standby(task.task_id) else profiler_of(s)
 
 
 def _key(s: CellState, t: TaskRecord, lost: bool) -> list:
@@ -1295,7 +1295,7 @@ def _decide(state: CellState, event: Any, position: Position) -> tuple[CellState
     d = _Decider(state, position, event_time(event))
 
     if isinstance(event, m.TaskSubmitted):
-        if event.task_id.endswith(STANDBY_SUFFIX):
+        if is_standby(event.task_id):
             raise RejectedInput(f"TaskSubmitted {event.task_id!r}: task ids ending in {STANDBY_SUFFIX!r} are "
                                 "reserved for gold standby copies (qos.py); submit it under another id")
         if event.task_id in state.tasks or event.task_id in state.forgotten:

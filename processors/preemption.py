@@ -45,7 +45,7 @@ from typing import Optional
 import numpy as np
 
 from .model import GPU_MILLI, Request
-from .qos import GOLD, STANDBY_SUFFIX, TIER_RANK, outranks
+from .qos import GOLD, TIER_RANK, is_standby, outranks
 from .state import HOLDING, CellState
 
 Importance = tuple[float, int]        # (tier: 0 bronze .. 2 gold, priority); larger = more important
@@ -110,7 +110,7 @@ def _scan(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...],
     ids = [tid for tier in dict.fromkeys(preemptible) if outranks(preemptor_tier, tier)
            for tid in state.holders(tier)]
     if evict_standbys:
-        ids += [tid for tid in state.holders(GOLD) if tid.endswith(STANDBY_SUFFIX)]
+        ids += [tid for tid in state.holders(GOLD) if is_standby(tid)]
     for tid in ids:
         t = tasks[tid]
         if t.status not in HOLDING or t.node is None or t.moving_from is not None:
@@ -121,7 +121,7 @@ def _scan(state: CellState, preemptor_tier: str, preemptible: tuple[str, ...],
         if task.labels.get("gang"):
             continue
         r = task.request
-        level = (STANDBY_LEVEL, task.priority) if tid.endswith(STANDBY_SUFFIX) else importance(task.qos_tier,
+        level = (STANDBY_LEVEL, task.priority) if is_standby(tid) else importance(task.qos_tier,
                                                                                                 task.priority)
         out.setdefault(state.node_index[t.node], []).append(Victim(
             tid, level, max(0, state.now - t.placed_at),

@@ -116,9 +116,14 @@ def standby_id(task_id: str) -> str:
     return task_id + STANDBY_SUFFIX
 
 
+def is_standby(task_id: str) -> bool:
+    """True when ``task_id`` names a gold standby copy (the one place the suffix is tested)."""
+    return task_id.endswith(STANDBY_SUFFIX)
+
+
 def primary_of(task_id: str) -> str | None:
     """The task a standby copy stands by for, or None when ``task_id`` is not a standby's id."""
-    return task_id[:-len(STANDBY_SUFFIX)] if task_id.endswith(STANDBY_SUFFIX) else None
+    return task_id[:-len(STANDBY_SUFFIX)] if is_standby(task_id) else None
 
 
 def lane_of(labels: Any) -> str:

@@ -267,8 +267,8 @@ class TaskSpec(BaseModel):
     @field_validator("id")
     @classmethod
     def _id(cls, v: str | None) -> str | None:
-        from suanli.processors.qos import STANDBY_SUFFIX
-        if v is not None and v.endswith(STANDBY_SUFFIX):
+        from suanli.processors.qos import STANDBY_SUFFIX, is_standby
+        if v is not None and is_standby(v):
             raise ValueError(f"{v!r}: task ids ending in {STANDBY_SUFFIX!r} are reserved for gold standby copies; "
                              "choose another id")
         return v
