@@ -453,6 +453,7 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     forked = ForkedSnapshots(worker_dir(settings, "scheduler", instance), runner.snapshot)
     latest_event: dict[int, Any] = {}                # per partition, an event of it (the table's write context)
     progress: dict[int, tuple[int, int]] = {}        # per owned partition, (state offset, log end) at the last stall check
+    recovery_progress: dict[Any, tuple[int, int]] = {}   # the same per changelog partition Faust restores
 
     async def recover(event: Any, partition: int, first_offset: int) -> tuple[list[OutRecord], list[Any]]:
         """Bring the partition's state up to ``first_offset`` (the next record Faust gave us).
@@ -644,14 +645,40 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     async def reap_snapshots() -> None:
         store_snapshots()
 
+    def stalled_recovery() -> list[str]:
+        """The changelog partitions Faust's table recovery is restoring that had records waiting
+        at the last check and received none since (:func:`stalled`, on the recovery's offsets)."""
+        recovery = app.tables._recovery
+        found = []
+        for tp in sorted(recovery.active_tps):
+            offset, highwater = recovery.active_offsets.get(tp), recovery.active_highwaters.get(tp)
+            if offset is None or highwater is None:
+                continue
+            if stalled(recovery_progress.get(tp), offset, highwater + 1):     # highwater: its last offset
+                found.append(f"{tp.topic}:{tp.partition}")
+            recovery_progress[tp] = (offset, highwater + 1)
+        return found
+
     @app.timer(interval=STALL_CHECK_SECONDS)
     async def warn_of_stalls() -> None:
         """Log each partition of this worker that has records waiting yet applied none since
         the last check (:func:`stalled`): Faust has known stalls, consumers that stop
         delivering. The warning (and the gauge ``suanli_stalled_partitions``) tells an
-        operator, or a test's failure report, a stalled worker from an idle one. It only
-        reports; it changes nothing."""
+        operator, or a test's failure report, a stalled worker from an idle one. While Faust
+        restores the worker's table, a changelog partition that receives nothing while its
+        records wait stalls the same way (before ``streams/changelog_refetch.py``, for good):
+        all the worker's partitions then count as stalled. It only reports; it changes nothing."""
         mine = sorted(owned)
+        if mine and getattr(app, "in_recovery", False):       # (Faust counts recovery as rebalancing)
+            waiting = stalled_recovery()
+            if waiting:
+                log.warning("scheduler: table recovery stalled: changelog partition(s) %s have records waiting and "
+                            "none was received in the last %.0f s; cell-log partitions %s wait for it "
+                            "(kill -USR1 %s logs the consumer's state)", waiting, STALL_CHECK_SECONDS, mine, os.getpid())
+            metrics.stalled.set(len(mine) if waiting else 0)
+            progress.clear()
+            return
+        recovery_progress.clear()
         if not mine or app.rebalancing or getattr(app, "in_recovery", False):
             progress.clear()             # nothing is delivered meanwhile: not a stall
             metrics.stalled.set(0)

@@ -39,6 +39,8 @@ from typing import Any
 import faust
 from faust.transport.drivers import aiokafka as driver
 
+from suanli.streams.changelog_refetch import ChangelogRefetch
+
 __all__ = ["FAUST_FETCH_MAX_WAIT_MS", "FetchWaitTransport", "set_fetch_wait"]
 
 FAUST_FETCH_MAX_WAIT_MS = 1500      # what faust/transport/drivers/aiokafka.py fixes
@@ -51,7 +53,8 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         return consumer
 
 
-class _Consumer(driver.Consumer):
+class _Consumer(ChangelogRefetch, driver.Consumer):
+    # also fetches again the changelog records Faust drops (streams/changelog_refetch.py)
     def _new_consumer_thread(self) -> _ConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 

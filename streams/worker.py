@@ -9,15 +9,30 @@ missing target shows as down in Prometheus, and scheduling never stops for a met
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 import faust
 
 from suanli.config import settings
+from suanli.streams import diagnostics
 from suanli.streams.app import BUILDERS as CORE_BUILDERS
 from suanli.streams.telemetry_app import build_telemetry
 
 BUILDERS = {**CORE_BUILDERS, "telemetry": build_telemetry}
+
+
+class _Worker(faust.Worker):
+    """Faust's worker, whose SIGUSR1 also logs the consumer's and recovery's state
+    (``streams/diagnostics.py``) after mode's dump of every task's stack."""
+
+    def install_signal_handlers(self) -> None:
+        super().install_signal_handlers()
+        self.loop.add_signal_handler(signal.SIGUSR1, self._dump_state)
+
+    def _dump_state(self) -> None:
+        self._on_sigusr1()
+        diagnostics.log_state(self.app)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"suanli-worker {args.role}: cannot serve metrics on {args.metrics_host}:{args.metrics_port} "
                   f"({exc}); running without them", file=sys.stderr, flush=True)
-    worker = faust.Worker(app, loglevel=args.loglevel, quiet=True, override_logging=True)
+    worker = _Worker(app, loglevel=args.loglevel, quiet=True, override_logging=True)
     worker.execute_from_commandline()
     return 0
 

@@ -12,7 +12,9 @@ byte for byte."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +64,7 @@ class Skipped:
     cell: str
     partition: int
     tasks: list[dict]
+    committed: int          # the group's committed offset of ``partition``
 
 
 def _skipped_inputs(settings, intake: tuple[Any, list[str]]) -> Skipped:
@@ -80,7 +83,7 @@ def _skipped_inputs(settings, intake: tuple[Any, list[str]]) -> Skipped:
                       timeout=120)
     ends = asyncio.run(_commit_at_end(settings, topics.worker_group("scheduler"), topics.cell_log))
     assert ends[inputs[0].partition] > inputs[-1].offset
-    return Skipped(topics, cell, inputs[0].partition, tasks)
+    return Skipped(topics, cell, inputs[0].partition, tasks, ends[inputs[0].partition])
 
 
 def _namespace():
@@ -143,11 +146,21 @@ def test_a_scheduler_whose_records_never_come_says_its_partition_is_stalled(stac
         pattern = re.compile(rf"partition {skipped.partition} stalled: (\d+) records wait past offset -1")
         warning = wait_for("the stall warning", lambda: pattern.search(scheduler[0].log_file.read_text(errors="replace"))
                            if scheduler[0].log_file.exists() else None, timeout=120)
+        # What an operator does next: SIGUSR1 logs the consumer's state (streams/diagnostics.py).
+        os.kill(scheduler[0].pid(), signal.SIGUSR1)
+        state = wait_for("the worker's state on SIGUSR1",
+                         lambda: re.search(r"worker state:\n(.*?\nkafka consumer: [^\n]*)",
+                                           scheduler[0].log_file.read_text(errors="replace"), re.S), timeout=60)
     finally:
         for service in reversed(started):
             service.stop()
     assert gauge
     assert int(warning[1]) >= 4         # the node, the three tasks and the ticks before the intake stopped
+    lines = dict(line.split(": ", 1) for line in state[1].splitlines())
+    cell_log = f"{TopicNames(settings.namespace).cell_log}:{skipped.partition}"
+    assert f"'{cell_log}'" in lines["fetching"] and "in_recovery=False" in lines["faust consumer"]
+    # the Kafka consumer's position is at the group's committed offset or later: past the skipped records
+    assert int(re.search(rf"{re.escape(cell_log)} position=(\d+)", lines["kafka consumer"])[1]) >= skipped.committed
 
 
 def _metric(port: int, name: str) -> float | None:
