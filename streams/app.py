@@ -80,6 +80,23 @@ def stalled(previous: tuple[int, int] | None, as_of: int, end: int) -> bool:
     return previous is not None and previous[0] == as_of and previous[1] > as_of + 1 and end > as_of + 1
 
 
+def stalled_changelogs(partitions: Any, offsets: Any, highwaters: Any,
+                       progress: dict[Any, tuple[int, int]]) -> list[str]:
+    """Of the changelog ``partitions`` Faust's table recovery restores, those (as
+    ``topic:partition``) that had records waiting at the last check and received none since:
+    :func:`stalled` on the recovery's ``offsets`` (the last offset applied, -1: none) and
+    ``highwaters`` (the last offset there is). Updates ``progress`` for the next check."""
+    found = []
+    for tp in sorted(partitions):
+        offset, highwater = offsets.get(tp), highwaters.get(tp)
+        if offset is None or highwater is None:
+            continue
+        if stalled(progress.get(tp), offset, highwater + 1):
+            found.append(f"{tp.topic}:{tp.partition}")
+        progress[tp] = (offset, highwater + 1)
+    return found
+
+
 def _broker_url(bootstrap: str) -> str:
     return ";".join(f"kafka://{host.strip()}" for host in bootstrap.split(",") if host.strip())
 
@@ -645,20 +662,6 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     async def reap_snapshots() -> None:
         store_snapshots()
 
-    def stalled_recovery() -> list[str]:
-        """The changelog partitions Faust's table recovery is restoring that had records waiting
-        at the last check and received none since (:func:`stalled`, on the recovery's offsets)."""
-        recovery = app.tables._recovery
-        found = []
-        for tp in sorted(recovery.active_tps):
-            offset, highwater = recovery.active_offsets.get(tp), recovery.active_highwaters.get(tp)
-            if offset is None or highwater is None:
-                continue
-            if stalled(recovery_progress.get(tp), offset, highwater + 1):     # highwater: its last offset
-                found.append(f"{tp.topic}:{tp.partition}")
-            recovery_progress[tp] = (offset, highwater + 1)
-        return found
-
     @app.timer(interval=STALL_CHECK_SECONDS)
     async def warn_of_stalls() -> None:
         """Log each partition of this worker that has records waiting yet applied none since
@@ -666,11 +669,13 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
         delivering. The warning (and the gauge ``suanli_stalled_partitions``) tells an
         operator, or a test's failure report, a stalled worker from an idle one. While Faust
         restores the worker's table, a changelog partition that receives nothing while its
-        records wait stalls the same way (before ``streams/changelog_refetch.py``, for good):
-        all the worker's partitions then count as stalled. It only reports; it changes nothing."""
+        records wait stalls it the same way (one did so for good before
+        ``streams/changelog_refetch.py``): all the worker's partitions then count as stalled. It only reports; it changes nothing."""
         mine = sorted(owned)
         if mine and getattr(app, "in_recovery", False):       # (Faust counts recovery as rebalancing)
-            waiting = stalled_recovery()
+            recovery = app.tables._recovery
+            waiting = stalled_changelogs(recovery.active_tps, recovery.active_offsets, recovery.active_highwaters,
+                                         recovery_progress)
             if waiting:
                 log.warning("scheduler: table recovery stalled: changelog partition(s) %s have records waiting and "
                             "none was received in the last %.0f s; cell-log partitions %s wait for it "

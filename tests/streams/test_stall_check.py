@@ -25,3 +25,20 @@ def test_records_that_arrived_after_the_last_check_are_not_a_stall_yet():
 
 def test_a_partition_at_its_end_is_idle_not_stalled():
     assert not stalled((5, 6), 5, 6)
+
+
+def test_a_table_recovery_that_receives_nothing_while_records_wait_is_a_stall():
+    from collections import namedtuple
+
+    from suanli.streams.app import stalled_changelogs
+
+    tp = namedtuple("TP", "topic partition")
+    waiting, done, moving = tp("s-changelog", 3), tp("s-changelog", 4), tp("s-changelog", 5)
+    partitions = {waiting, done, moving}
+    highwaters = {waiting: 5, done: 81, moving: 90}       # Faust's: the last offset there is
+    progress: dict = {}
+    assert stalled_changelogs(partitions, {waiting: -1, done: 81, moving: 10}, highwaters, progress) == []
+    # a check later: partition 3 received nothing of its six records, 5 received some, 4 had none to get
+    assert stalled_changelogs(partitions, {waiting: -1, done: 81, moving: 40}, highwaters, progress) == \
+        ["s-changelog:3"]
+    assert stalled_changelogs(partitions, {waiting: 5, done: 81, moving: 90}, highwaters, progress) == []
