@@ -349,13 +349,21 @@ def wants_suanli(pod: dict[str, Any], scheduler_name: str = SCHEDULER_NAME) -> b
 
 
 def pod_name_for(task_id: str) -> str:
-    """A valid pod name (DNS-1123 label, at most 63 characters) for a task Suanli dispatches."""
+    """A valid pod name (DNS-1123 label, at most 63 characters) for a task Suanli dispatches.
+
+    Ids that rewrite alike get different names. An id that is already a valid name's tail keeps it
+    (``train-42`` -> ``suanli-train-42``); any other (upper case, other characters, too long)
+    gets 8 hex digits of its hash after what is left of it, since the rewrite alone would give
+    ``Train_42`` and ``train-42``, or a gold task's standby copy ``x~standby`` and a task
+    ``x-standby``, one pod name."""
     name = re.sub(r"[^a-z0-9-]+", "-", task_id.lower()).strip("-")
-    if len(name) > 54:      # keep it unique: a tail of the id's hash replaces the overflow
+    if name != task_id or len(name) > 54:
         import hashlib
 
-        name = f"{name[:45].rstrip('-')}-{hashlib.sha256(task_id.encode()).hexdigest()[:8]}"
-    return f"suanli-{name}" if name else "suanli-task"
+        base = name[:45].rstrip("-")
+        digest = hashlib.sha256(task_id.encode()).hexdigest()[:8]
+        name = f"{base}-{digest}" if base else digest
+    return f"suanli-{name}"
 
 
 def dispatch_pod(command: dict[str, Any], *, namespace: str, image: str,

@@ -3,6 +3,8 @@ NodeRegistered, pod -> TaskSubmitted, a Suanli task -> a bound pod. No API serve
 end-to-end run against a real one is tests/deploy/test_kubernetes_plane.py."""
 from __future__ import annotations
 
+import hashlib
+import re
 from decimal import Decimal
 
 import pytest
@@ -151,7 +153,7 @@ def command(**extra):
 def test_a_suanli_task_becomes_a_pod_bound_to_its_node():
     p = k.dispatch_pod(command(), namespace="jobs", image="busybox:1.36")
     assert p["spec"]["nodeName"] == "gpu-1" and p["metadata"]["namespace"] == "jobs"
-    assert p["metadata"]["name"] == "suanli-train-42-x"
+    assert p["metadata"]["name"] == f"suanli-train-42-x-{hashlib.sha256(b'Train_42/x').hexdigest()[:8]}"
     c = p["spec"]["containers"][0]
     assert c["resources"] == {"requests": {"cpu": "2000m", "memory": "4096Mi", "nvidia.com/gpu": "2"},
                               "limits": {"nvidia.com/gpu": "2"}}
@@ -171,6 +173,14 @@ def test_a_gpu_share_cannot_be_a_pod():
 def test_long_task_ids_make_valid_unique_pod_names():
     a, b = k.pod_name_for("x" * 100 + "a"), k.pod_name_for("x" * 100 + "b")
     assert a != b and len(a) <= 63 and len(b) <= 63
+
+
+def test_task_ids_that_rewrite_alike_make_distinct_pod_names():
+    assert k.pod_name_for("train-42") == "suanli-train-42"          # already a valid name: kept
+    names = [k.pod_name_for(t) for t in ("train-42", "Train-42", "train_42", "train~42", "x~standby", "x-standby",
+                                         "~~~", "___")]
+    assert len(set(names)) == len(names)
+    assert all(re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", n) and len(n) <= 63 for n in names)
 
 
 def test_exit_codes_of_terminated_containers():
