@@ -68,8 +68,9 @@ class ChangelogRefetch:
             delivered[tp] = message.offset
             yield tp, message
         seeks = refetch_from(self._fetched, delivered, self._is_changelog_tp)  # type: ignore[attr-defined]
-        assigned = self.assignment()  # type: ignore[attr-defined]
-        seeks = {tp: offset for tp, offset in seeks.items() if tp in assigned}
+        if seeks:                        # (rare: the assignment is only read then)
+            assigned = self.assignment()  # type: ignore[attr-defined]
+            seeks = {tp: offset for tp, offset in seeks.items() if tp in assigned}
         if seeks:
             # Records of a changelog partition paused after its recovery are dropped in normal
             # running too (the table writes them itself), and re-read by its next recovery: that
