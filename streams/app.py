@@ -493,7 +493,8 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
           returned for the caller's micro-batch, to be sent in log order with it (duplicates
           of outputs sent elsewhere carry the same event ids and bytes); the batch's durable
           mark then covers them, and the records are acked to Faust so that its commits
-          move past them too. Sending them here, ahead of the batch's earlier records, once
+          move past them too (when Faust noted them as a gap as well,
+          ``streams/commit_gaps.py`` counts each once). Sending them here, ahead of the batch's earlier records, once
           put a cell's decisions out of log order.
         """
         held = runner.partitions.get(partition)

@@ -40,6 +40,7 @@ import faust
 from faust.transport.drivers import aiokafka as driver
 
 from suanli.streams.changelog_refetch import ChangelogRefetch
+from suanli.streams.commit_gaps import AckedGapDedupe
 
 __all__ = ["FAUST_FETCH_MAX_WAIT_MS", "FetchWaitTransport", "set_fetch_wait"]
 
@@ -53,8 +54,9 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         return consumer
 
 
-class _Consumer(ChangelogRefetch, driver.Consumer):
-    # also fetches again the changelog records Faust drops (streams/changelog_refetch.py)
+class _Consumer(ChangelogRefetch, AckedGapDedupe, driver.Consumer):
+    # also fetches again the changelog records Faust drops (streams/changelog_refetch.py), and
+    # counts an acked offset inside a gap once (streams/commit_gaps.py)
     def _new_consumer_thread(self) -> _ConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 

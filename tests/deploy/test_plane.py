@@ -20,7 +20,7 @@ import uuid
 import pytest
 
 from suanli.config import load_settings
-from suanli.deploy.plane import Plane, PlaneOptions
+from suanli.deploy.plane import Plane, PlaneOptions, held
 from suanli.processors.state import TERMINAL
 from suanli.replay.log_replay import REPLAY_NAMESPACE, decided_prefix, describe, first_divergence, regenerate
 from suanli.schemas.codec import Codec
@@ -140,16 +140,28 @@ def test_two_scheduler_workers_survive_a_kill_of_the_deciding_one(stack):
     taken: dict[str, object] = {}
 
     def deciding() -> list:
-        return [w for w in workers if w.log_file.exists() and "recovered" in w.log_file.read_text(errors="replace")]
+        """The workers that recovered a partition they hold now (the cell's: the other is empty)."""
+        found = []
+        for w in workers:
+            text = w.log_file.read_text(errors="replace") if w.log_file.exists() else ""
+            if {int(p) for p in re.findall(r"partition (\d+) recovered", text)} & held(w):
+                found.append(w)
+        return found
 
     def killer() -> None:
+        # Wait until both workers hold a partition and one of them has decided for 3 s: the first
+        # to start recovers the cell, and may hand it to the second when that one joins. (Taking
+        # the first "recovered" in any log once killed the worker left with the empty partition.)
         deadline = time.monotonic() + 120
-        while not deciding() and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            active = deciding()
+            if len(active) == 1 and all(held(w) for w in workers):
+                time.sleep(3)
+                if deciding() == active and all(held(w) for w in workers):
+                    taken["killed"], taken["pid"] = active[0].name, active[0].pid()
+                    os.kill(taken["pid"], signal.SIGKILL)
+                    return
             time.sleep(0.2)
-        time.sleep(3)
-        [active] = deciding()
-        taken["killed"], taken["pid"] = active.name, active.pid()
-        os.kill(taken["pid"], signal.SIGKILL)
 
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
