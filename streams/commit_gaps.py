@@ -21,8 +21,13 @@ from typing import Any, Optional
 
 def outside_gaps(acked: list[int], gaps: Any) -> tuple[list[int], set[int]]:
     """``acked`` without the offsets any interval of ``gaps`` (an ``IntervalTree`` of
-    half-open ranges) covers, and the set of those removed."""
-    inside = {offset for offset in acked if gaps.at(offset)}
+    half-open ranges) covers, but its highest, and the set of those removed. The highest
+    stays because Faust adds a gap to the acked offsets only up to their highest: a partition
+    whose last acked record closes its gap (Faust's gap ends at the record it delivered) would
+    otherwise commit nothing until its next record. Kept twice, the highest ends the run, not
+    the run before it."""
+    highest = max(acked, default=None)
+    inside = {offset for offset in acked if offset != highest and gaps.at(offset)}
     return [offset for offset in acked if offset not in inside], inside
 
 

@@ -60,11 +60,21 @@ def test_with_it_one_commit_moves_past_the_whole_run():
     assert _commits(_ci_state(_Deduped), 2) == [5701, None]      # then nothing is left to commit
 
 
-def test_acked_offsets_inside_a_gap_are_left_to_the_gap():
+def test_a_partition_whose_last_acked_record_closes_its_gap_commits_it_all():
+    # Faust delivered 5604 after 4875 and noted [4876, 5604]; nothing came after 5604
+    state = _Deduped(4875, [*range(4875, 5605)], (4876, 5605))
+    assert _commits(state, 1) == [5605]
+    # the same with no recovery acks: only Faust's own ack of the record that closed the gap
+    assert _commits(_Deduped(4875, [5604], (4876, 5605)), 1) == [5605]
+
+
+def test_acked_offsets_inside_a_gap_but_the_highest_are_left_to_the_gap():
     gaps = IntervalTree()
     gaps.addi(10, 15)
     assert outside_gaps([8, 9, 10, 12, 14, 15, 16], gaps) == ([8, 9, 15, 16], {10, 12, 14})
+    assert outside_gaps([8, 10, 12, 14], gaps) == ([8, 14], {10, 12})
     assert outside_gaps([1, 2], IntervalTree()) == ([1, 2], set())
+    assert outside_gaps([], gaps) == ([], set())
 
 
 def test_the_worker_consumers_have_it(tmp_path):
