@@ -494,8 +494,8 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
           of outputs sent elsewhere carry the same event ids and bytes); the batch's durable
           mark then covers them, and the records are acked to Faust so that its commits
           move past them too (when Faust noted them as a gap as well,
-          ``streams/commit_gaps.py`` counts each once). Sending them here, ahead of the batch's earlier records, once
-          put a cell's decisions out of log order.
+          ``streams/commit_gaps.py`` counts each once). Sending them here, ahead of the
+          batch's earlier records, once put a cell's decisions out of log order.
         """
         held = runner.partitions.get(partition)
         in_memory = held.as_of if held is not None else -1
@@ -671,7 +671,8 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
         operator, or a test's failure report, a stalled worker from an idle one. While Faust
         restores the worker's table, a changelog partition that receives nothing while its
         records wait stalls it the same way (one did so for good before
-        ``streams/changelog_refetch.py``): all the worker's partitions then count as stalled. It only reports; it changes nothing."""
+        ``streams/changelog_refetch.py``): all the worker's partitions then count as
+        stalled. It only reports; it changes nothing."""
         mine = sorted(owned)
         if mine and getattr(app, "in_recovery", False):       # (Faust counts recovery as rebalancing)
             recovery = app.tables._recovery
@@ -680,7 +681,8 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
             if waiting:
                 log.warning("scheduler: table recovery stalled: changelog partition(s) %s have records waiting and "
                             "none was received in the last %.0f s; cell-log partitions %s wait for it "
-                            "(kill -USR1 %s logs the consumer's state)", waiting, STALL_CHECK_SECONDS, mine, os.getpid())
+                            "(kill -USR1 %s logs the consumer's state)",
+                            waiting, STALL_CHECK_SECONDS, mine, os.getpid())
             metrics.stalled.set(len(mine) if waiting else 0)
             progress.clear()
             return
