@@ -21,6 +21,8 @@ import pytest
 
 from suanli.config import load_settings
 from suanli.deploy.plane import Plane, PlaneOptions, held
+from suanli.deploy.waiting import wait_for
+from suanli.errors import StackError
 from suanli.processors.state import TERMINAL
 from suanli.replay.log_replay import REPLAY_NAMESPACE, decided_prefix, describe, first_divergence, regenerate
 from suanli.schemas.codec import Codec
@@ -152,16 +154,22 @@ def test_two_scheduler_workers_survive_a_kill_of_the_deciding_one(stack):
         # Wait until both workers hold a partition and one of them has decided for 3 s: the first
         # to start recovers the cell, and may hand it to the second when that one joins. (Taking
         # the first "recovered" in any log once killed the worker left with the empty partition.)
+        def steady() -> list | None:
+            active = deciding()
+            return active if len(active) == 1 and all(held(w) for w in workers) else None
+
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            active = deciding()
-            if len(active) == 1 and all(held(w) for w in workers):
-                time.sleep(3)
-                if deciding() == active and all(held(w) for w in workers):
-                    taken["killed"], taken["pid"] = active[0].name, active[0].pid()
-                    os.kill(taken["pid"], signal.SIGKILL)
-                    return
-            time.sleep(0.2)
+            try:
+                active = wait_for("one worker deciding the cell, both holding a partition", steady,
+                                  timeout=max(1.0, deadline - time.monotonic()), every=0.2)
+            except StackError:
+                return                   # the test then fails: "the active worker was never found"
+            time.sleep(3)                # let it decide a while before the kill, as before
+            if steady() == active:
+                taken["killed"], taken["pid"] = active[0].name, active[0].pid()
+                os.kill(taken["pid"], signal.SIGKILL)
+                return
 
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
