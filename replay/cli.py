@@ -123,7 +123,7 @@ def _replay(args: argparse.Namespace) -> int:
         if pins:
             print("versions as recorded: " + ", ".join(f"{n}@{v}" for n, v in sorted(pins.items())))
         doc.update(identical=report.identical, recorded=report.recorded, duplicates_dropped=report.duplicates,
-                   versions_as_recorded=pins,
+                   versions_as_recorded=pins, undecided=report.undecided,
                    divergence=None if report.identical else {"index": report.divergence.index, **report.details})
         code = 0 if report.identical else 1
     else:

@@ -5,6 +5,14 @@ kept), then the two sequences are compared record by record. The report names th
 divergence: its index, both event ids, a decoded summary of both records, the fields that
 differ and the input position the decision was made at; and, when placements themselves
 differ, the first task placed differently.
+
+**An undecided tail is not a divergence.** A log exported from a live cell (or one whose
+scheduler was stopped) holds inputs the scheduler had not decided yet when the export read
+the decisions topic. When the recorded decisions end, and every regenerated decision past
+that point answers an input *after* the last input a recorded decision answered, the verdict
+is IDENTICAL over the decided part and the report names the tail (``undecided``: that input's
+offset, the inputs after it, the regenerated decisions not compared). A recording that stops
+partway through one input's decisions is still a divergence.
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ class VerifyReport:
     regenerated: int
     divergence: Divergence | None
     details: dict[str, Any]
+    undecided: dict[str, int] | None = None    # the tail the recording had not decided (see above)
 
     @property
     def identical(self) -> bool:
@@ -91,6 +100,9 @@ def verify(log: LogDir, replayed: Replayed) -> VerifyReport:
     recorded, dupes = drop_redeliveries(codec, raw)
     regenerated = replayed.regenerated
     div = first_divergence(recorded, regenerated)
+    undecided = _undecided_tail(log, codec, recorded, regenerated, div)
+    if undecided is not None:
+        return VerifyReport(len(raw), dupes, len(regenerated), None, {}, undecided)
     details: dict[str, Any] = {}
     if div is not None:
         ka, pa = _decode(codec, div.recorded)
@@ -102,6 +114,29 @@ def verify(log: LogDir, replayed: Replayed) -> VerifyReport:
         details["first_placement_difference"] = _first_placement_difference(codec, recorded, regenerated, div.index)
         details["strategies"] = {"recorded": _strategies(codec, recorded), "regenerated": _strategies(codec, regenerated)}
     return VerifyReport(len(raw), dupes, len(regenerated), div, details)
+
+
+def _input_offset(codec: Codec, value: bytes | None, partition: int) -> int | None:
+    """The cell-log offset of the input a decision answered (None: not of that partition)."""
+    _, payload = _decode(codec, value)
+    pos = ((payload or {}).get("provenance") or {}).get("input") or {}
+    return pos.get("offset") if pos.get("partition") == partition else None
+
+
+def _undecided_tail(log: LogDir, codec: Codec, recorded: list[bytes], regenerated: list[bytes],
+                    div: Divergence | None) -> dict[str, int] | None:
+    """The undecided tail (module docstring) when ``div`` is only that, else None."""
+    if div is None or div.recorded is not None or not recorded:
+        return None                                # identical, a real difference, or nothing to compare
+    last = max((o for o in (_input_offset(codec, v, log.partition) for v in recorded) if o is not None), default=None)
+    if last is None:
+        return None
+    for value in regenerated[div.index:]:
+        offset = _input_offset(codec, value, log.partition)
+        if offset is None or offset <= last:
+            return None                            # the recording stopped inside a decided input
+    return {"after_offset": last, "inputs": sum(1 for r in log.inputs() if r.offset > last),
+            "decisions_not_compared": len(regenerated) - div.index}
 
 
 def recorded_pins(log: LogDir) -> dict[str, str]:
@@ -152,6 +187,13 @@ def describe(report: VerifyReport, replayed: Replayed) -> str:
     head = (f"inputs {replayed.inputs:,} in {replayed.seconds:.2f}s ({replayed.events_per_s:,.0f} events/s){pre}; "
             f"decisions: recorded {report.recorded:,} ({report.duplicates:,} redelivered duplicates dropped), "
             f"regenerated {report.regenerated:,}")
+    if report.identical and report.undecided:
+        u = report.undecided
+        return (head + "\nIDENTICAL: every recorded decision equals the regenerated one byte for byte"
+                f"\n  not compared: the recording ends with the decisions of input offset {u['after_offset']}; "
+                f"the {u['inputs']:,} inputs after it had no recorded decision when the log was exported (its "
+                f"scheduler was behind or stopped), so their {u['decisions_not_compared']:,} regenerated "
+                "decisions are not compared")
     if report.identical:
         return head + "\nIDENTICAL: every regenerated decision equals the recorded one byte for byte"
     d = report.divergence

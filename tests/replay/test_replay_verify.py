@@ -78,7 +78,44 @@ def test_tampered_or_missing_recorded_decisions_are_located(logdir):
     dupes_before = sum(1 for r in records[:k] if r.value in [x.value for x in records[: records.index(r)]])
     assert report.divergence.index == k - dupes_before
 
-    write_records(logdir / DECISIONS_FILE, list(read_records(logdir / DECISIONS_FILE))[:10], role="decisions", cell="c1")
+
+def _decided_at(logdir):
+    """The recorded decisions with the cell-log offset of the input each answered."""
+    log = LogDir.open(logdir)
+    codec = log.codec()
+    records = list(read_records(logdir / DECISIONS_FILE))
+    return records, [codec.decode(r.value)[1]["provenance"]["input"]["offset"] for r in records]
+
+
+def test_a_recording_cut_inside_one_inputs_decisions_diverges(logdir):
+    records, at = _decided_at(logdir)
+    cut = next(i for i in range(5, len(at))                               # between two answers of one input
+               if at[i] == at[i - 1] and records[i].value != records[i - 1].value)
+    write_records(logdir / DECISIONS_FILE, records[:cut], role="decisions", cell="c1")
     report, replayed = _verify(logdir)
-    assert report.divergence.recorded is None and report.divergence.index >= 9
+    assert report.divergence.recorded is None and report.undecided is None
+    assert report.divergence.index == report.recorded - report.duplicates      # right after the last one kept
     assert "sequence ended" in describe(report, replayed)
+
+
+def test_inputs_the_recording_had_not_decided_yet_are_named_not_a_divergence(logdir):
+    """An export of a live cell: the scheduler had decided up to some input; the rest of the
+    log is replayed but only the decided part can be compared."""
+    records, at = _decided_at(logdir)
+    cut = next(i for i in range(10, len(at)) if at[i] != at[i - 1])     # after the last answer of an input
+    write_records(logdir / DECISIONS_FILE, records[:cut], role="decisions", cell="c1")
+    report, replayed = _verify(logdir)
+    later = sum(1 for r in LogDir.open(logdir).inputs() if r.offset > at[cut - 1])
+    compared = report.recorded - report.duplicates                          # redeliveries dropped first
+    assert report.identical and report.undecided == {"after_offset": at[cut - 1], "inputs": later,
+                                                     "decisions_not_compared": report.regenerated - compared}
+    assert later > 0 and f"the {later:,} inputs after it had no recorded decision" in describe(report, replayed)
+
+    # a decided input whose recorded answer differs is still a divergence, tail or not
+    bad = bytearray(records[cut - 1].value)
+    bad[-1] ^= 0x01
+    r = records[cut - 1]
+    records[cut - 1] = r.__class__(r.topic, r.partition, r.offset, r.timestamp, r.key, bytes(bad))
+    write_records(logdir / DECISIONS_FILE, records[:cut], role="decisions", cell="c1")
+    report, _ = _verify(logdir)
+    assert not report.identical and report.divergence.recorded is not None and report.undecided is None
