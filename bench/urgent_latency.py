@@ -29,7 +29,9 @@ p99 <= 10 ms. Besides, from the scheduler worker's own histogram (``streams/app.
 window, wall ms from the record's log timestamp to (a) the start of its micro-batch, (b) the
 core's answer, (c) the broker's acknowledgement of the outputs, and from (a) to (b); the core's
 time per input kind, the micro-batch sizes and the snapshot writes, which say where a slow
-answer waited; and the CPU each plane process and the whole machine used meanwhile. As a
+answer waited; the CPU each plane process and the whole machine used meanwhile; and the
+brokers' partition count and GC pauses meanwhile (``deploy/jvm_gc_log.py``: a broker whose heap
+is nearly full, e.g. from thousands of partitions of old namespaces, pauses every second or two). As a
 control, the same cell-log records as received by the bench's own aiokafka consumer (the
 transport's floor on this machine, plus the bench process's own delays).
 
@@ -194,6 +196,27 @@ def cpu_window(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "machine_busy_pct": round(100 * (b["busy"] - a["busy"]) / max(1, b["total"] - a["total"]), 1)}
 
 
+async def broker_window(s: Any, start: float, end: float) -> dict[str, Any]:
+    """The brokers while the urgent tasks arrived: how many partitions they hold (each costs
+    heap) and each one's GC pauses in ``[start, end)`` from its collection log
+    (``deploy/jvm_gc_log.py``; None for a broker started without one)."""
+    from aiokafka import AIOKafkaClient
+
+    from suanli.deploy import jvm_gc_log
+    from suanli.deploy.stack import broker_services, gc_log_of
+    from suanli.streams.kafka_security import client_options
+
+    client = AIOKafkaClient(bootstrap_servers=s.bootstrap_servers, **client_options(s.bootstrap_servers))
+    await client.bootstrap()
+    try:
+        md = await client.fetch_all_metadata()
+    finally:
+        await client.close()
+    pauses = {b.name: jvm_gc_log.read_pauses(gc_log_of(b), start, end) for b in broker_services(s)}
+    return {"partitions": sum(len(md.partitions_for_topic(t) or ()) for t in md.topics()),
+            "gc_pauses": {k: p.as_dict() if p is not None else None for k, p in pauses.items()}}
+
+
 def workload(o: Options, run: str, cell: str) -> dict[str, list[dict[str, Any]]]:
     pods = gpu_pods(o.pods_csv)
     fill, demand, i = [], 0, 0
@@ -269,6 +292,7 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
                 f"queued; submitting {o.urgent} urgent tasks at {o.rate:g}/s")
             load0 = os.getloadavg()[0]
             cpu0 = cpu_sample(plane.pids())
+            wall0 = time.time()
 
             publishing = asyncio.create_task(publish_all(producer, w["urgent"], o.rate))
             await f.until(lambda v: publishing.done() and all(v.decided(t) for t in ids["urgent"]),
@@ -277,7 +301,9 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
             marks["urgent_decided"] = time.monotonic()
             load1 = os.getloadavg()[0]
             cpu1 = cpu_sample(plane.pids())
+            wall1 = time.time()
             s1 = await fresh_latency(path, int(time.time() * 1000))
+            broker = await broker_window(s, wall0, wall1)
             await f.catch_up()
             v = f.view
 
@@ -309,6 +335,7 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
         "worker": worker_window(s0, s1),
         "loadavg_1m": {"before": load0, "after": load1},
         "cpu_during_urgent": cpu_window(cpu0, cpu1),
+        "broker_during_urgent": broker,
         "goal_p99_ms": GOAL_P99_MS,
         "phases_s": {k: round(marks[k] - marks["began"], 1) for k in marks},
         "slowest": sorted(rows, key=lambda r: -r["ms"])[:10],
@@ -357,6 +384,9 @@ def report(f: dict[str, Any]) -> str:
         f"  CPU while the urgent tasks arrived: machine {f['cpu_during_urgent']['machine_busy_pct']} % busy; "
         + ", ".join(f"{k} {v} %" for k, v in sorted(f["cpu_during_urgent"]["process_pct_of_one_core"].items()))
         + " of one core",
+        f"  brokers meanwhile: {f['broker_during_urgent']['partitions']} partitions; GC pauses "
+        + ", ".join(f"{k} {v['count']} ({v['total_ms']} ms, longest {v['max_ms']} ms)" if v else f"{k} (no GC log)"
+                    for k, v in f["broker_during_urgent"]["gc_pauses"].items()),
         f"  goal p99 <= {GOAL_P99_MS} ms: {'met' if f['goal_met'] else 'NOT met'}",
     ]
     return "\n".join(lines)

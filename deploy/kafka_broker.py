@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from suanli.streams.kafka_security import client_options
+from suanli.deploy import jvm_gc_log
 from suanli.deploy.maven import resolve_classpath
 from suanli.errors import StackError
 
@@ -119,10 +120,12 @@ def classpath_of(work_dir: Path, log: Callable[[str], None] = print) -> str:
     return resolve_classpath(HERE / "pom.xml", work_dir / "kafka", log)
 
 
-def launch_command(*, classpath: str, properties: Path, heap: str) -> list[str]:
-    """argv of the broker JVM. The properties path is the pid-file marker."""
+def launch_command(*, classpath: str, properties: Path, heap: str, gc_log: Path | None = None) -> list[str]:
+    """argv of the broker JVM. The properties path is the pid-file marker. ``gc_log``: where
+    the JVM logs its collections (``deploy/jvm_gc_log.py``), as Kafka's own scripts do."""
     return [
         "java", f"-Xmx{heap}", "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+        *([jvm_gc_log.option(gc_log)] if gc_log is not None else []),
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
         "-cp", classpath, MAIN_CLASS, str(properties),

@@ -61,6 +61,11 @@ def kafka_service(paths: StackPaths, secure: bool = False) -> ServiceProcess:
                           marker=str(data / "server.properties"))
 
 
+def gc_log_of(broker: ServiceProcess) -> Path:
+    """Where a broker's JVM logs its collections: ``kafka-gc.log`` beside ``kafka.log``."""
+    return broker.log_file.with_name(f"{broker.name}-gc.log")
+
+
 def quorum_root(paths: StackPaths, secure: bool = False) -> Path:
     """The three-broker stack's data: ``kafka-quorum`` (or ``kafka-quorum-secure``)."""
     return paths.home / ("kafka-quorum-secure" if secure else "kafka-quorum")
@@ -111,7 +116,8 @@ def start_brokers(settings: Settings, log: Callable[[str], None] = print) -> lis
         classpath, props = kafka_broker.prepare(work_dir=paths.cache, data_dir=data, port=port,
                                                 controller_port=controller, log=log, node_id=node,
                                                 voters=voters, cluster_id=cluster_id, secure_home=secure_home)
-        service.start(kafka_broker.launch_command(classpath=classpath, properties=props, heap=settings.kafka_heap))
+        service.start(kafka_broker.launch_command(classpath=classpath, properties=props, heap=settings.kafka_heap,
+                                                  gc_log=gc_log_of(service)))
         log(f"{service.name}: starting on 127.0.0.1:{port} (log: {service.log_file})")
     return services
 

@@ -68,3 +68,6 @@ def test_urgent_tasks_are_placed_ahead_of_a_full_queue_and_an_open_batch_window(
     # intake marked them urgent (a Kafka header on the cell-log record) and the scheduler ended
     # its micro-batch wait for them (streams/batch_wait.py); two arriving in one wait count once
     assert 1 <= f["worker"]["batches"]["waits"]["urgent"] <= 40
+    # the brokers' side of the window: their partitions, and the GC log the stack's brokers write
+    broker = f["broker_during_urgent"]
+    assert broker["partitions"] > 0 and broker["gc_pauses"] and all(p is not None for p in broker["gc_pauses"].values())
