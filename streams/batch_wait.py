@@ -22,12 +22,28 @@ stream processor added after ``take_events``' own (which puts the record in the 
 it when the record's headers say urgent: the batch that holds the urgent task starts at
 once, whichever wait was running. Batch boundaries never change decisions (the core decides
 input by input), so this changes only when they are made.
+
+**A quiet stream sleeps.** Faust's loop waits ``within`` and looks again even when its buffer
+is empty: at a 2 ms wait an idle worker woke 500 times a second to find nothing, and each
+intake and scheduler worker burnt 8-9 % of a core doing so with no work at all (measured with
+a two-node plane and no tasks, ``python -m suanli.bench.idle_cpu``). So while the buffer is
+empty the wait has no timeout; the record that ends the quiet spell opens the batch's window
+(``current``), as a producer's linger opens at its first record. (Starting that batch at
+once instead was measured too: no better urgent p99 and more CPU, telemetry's most, with
+many more small batches; BENCHMARKS.md.) A take that finds records already buffered waits
+its ``current`` as before. The buffer's size comes from ``take_events``' own processor (its
+``buffer_size``, faust-streaming 0.15), looked up at each wait; where it is not found the
+wait stays Faust's, and a warning says so once.
 """
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import logging
+from typing import Any, Callable, Optional
 
 from suanli.streams.records import is_urgent
+
+log = logging.getLogger("suanli.streams")
 
 MARKER = 0.0201           # the ``within`` handed to take_events: "ask BatchWait" (no one else uses it)
 
@@ -41,9 +57,8 @@ class BatchWait:
         self.idle_s, self.busy_s, self.busy_batch = idle_s, busy_s, busy_batch
         self.current = idle_s
         # batches begun in each mode, and waits an urgent record ended early (latency figures)
-        self.waits = {"idle": 0, "busy": 0, "urgent": 0}
-        self._full: Any = None                    # take_events' buffer_full event, once it waits
-        self._watching = False
+        self.waits = {"idle": 0, "busy": 0, "urgent": 0, "quiet": 0}
+        self._warned = False
 
     def after(self, events: int) -> float:
         """A batch of ``events`` inputs was taken: the next one's wait (also ``current``)."""
@@ -57,24 +72,57 @@ class BatchWait:
         return self.current if asked == MARKER else asked
 
     def attach(self, stream: Any) -> None:
-        """Make ``stream``'s take waits follow this, and an urgent record end them (see the
-        module docstring)."""
+        """Make ``stream``'s take waits follow this, an urgent record end them, and an empty
+        buffer sleep until a record comes (see the module docstring). What it watches belongs
+        to ``stream`` (an agent restarted on a new stream is attached afresh), and the take's
+        buffer is looked up at each wait (a take restarted on the same stream has a new one)."""
         original = stream.wait_for_stopped
+        full: list[Any] = [None]                  # the running take's buffer_full event
+        watching = [False]
+        arrived = asyncio.Event()                 # set by every record that reaches the take
 
         def urgent_ends_wait(value: Any) -> Any:
+            arrived.set()
             event = stream.current_event
-            if event is not None and self._full is not None and not self._full.is_set() \
+            if event is not None and full[0] is not None and not full[0].is_set() \
                     and is_urgent(event.message.headers):
-                self._full.set()
+                full[0].set()
                 self.waits["urgent"] += 1
             return value
 
         async def wait_for_stopped(*coros: Any, timeout: Any = None) -> Any:
             if timeout == MARKER and coros:
-                self._full = coros[0]
-                if not self._watching:        # after take_events' processor: the record is in the batch
+                full[0] = coros[0]
+                if not watching[0]:           # after take_events' processor: the record is in the batch
                     stream.add_processor(urgent_ends_wait)
-                    self._watching = True
+                    watching[0] = True
+                buffered = take_buffer_size(stream)
+                if buffered is None:
+                    self._warn_once()
+                else:
+                    arrived.clear()                       # no await until the wait: no record slips by
+                    if buffered() == 0:
+                        self.waits["quiet"] += 1
+                        await original(arrived, timeout=None)   # then its window, as a producer's linger
             return await original(*coros, timeout=self.timeout(timeout))
 
         stream.wait_for_stopped = wait_for_stopped
+
+    def _warn_once(self) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning("batch wait: Faust's take_events buffer was not found (faust-streaming changed?); "
+                        "an idle stream polls every %s s as Faust does", self.idle_s)
+
+
+def take_buffer_size(stream: Any) -> Optional[Callable[[], int]]:
+    """The ``buffer_size`` of the ``take_events`` running on ``stream`` (faust-streaming 0.15
+    adds a processor ``add_to_buffer`` whose closure holds it), or None."""
+    for processor in getattr(stream, "_processors", ()):
+        code = getattr(processor, "__code__", None)
+        if code is None or code.co_name != "add_to_buffer" or "buffer_size" not in code.co_freevars:
+            continue
+        size = processor.__closure__[code.co_freevars.index("buffer_size")].cell_contents
+        if callable(size):
+            return size
+    return None

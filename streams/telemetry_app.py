@@ -70,6 +70,7 @@ from suanli.schemas.codec import Codec
 from suanli.schemas.models import validate_event
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.app import BATCH_WITHIN, _produce_all, _raw, make_app
+from suanli.streams.batch_wait import MARKER, BatchWait
 from suanli.streams.intake import dead_letter
 from suanli.streams.metrics import TelemetryMetrics
 from suanli.streams.records import OutRecord
@@ -219,7 +220,10 @@ def build_telemetry(settings: Settings, instance: int = 1) -> faust.App:
             await asyncio.wait_for(policies.ready.wait(), POLICY_WAIT_S)
         except asyncio.TimeoutError:
             log.warning("telemetry: policies not read within %.0f s; default thresholds meanwhile", POLICY_WAIT_S)
-        async for events in stream.take_events(TELEMETRY_BATCH, within=BATCH_WITHIN):
+        # a fixed window (BATCH_WITHIN), opened by a batch's first record: an idle stream sleeps
+        # instead of waking every window to find nothing (streams/batch_wait.py)
+        BatchWait(idle_s=BATCH_WITHIN, busy_s=BATCH_WITHIN).attach(stream)
+        async for events in stream.take_events(TELEMETRY_BATCH, within=MARKER):
             outputs: list[OutRecord] = []
             done: list[tuple[int, int]] = []
             for event in events:

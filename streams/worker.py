@@ -9,6 +9,7 @@ missing target shows as down in Prometheus, and scheduling never stops for a met
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 
@@ -24,7 +25,17 @@ BUILDERS = {**CORE_BUILDERS, "telemetry": build_telemetry}
 
 class _Worker(faust.Worker):
     """Faust's worker, whose SIGUSR1 also logs the consumer's and recovery's state
-    (``streams/diagnostics.py``) after mode's dump of every task's stack."""
+    (``streams/diagnostics.py``) after mode's dump of every task's stack, and without Faust's
+    start-up spinner.
+
+    The spinner is a terminal's progress display; to feed it, Faust sets the root logger to
+    DEBUG for the worker's whole life (``faust/worker.py``, ``_setup_spinner_handler``), so every
+    debug call of aiokafka, Faust and mode built a log record that the handler then dropped:
+    several per fetch, a few % of a core in an idle worker. Without it the root logger keeps
+    ``--loglevel``."""
+
+    def _setup_spinner_handler(self, logger: logging.Logger, level: int) -> None:
+        self.spinner = None
 
     def install_signal_handlers(self) -> None:
         super().install_signal_handlers()
