@@ -74,11 +74,13 @@ class _TakingStream:
     def __init__(self):
         self.current_event = None
         self.processors = []
+        self.timeouts = []                        # the timeout of each wait, in order
 
     def add_processor(self, p):
         self.processors.append(p)
 
     async def wait_for_stopped(self, full, timeout=None):
+        self.timeouts.append(timeout)
         try:
             await asyncio.wait_for(full.wait(), timeout)
         except asyncio.TimeoutError:
@@ -142,7 +144,9 @@ def test_an_empty_buffer_sleeps_until_a_record_comes_then_waits_its_window():
         loop = asyncio.get_running_loop()
         full = asyncio.Event()
         waiting = asyncio.ensure_future(s.wait_for_stopped(full, timeout=MARKER))
-        await asyncio.sleep(0.05)                 # fifty windows of 1 ms: Faust's loop would have woken
+        while not s.timeouts:                     # until the take is waiting
+            await asyncio.sleep(0)
+        assert s.timeouts == [None]               # on the record alone, not on a 1 ms window that polls
         assert not waiting.done() and w.waits["quiet"] == 1
         started = loop.time()
         s.arrive(None)                            # an ordinary record: its 1 ms window opens now
