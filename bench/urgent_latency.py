@@ -310,7 +310,7 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
     rows = []
     for t in sorted(ids["urgent"]):
         kind, ts = v.first_decision[t]
-        rows.append({"task_id": t, "kind": kind, "ms": ts - v.submitted[t]})
+        rows.append({"task_id": t, "kind": kind, "ms": ts - v.submitted[t], "submitted_at_ms": v.submitted[t]})
     lat = [r["ms"] for r in rows]
     queued_pending_after = len(v.pending & ids["queued"])
     batch_after = Counter(v.first_decision[t][0] if t in v.first_decision else "none" for t in ids["batch"])

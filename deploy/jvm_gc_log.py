@@ -6,10 +6,15 @@ a broker whose heap is nearly full pauses every second or two for 10-25 ms, and 
 on its way through it waits that long: on this machine it was what decided the urgent tier's
 p99 (``bench/urgent_latency.py`` reports the pauses of its window from this file).
 
-The log is JDK unified logging (``-Xlog``) of the ``gc`` tag only, one line per collection or
-pause, with the wall time first, rotated over a few small files::
+The log is JDK unified logging (``-Xlog``) of the ``gc`` and ``gc+phases`` tags, with the wall
+time first, rotated over a few small files. G1 logs each pause as one ``gc`` line; ZGC (the
+broker's default, ``deploy/kafka_broker.py``) logs a line per collection there and its three
+short pauses a cycle as ``gc,phases`` lines. A pause is a line that says ``Pause``; the phases
+of a G1 pause and ZGC's concurrent phases do not::
 
     [2026-12-05T09:26:05.123+0000][info][gc] GC(170) Pause Young (Normal) (G1 Evacuation Pause) 458M->361M(512M) 10.798ms
+    [2026-12-05T12:50:34.398+0000][info][gc,phases] GC(0) Pause Mark Start 0.012ms
+    [2026-12-05T12:50:34.409+0000][info][gc,phases] GC(0) Concurrent Mark 11.182ms
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ _PAUSE = re.compile(r"^\[(?P<time>[^\]]+)\].*\bPause\b.*?(?P<ms>\d+(?:\.\d+)?)ms
 
 def option(path: Path) -> str:
     """The JVM option that writes collection events to ``path`` (wall-time stamped, rotated)."""
-    return f"-Xlog:gc:file={path}:time,level,tags:filecount={FILES},filesize={SIZE}"
+    return f"-Xlog:gc,gc+phases:file={path}:time,level,tags:filecount={FILES},filesize={SIZE}"
 
 
 @dataclass(frozen=True, slots=True)

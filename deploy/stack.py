@@ -117,7 +117,7 @@ def start_brokers(settings: Settings, log: Callable[[str], None] = print) -> lis
                                                 controller_port=controller, log=log, node_id=node,
                                                 voters=voters, cluster_id=cluster_id, secure_home=secure_home)
         service.start(kafka_broker.launch_command(classpath=classpath, properties=props, heap=settings.kafka_heap,
-                                                  gc_log=gc_log_of(service)))
+                                                  gc_log=gc_log_of(service), collector=settings.kafka_gc))
         log(f"{service.name}: starting on 127.0.0.1:{port} (log: {service.log_file})")
     return services
 

@@ -44,6 +44,10 @@ class Settings(BaseSettings):
                                         "on loopback; topics replicated 3 times, min.insync.replicas 2). Broker "
                                         "N listens on kafka_port + 2(N-1), its controller on controller_port + 2(N-1).")
     kafka_heap: str = Field("512m", description="Max heap of the embedded broker JVM.")
+    kafka_gc: Literal["zgc", "g1"] = Field(
+        "zgc", description="Garbage collector of the embedded broker JVM: zgc (stops the broker for well under a "
+                           "millisecond a cycle) or g1 (Kafka's own default: 10-25 ms pauses every few seconds "
+                           "under load, which every record passing through the broker meanwhile waits out).")
     registry_heap: str = Field("384m", description="Max heap of the embedded registry JVM.")
     namespace: str = Field("suanli", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*$",
                            description="Prefix of every topic and worker group: one control plane per namespace.")
