@@ -125,7 +125,7 @@ def classpath_of(work_dir: Path, log: Callable[[str], None] = print) -> str:
 # in the urgent bench (issue 14) they were the largest stalls left on the path of a record.
 # ZGC does its work concurrently and stops the broker for well under a millisecond a cycle:
 # urgent p99 9-10 ms in 5 runs against 10-14 ms with G1, with no cost to the E2E bench's
-# throughput (BENCHMARKS.md, "A broker that does not pause").
+# throughput (BENCHMARKS.md, "Stalls of the loop, and a broker that does not pause").
 COLLECTORS: dict[str, tuple[str, ...]] = {
     "zgc": ("-XX:+UseZGC",),
     "g1": ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"),
