@@ -77,25 +77,26 @@ class BatchWait:
         to ``stream`` (an agent restarted on a new stream is attached afresh), and the take's
         buffer is looked up at each wait (a take restarted on the same stream has a new one)."""
         original = stream.wait_for_stopped
-        full: list[Any] = [None]                  # the running take's buffer_full event
-        watching = [False]
+        full: Any = None                          # the running take's buffer_full event
+        watching = False
         arrived = asyncio.Event()                 # set by every record that reaches the take
 
         def urgent_ends_wait(value: Any) -> Any:
             arrived.set()
             event = stream.current_event
-            if event is not None and full[0] is not None and not full[0].is_set() \
+            if event is not None and full is not None and not full.is_set() \
                     and is_urgent(event.message.headers):
-                full[0].set()
+                full.set()
                 self.waits["urgent"] += 1
             return value
 
         async def wait_for_stopped(*coros: Any, timeout: Any = None) -> Any:
+            nonlocal full, watching
             if timeout == MARKER and coros:
-                full[0] = coros[0]
-                if not watching[0]:           # after take_events' processor: the record is in the batch
+                full = coros[0]
+                if not watching:              # after take_events' processor: the record is in the batch
                     stream.add_processor(urgent_ends_wait)
-                    watching[0] = True
+                    watching = True
                 buffered = take_buffer_size(stream)
                 if buffered is None:
                     self._warn_once()
