@@ -132,7 +132,6 @@ def test_sink_survives_sigkill_of_the_worker_without_lost_or_duplicated_rows(nam
             killed = time.monotonic()
             while worker.pid() is not None:
                 time.sleep(0.05)
-            time.sleep(1.0)
             connect.start_worker(namespace, log=lambda _m: None)
             connect.wait_running(connect.ConnectClient(), connect.sink_name(namespace), timeout=120)
             events["recovery_s"] = round(time.monotonic() - killed, 2)

@@ -27,6 +27,7 @@ from suanli.processors.state import TERMINAL
 from suanli.replay.log_replay import REPLAY_NAMESPACE, decided_prefix, describe, first_divergence, regenerate
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
+from suanli.streams.app import latency_path
 from suanli.streams.cell_runner import CellRunner
 from suanli.streams.records import RawRecord
 from suanli.streams.topics import TopicNames
@@ -150,6 +151,18 @@ def test_two_scheduler_workers_survive_a_kill_of_the_deciding_one(stack):
                 found.append(w)
         return found
 
+    def submissions_applied(w) -> int:
+        """TaskSubmitted inputs ``w``'s running process has applied, from its latency report
+        (written every few seconds while it decides; 0 before the first, or from an older process)."""
+        path = latency_path(plane.s, 1 if w.name == "scheduler" else 2)
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return 0
+        if report.get("pid") != w.pid():
+            return 0
+        return int(report.get("apply", {}).get("TaskSubmitted", {}).get("count", 0))
+
     def killer() -> None:
         # Wait until both workers hold a partition and one of them has decided for 3 s: the first
         # to start recovers the cell, and may hand it to the second when that one joins. (Taking
@@ -165,7 +178,14 @@ def test_two_scheduler_workers_survive_a_kill_of_the_deciding_one(stack):
                                   timeout=max(1.0, deadline - time.monotonic()), every=0.2)
             except StackError:
                 return                   # the test then fails: "the active worker was never found"
-            time.sleep(3)                # let it decide a while before the kill, as before
+            # let it decide a while before the kill: 200 more submissions through its core
+            seen = submissions_applied(active[0])
+            try:
+                wait_for("the active worker deciding 200 more submissions",
+                         lambda: submissions_applied(active[0]) >= seen + 200 or None,
+                         timeout=max(1.0, deadline - time.monotonic()), every=0.2)
+            except StackError:
+                return
             if steady() == active:
                 taken["killed"], taken["pid"] = active[0].name, active[0].pid()
                 os.kill(taken["pid"], signal.SIGKILL)
