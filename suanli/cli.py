@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import Callable, Sequence
 
-from suanli.cli_services import NOTHING, needs_of, require, unreachable
+from suanli.cli_services import KAFKA, NOTHING, needs_of, require, unreachable
 from suanli.config import REPO_ROOT, settings
 from suanli.errors import StackNotRunningError, SuanliError
 
@@ -69,6 +69,34 @@ def _stack_status(args: argparse.Namespace) -> int:
             state = "ready" if row["ready"] else "NOT READY"
             print(f"{row['service']:<9} {state:<9} {row['address']} ({where}, {pid}{rss})")
     return 0 if all(r["ready"] for r in rows) else 1
+
+
+def _stack_prune(args: argparse.Namespace) -> int:
+    """Remove old namespaces' topics and local state (dry run unless --yes)."""
+    from suanli.deploy import namespace_prune
+
+    s = settings()
+    found = namespace_prune.survey(s, args.keep, args.match)
+    rows = [{"namespace": ns.name, "topics": len(ns.topics), "local_mib": round(ns.local_bytes() / 2**20, 1),
+             "running_pids": ns.running} for ns in found]
+    if not args.yes:
+        if args.json:
+            print(json.dumps({"dry_run": True, "kept": sorted({s.namespace, *args.keep}), "namespaces": rows}, indent=2))
+        else:
+            for r in rows:
+                busy = f", RUNNING (pids {', '.join(map(str, r['running_pids']))}): kept" if r["running_pids"] else ""
+                print(f"{r['namespace']:<24} {r['topics']:>4} topics, {r['local_mib']:>8.1f} MiB local{busy}")
+            print(f"{len(rows)} namespaces would be pruned (kept: {', '.join(sorted({s.namespace, *args.keep}))}); "
+                  "nothing deleted: pass --yes to delete them")
+        return 0
+    pruned = namespace_prune.prune(s, found, log=lambda m: print(m, file=sys.stderr))
+    topics = sum(len(ns.topics) for ns in pruned)
+    if args.json:
+        print(json.dumps({"dry_run": False, "pruned": [ns.name for ns in pruned], "topics_deleted": topics,
+                          "kept_running": [ns.name for ns in found if ns.running]}, indent=2))
+    else:
+        print(f"pruned {len(pruned)} namespaces: {topics} topics deleted, their local state removed")
+    return 0
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -161,6 +189,18 @@ def build_parser() -> argparse.ArgumentParser:
     st_p = stack_sub.add_parser("status", help="show each service and whether it is ready")
     st_p.add_argument("--json", action="store_true", help="print JSON")
     st_p.set_defaults(func=_stack_status, needs=NOTHING)
+    pr_p = stack_sub.add_parser(
+        "prune", help="remove the topics and local state of other namespaces (old test and bench runs); "
+                      "a dry run unless --yes",
+        description="Every test run and bench makes a namespace of its own; this lists them (topics on the "
+                    "broker, state under <home>/workers and <home>/audit) and, with --yes, deletes them. "
+                    "The configured namespace (SUANLI_NAMESPACE) and --keep ones are never touched, nor any "
+                    "namespace whose plane processes are running.")
+    pr_p.add_argument("--keep", action="append", default=[], metavar="NS", help="a namespace to keep (repeatable)")
+    pr_p.add_argument("--match", metavar="GLOB", help="prune only namespaces matching GLOB (e.g. 'bench*')")
+    pr_p.add_argument("--yes", action="store_true", help="delete (without it: only list what would go)")
+    pr_p.add_argument("--json", action="store_true", help="print JSON")
+    pr_p.set_defaults(func=_stack_prune, needs=(KAFKA,))
 
     up = sub.add_parser("up", help="run the control plane locally: stack, workers, simulated cluster, workload")
     up.add_argument("--tasks", type=int, default=2000, help="openb tasks to submit (default 2000)")

@@ -43,6 +43,7 @@ CASES: dict[str, tuple[list[str], str, str]] = {
     "stack up": ([], STACK, "external"),
     "stack down": ([], ANY, "embedded"),            # pid files under the fresh SUANLI_HOME: nothing to stop
     "stack status": ([], ANY, "embedded"),
+    "stack prune": (["--yes"], STACK, "embedded"),
     "up": (["--tasks", "1", "--exit-when-drained"], STACK, "external"),
     "test": (["--skip-setup", "--keep-stack", "--", "--collect-only", "-q", "tests/suanli/none.py"], STACK,
              "external"),
