@@ -7,7 +7,7 @@ they pile up as thousands of partitions, whose index and metadata fill the broke
 ``<home>/kafka-data``, ``<home>/workers`` and ``<home>/audit``.
 
 A namespace is recognised by its cell log (``<ns>.cells``) or its raw task topic
-(``<ns>.raw.tasks``); its topics are every topic named ``<ns>.…``, and Faust's changelogs and
+(``<ns>.raw.tasks``), or by its local state alone (after a fresh ``kafka-data``); its topics are every topic named ``<ns>.…``, and Faust's changelogs and
 assignor topics, which start with a worker group, ``<ns>-<role>-…`` (``TopicNames.worker_group``;
 the roles of :data:`WORKER_ROLES`). Where one namespace's name starts another's (``bench`` and
 ``bench-2``), a topic belongs to the longest. Topics of no namespace (the broker's own ``__…``,
@@ -16,7 +16,9 @@ the registry's, Connect's ``suanli-connect.…``) are never touched.
 :func:`plan` is pure: which namespaces to prune, given the cluster's topics, the namespaces
 to keep and an optional glob. :func:`prune` does it: deletes their topics and their
 ``<home>/workers/<ns>`` and ``<home>/audit/<ns>`` directories, skipping any namespace that has
-a running plane process (tagged ``-X suanli-plane=<ns>``, ``deploy/plane.py``). Consumer
+a running plane process (tagged ``-X suanli-plane=<ns>``, ``deploy/plane.py``), and the
+namespace's process logs and pid files (``<home>/logs/<ns>-<service>.log``,
+``<home>/run/<ns>-<service>.pid``: :func:`local_files`). Consumer
 groups are left to the broker, which expires a group once its topics are gone and it has
 been empty for ``offsets.retention.minutes``.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +39,9 @@ from suanli.errors import StackError
 MARKERS = (".cells", ".raw.tasks")
 WORKER_ROLES = ("intake", "scheduler", "telemetry")      # the Faust apps: streams/worker.py
 DELETE_CHUNK = 100           # topics per DeleteTopics request
+# The services a plane names after its namespace (deploy/plane.py, deploy/connect.py, the API's
+# workers and the Kubernetes bench): their logs, pid files and the API's token files.
+SERVICE_FILE = r"(intake|scheduler|telemetry|sim|api|nodes-bridge|k8s)(-\d+)?(-tokens)?\.(log|pid|toml)"
 
 
 @dataclass
@@ -45,17 +51,20 @@ class Namespace:
     name: str
     topics: list[str] = field(default_factory=list)
     local_dirs: list[Path] = field(default_factory=list)
+    local_files: list[Path] = field(default_factory=list)
     running: list[int] = field(default_factory=list)       # pids of its plane processes
 
     def local_bytes(self) -> int:
-        return sum(f.stat().st_size for d in self.local_dirs for f in d.rglob("*") if f.is_file())
+        files = [f for d in self.local_dirs for f in d.rglob("*")] + self.local_files
+        return sum(f.stat().st_size for f in files if f.is_file())
 
 
-def namespaces(topics: Iterable[str]) -> dict[str, list[str]]:
+def namespaces(topics: Iterable[str], also: Iterable[str] = ()) -> dict[str, list[str]]:
     """``{namespace: its topics, sorted}`` for every namespace with a marker topic among
-    ``topics``; a topic of no namespace is in none."""
+    ``topics``, and for the names in ``also`` (namespaces known from their local state,
+    whose topics may be gone); a topic of no namespace is in none."""
     topics = sorted(set(topics))
-    names = {t[: -len(m)] for t in topics for m in MARKERS if t.endswith(m) and len(t) > len(m)}
+    names = {t[: -len(m)] for t in topics for m in MARKERS if t.endswith(m) and len(t) > len(m)} | set(also)
     owned: dict[str, list[str]] = {n: [] for n in names}
     by_length = sorted(names, key=len, reverse=True)
     for topic in topics:
@@ -66,11 +75,13 @@ def namespaces(topics: Iterable[str]) -> dict[str, list[str]]:
     return owned
 
 
-def plan(topics: Iterable[str], keep: Iterable[str], match: str | None = None) -> dict[str, list[str]]:
-    """The namespaces to prune and their topics: every namespace of ``topics`` that is not in
-    ``keep`` and, when ``match`` is given, whose name matches that glob (``bench*``)."""
+def plan(topics: Iterable[str], keep: Iterable[str], match: str | None = None,
+         also: Iterable[str] = ()) -> dict[str, list[str]]:
+    """The namespaces to prune and their topics: every namespace of ``topics`` (and ``also``,
+    see :func:`namespaces`) that is not in ``keep`` and, when ``match`` is given, whose name
+    matches that glob (``bench*``)."""
     kept = set(keep)
-    return {n: ts for n, ts in sorted(namespaces(topics).items())
+    return {n: ts for n, ts in sorted(namespaces(topics, also).items())
             if n not in kept and (match is None or fnmatch.fnmatchcase(n, match))}
 
 
@@ -90,10 +101,28 @@ def running_planes(proc: Path = Path("/proc")) -> dict[str, list[int]]:
     return {ns: sorted(pids) for ns, pids in found.items()}
 
 
+def local_namespaces(settings: Settings) -> set[str]:
+    """The namespaces with local state (``<home>/workers/<ns>``, ``<home>/audit/<ns>``): the
+    topics of some are gone (a fresh ``kafka-data``), their state is not."""
+    home = Path(settings.home)
+    return {d.name for sub in ("workers", "audit") if (home / sub).is_dir() for d in (home / sub).iterdir()
+            if d.is_dir()}
+
+
 def local_dirs(settings: Settings, namespace: str) -> list[Path]:
     """The local state a namespace leaves under ``<home>``: its workers' and its audit index."""
     home = Path(settings.home)
     return [d for d in (home / "workers" / namespace, home / "audit" / namespace) if d.is_dir()]
+
+
+def local_files(settings: Settings, namespace: str) -> list[Path]:
+    """The namespace's process logs and pid files under ``<home>/logs`` and ``<home>/run``:
+    ``<ns>-<service>`` for the services of :data:`SERVICE_FILE` only, so that ``bench`` never
+    takes ``bench-2``'s files."""
+    home = Path(settings.home)
+    pattern = re.compile(re.escape(namespace) + "-" + SERVICE_FILE)
+    return sorted(f for d in (home / "logs", home / "run") if d.is_dir()
+                  for f in d.glob(f"{namespace}-*") if pattern.fullmatch(f.name))
 
 
 async def _topics(bootstrap: str) -> list[str]:
@@ -127,8 +156,9 @@ def survey(settings: Settings, keep: Iterable[str], match: str | None = None) ->
     directories and running plane processes. ``settings.namespace`` is always kept."""
     topics = asyncio.run(_topics(settings.bootstrap_servers))
     running = running_planes()
-    chosen = plan(topics, {settings.namespace, *keep}, match)
-    return [Namespace(n, ts, local_dirs(settings, n), running.get(n, [])) for n, ts in chosen.items()]
+    chosen = plan(topics, {settings.namespace, *keep}, match, also=local_namespaces(settings))
+    return [Namespace(n, ts, local_dirs(settings, n), local_files(settings, n), running.get(n, []))
+            for n, ts in chosen.items()]
 
 
 def prune(settings: Settings, found: list[Namespace], log: Callable[[str], None] = print,
@@ -146,4 +176,6 @@ def prune(settings: Settings, found: list[Namespace], log: Callable[[str], None]
     for ns in idle:
         for d in ns.local_dirs:
             shutil.rmtree(d, ignore_errors=True)
+        for f in ns.local_files:
+            f.unlink(missing_ok=True)
     return idle

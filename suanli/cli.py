@@ -193,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
         "prune", help="remove the topics and local state of other namespaces (old test and bench runs); "
                       "a dry run unless --yes",
         description="Every test run and bench makes a namespace of its own; this lists them (topics on the "
-                    "broker, state under <home>/workers and <home>/audit) and, with --yes, deletes them. "
+                    "broker; state under <home>/workers and <home>/audit; its processes' logs and pid files) and, "
+                    "with --yes, deletes them. "
                     "The configured namespace (SUANLI_NAMESPACE) and --keep ones are never touched, nor any "
                     "namespace whose plane processes are running.")
     pr_p.add_argument("--keep", action="append", default=[], metavar="NS", help="a namespace to keep (repeatable)")

@@ -38,6 +38,8 @@ def test_plan_keeps_the_kept_namespaces_and_takes_only_those_matching_the_glob()
     assert sorted(plan(topics, {"suanli"})) == ["bench1", "bench2", "t1"]
     assert sorted(plan(topics, {"suanli", "bench2"}, "bench*")) == ["bench1"]
     assert plan(topics, set(), "nothing*") == {}
+    # a namespace known only from its local state (its topics gone) is pruned too
+    assert plan(topics, {"suanli", "bench1", "bench2", "t1"}, also={"old9"}) == {"old9": []}
 
 
 def test_running_planes_reads_the_tag_from_each_process_command_line(tmp_path):
@@ -53,12 +55,17 @@ def test_running_planes_reads_the_tag_from_each_process_command_line(tmp_path):
 def test_prune_deletes_one_namespace_and_keeps_the_kept_and_the_running(stack, tmp_path):
     run = uuid.uuid4().hex[:8]
     names = {role: f"prune{run}{role}" for role in ("gone", "kept", "busy")}
+    orphan = f"prune{run}orphan"                  # local state only: its topics went with an old broker
+    (tmp_path / "workers" / orphan / "intake").mkdir(parents=True)
     base = load_settings(home=tmp_path)
     for ns in names.values():
         asyncio.run(ensure_topics(base.bootstrap_servers, core_topics(1, ns)))
         (tmp_path / "workers" / ns / "scheduler").mkdir(parents=True)
         (tmp_path / "workers" / ns / "scheduler" / "latency.json").write_text("{}")
         (tmp_path / "audit" / ns).mkdir(parents=True)
+        for where, name in (("logs", f"{ns}-scheduler.log"), ("run", f"{ns}-scheduler.pid")):
+            (tmp_path / where).mkdir(exist_ok=True)
+            (tmp_path / where / name).write_text("x")
     busy = subprocess.Popen([sys.executable, "-X", f"suanli-plane={names['busy']}", "-c",
                              "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     env = {**to_env(base), "PATH": "/usr/bin:/bin"}
@@ -71,19 +78,23 @@ def test_prune_deletes_one_namespace_and_keeps_the_kept_and_the_running(stack, t
     try:
         dry = prune()
         assert dry["dry_run"] and sorted(r["namespace"] for r in dry["namespaces"]) == sorted(
-            [names["gone"], names["busy"]])
+            [names["gone"], names["busy"], orphan])
         assert [r["running_pids"] for r in dry["namespaces"] if r["namespace"] == names["busy"]] == [[busy.pid]]
         assert all(t in asyncio.run(list_topics(base.bootstrap_servers)) for t in (f"{names['gone']}.cells",))
         done = prune("--yes")
     finally:
         busy.communicate(b"")
-    assert done["pruned"] == [names["gone"]] and done["kept_running"] == [names["busy"]]
+    assert sorted(done["pruned"]) == sorted([names["gone"], orphan]) and done["kept_running"] == [names["busy"]]
+    assert not (tmp_path / "workers" / orphan).exists()
     assert done["topics_deleted"] == len(core_topics(1, names["gone"]))
     left = set(asyncio.run(list_topics(base.bootstrap_servers)))
     assert not any(t.startswith(f"{names['gone']}.") for t in left)
     assert {f"{names['kept']}.cells", f"{names['busy']}.cells"} <= left
     assert not (tmp_path / "workers" / names["gone"]).exists() and not (tmp_path / "audit" / names["gone"]).exists()
+    assert not (tmp_path / "logs" / f"{names['gone']}-scheduler.log").exists()
+    assert not (tmp_path / "run" / f"{names['gone']}-scheduler.pid").exists()
     assert (tmp_path / "workers" / names["kept"]).is_dir() and (tmp_path / "workers" / names["busy"]).is_dir()
+    assert (tmp_path / "logs" / f"{names['kept']}-scheduler.log").is_file()
     # tidy: the test's other two namespaces go too, now that nothing runs in them
     assert sorted(prune("--yes", keep="none")["pruned"]) == sorted([names["kept"], names["busy"]])
 
@@ -95,3 +106,19 @@ def test_local_dirs_are_the_workers_and_audit_directories(tmp_path):
     (tmp_path / "audit" / "a").mkdir(parents=True)
     assert local_dirs(load_settings(home=tmp_path), "a") == [tmp_path / "workers" / "a", tmp_path / "audit" / "a"]
     assert local_dirs(load_settings(home=tmp_path), "b") == []
+
+
+def test_local_files_are_the_namespace_s_service_logs_and_pids_and_never_a_longer_name_s(tmp_path):
+    from suanli.deploy.namespace_prune import local_files
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "run").mkdir()
+    mine = [tmp_path / "logs" / f"bench-{s}" for s in ("intake.log", "scheduler-2.log", "sim.log", "nodes-bridge.log",
+                                                      "api-0.log", "api-0-tokens.toml")]
+    mine.append(tmp_path / "run" / "bench-scheduler.pid")
+    others = [tmp_path / "logs" / n for n in ("bench-2-intake.log", "bench-sim-intake.log", "kafka.log",
+                                               "bench-notes.txt", "benchx-intake.log")]
+    for f in mine + others:
+        f.write_text("x")
+    assert local_files(load_settings(home=tmp_path), "bench") == sorted(mine)
+    assert local_files(load_settings(home=tmp_path), "bench-2") == [tmp_path / "logs" / "bench-2-intake.log"]
