@@ -7,20 +7,20 @@ they pile up as thousands of partitions, whose index and metadata fill the broke
 ``<home>/kafka-data``, ``<home>/workers`` and ``<home>/audit``.
 
 A namespace is recognised by its cell log (``<ns>.cells``) or its raw task topic
-(``<ns>.raw.tasks``), or by its local state alone (after a fresh ``kafka-data``); its topics are every topic named ``<ns>.…``, and Faust's changelogs and
+(``<ns>.raw.tasks``), or by its local state alone (its topics gone with an old
+``kafka-data``). Its topics are every topic named ``<ns>.…``, and Faust's changelogs and
 assignor topics, which start with a worker group, ``<ns>-<role>-…`` (``TopicNames.worker_group``;
 the roles of :data:`WORKER_ROLES`). Where one namespace's name starts another's (``bench`` and
 ``bench-2``), a topic belongs to the longest. Topics of no namespace (the broker's own ``__…``,
 the registry's, Connect's ``suanli-connect.…``) are never touched.
 
 :func:`plan` is pure: which namespaces to prune, given the cluster's topics, the namespaces
-to keep and an optional glob. :func:`prune` does it: deletes their topics and their
-``<home>/workers/<ns>`` and ``<home>/audit/<ns>`` directories, skipping any namespace that has
-a running plane process (tagged ``-X suanli-plane=<ns>``, ``deploy/plane.py``), and the
-namespace's process logs and pid files (``<home>/logs/<ns>-<service>.log``,
-``<home>/run/<ns>-<service>.pid``: :func:`local_files`). Consumer
-groups are left to the broker, which expires a group once its topics are gone and it has
-been empty for ``offsets.retention.minutes``.
+to keep and an optional glob. :func:`prune` does it, except for a namespace with a running
+plane process (tagged ``-X suanli-plane=<ns>``, ``deploy/plane.py``): it deletes the
+namespace's topics, its ``<home>/workers/<ns>`` and ``<home>/audit/<ns>`` directories, and its
+processes' logs and pid files (:func:`local_files`). Consumer groups are left to the broker,
+which expires a group once its topics are gone and it has been empty for
+``offsets.retention.minutes`` (aiokafka's admin client has no DeleteGroups call).
 """
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ async def _delete(bootstrap: str, topics: list[str], timeout_s: float) -> None:
 
 def survey(settings: Settings, keep: Iterable[str], match: str | None = None) -> list[Namespace]:
     """What :func:`prune` would remove: the namespaces of :func:`plan` with their local
-    directories and running plane processes. ``settings.namespace`` is always kept."""
+    directories and files and their running plane processes. ``settings.namespace`` is always kept."""
     topics = asyncio.run(_topics(settings.bootstrap_servers))
     running = running_planes()
     chosen = plan(topics, {settings.namespace, *keep}, match, also=local_namespaces(settings))
@@ -163,7 +163,7 @@ def survey(settings: Settings, keep: Iterable[str], match: str | None = None) ->
 
 def prune(settings: Settings, found: list[Namespace], log: Callable[[str], None] = print,
           timeout_s: float = 60.0) -> list[Namespace]:
-    """Delete the topics and local directories of ``found`` (from :func:`survey`), except
+    """Delete the topics, local directories and files of ``found`` (from :func:`survey`), except
     namespaces with a running plane process; return those pruned. :class:`StackError` if the
     broker refuses a deletion."""
     idle = [ns for ns in found if not ns.running]

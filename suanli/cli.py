@@ -86,7 +86,8 @@ def _stack_prune(args: argparse.Namespace) -> int:
             for r in rows:
                 busy = f", RUNNING (pids {', '.join(map(str, r['running_pids']))}): kept" if r["running_pids"] else ""
                 print(f"{r['namespace']:<24} {r['topics']:>4} topics, {r['local_mib']:>8.1f} MiB local{busy}")
-            print(f"{len(rows)} namespaces would be pruned (kept: {', '.join(sorted({s.namespace, *args.keep}))}); "
+            idle = sum(1 for r in rows if not r["running_pids"])
+            print(f"{idle} namespaces would be pruned (kept: {', '.join(sorted({s.namespace, *args.keep}))}); "
                   "nothing deleted: pass --yes to delete them")
         return 0
     pruned = namespace_prune.prune(s, found, log=lambda m: print(m, file=sys.stderr))
