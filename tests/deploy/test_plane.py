@@ -19,6 +19,7 @@ import uuid
 
 import pytest
 
+from suanli.bench.urgent_latency import read_latency
 from suanli.config import load_settings
 from suanli.deploy.plane import Plane, PlaneOptions, held
 from suanli.deploy.waiting import wait_for
@@ -154,17 +155,13 @@ def test_two_scheduler_workers_survive_a_kill_of_the_deciding_one(stack):
     def submissions_applied(w) -> int:
         """TaskSubmitted inputs ``w``'s running process has applied, from its latency report
         (written every few seconds while it decides; 0 before the first, or from an older process)."""
-        path = latency_path(plane.s, 1 if w.name == "scheduler" else 2)
-        try:
-            report = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return 0
-        if report.get("pid") != w.pid():
+        report = read_latency(latency_path(plane.s, 1 if w.name == "scheduler" else 2))
+        if report is None or report.get("pid") != w.pid():
             return 0
         return int(report.get("apply", {}).get("TaskSubmitted", {}).get("count", 0))
 
     def killer() -> None:
-        # Wait until both workers hold a partition and one of them has decided for 3 s: the first
+        # Wait until both workers hold a partition and one of them has decided 200 more submissions: the first
         # to start recovers the cell, and may hand it to the second when that one joins. (Taking
         # the first "recovered" in any log once killed the worker left with the empty partition.)
         def steady() -> list | None:
