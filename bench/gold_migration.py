@@ -27,8 +27,9 @@ model's nodes set aside for gold, the default timeouts: SUSPECT after 10 s, DOWN
 
 Per affected gold task, from the kill, in wall milliseconds (all clocks are this machine's):
 
-- ``running_ms``: to the RUNNING record's timestamp in the cell log (its CreateTime: intake
-  forwarded the connector's report; the control plane knows it runs) — the headline figure;
+- ``running_ms``: to the RUNNING record's timestamp in the cell log (the broker's append time:
+  intake's forward of the connector's report arrived; the control plane knows it runs) — the
+  headline figure;
 - ``running_at_ms``: to the RUNNING report's own ``at`` (the connector's clock when it started it);
 - ``decided_ms``: to the TaskMigrated record's timestamp on the decisions topic;
 - the decision's own ``elapsed_ms`` (since the node's last heartbeat, on the cell clock).

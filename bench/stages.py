@@ -8,26 +8,27 @@ system itself records (no processor reads a clock for this; the workers are unch
     driver's wall clock (``time.time()``, ms, truncated) just before it encodes the event
     and hands it to its producer (``replay/driver.drive``).
 ``raw``
-    The raw record's Kafka timestamp on ``<ns>.raw.tasks``. Topics are created without a
+    The raw record's Kafka timestamp on ``<ns>.raw.tasks``. Raw topics are created without a
     ``message.timestamp.type`` (``streams/kafka_io.ensure_topics``) on a broker that sets no
     ``log.message.timestamp.type`` (``deploy/kafka_broker.py``), so it is **CreateTime**: the
     *driver's producer's* clock when aiokafka appended the record to a batch in ``send()``,
     not the broker's. So producer -> raw topic is encoding plus the append only; the
     producer's linger (5 ms, ``EventProducer``), the produce request and the broker's write
     fall into the next stage. The type of every record read is checked and reported
-    (``timestamp_types``); a LogAppendTime topic would change these meanings.
+    (``timestamp_types``); another type on a topic would change these meanings.
 ``acked`` (an aside, not a link of the chain)
     The driver's clock when the send's future resolved: the broker's acknowledgement
     (``acks=all``) as seen by the driver's event loop. Intake may fetch the record before
     that callback runs, so it is reported as send -> ack only.
 ``cell``
-    CreateTime of intake's forwarded record on ``<ns>.cells``: intake's producer's clock when
-    it appended the record, after fetching the raw record, waiting for its micro-batch
-    (``take_events``: 2 ms after a quiet batch, 20 ms after a busy one, ``streams/batch_wait.py``)
-    and triaging it. raw -> cell log is the
-    driver's linger + produce + broker + intake's fetch, micro-batch and triage; intake's
-    produce request (sent at once, without its linger: ``streams/send_now.py``) falls into
-    cell log -> decisions topic.
+    The timestamp of intake's forwarded record on ``<ns>.cells``, which ``core_topics`` creates
+    with **LogAppendTime**: the broker's clock when the record arrived in the cell log, after
+    intake fetched the raw record, waited for its micro-batch (``take_events``: 2 ms after a
+    quiet batch, 20 ms after a busy one, ``streams/batch_wait.py``), triaged it and sent it
+    (at once, without its linger: ``streams/send_now.py``). raw -> cell log is the driver's
+    linger + produce + broker + intake's fetch, micro-batch, triage and produce request. (A
+    cell log created before 2026-12-05 has CreateTime: intake's producer's clock before its
+    produce request, which then fell into the next stage; ``timestamp_types`` says which.)
 ``decision``
     CreateTime of the task's first decision on ``<ns>.decisions``: the scheduler's producer's
     clock when it was sent: as soon as its input was decided in a quiet micro-batch, after
@@ -47,7 +48,7 @@ system itself records (no processor reads a clock for this; the workers are unch
 The scheduler's own split of cell log -> decisions topic: the worker does not expose a
 per-task "decided" time, only :class:`~suanli.streams.app.DecisionLatency` histograms
 (``<home>/workers/<ns>/scheduler/latency.json``): for each cell-log input that yielded a
-decision, the time from the input's CreateTime to its micro-batch's start, to the core's
+decision, the time from the input's cell-log timestamp (its arrival) to its micro-batch's start, to the core's
 answer (``decided``) and to the broker's acknowledgement (``acked``), in 1 ms buckets. The
 bench takes the difference of two of its writes around the phase's submissions (every
 TaskSubmitted that phase's scheduler process answered, warm-up included) and reports

@@ -360,8 +360,9 @@ class DecisionLatency:
     ``bench/urgent_latency.py``); cumulative figures of one process.
 
     For every cell-log input that yields at least one decision, by input kind (from the
-    record's schema id), the wall time from the record's log timestamp (its CreateTime:
-    intake's clock when it forwarded the record; same machine) to
+    record's schema id), the wall time from the record's log timestamp (its arrival in the
+    cell log: the broker's append time, ``core_topics``; on a cell log created before
+    2026-12-05, its CreateTime, intake's clock when it forwarded the record) to
 
     - ``start_ms``: the start of the micro-batch holding it (broker, fetch, Faust's take buffer
       of up to ``BATCH_WITHIN``, and the batch before it still being processed),

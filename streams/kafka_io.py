@@ -31,8 +31,7 @@ async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec]) -> None:
     try:
         existing = set(await admin.list_topics())
         replicas = max(1, min(3, len((await admin.describe_cluster()).get("brokers", []))))
-        new = [NewTopic(s.name, s.partitions, replicas,
-                        topic_configs={"cleanup.policy": "compact"} if s.compact else {"retention.ms": "-1"})
+        new = [NewTopic(s.name, s.partitions, replicas, topic_configs=_topic_configs(s))
                for s in specs if s.name not in existing]
         if new:
             try:
@@ -46,6 +45,35 @@ async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec]) -> None:
                                                                       for name, code, msg in refused))
     finally:
         await admin.close()
+
+
+async def timestamp_type(bootstrap: str, topic: str) -> str:
+    """``"CreateTime"`` or ``"LogAppendTime"``: what the record timestamps of ``topic`` are (its
+    ``message.timestamp.type``). Raises :class:`StackError` when the cluster cannot say, e.g.
+    the topic does not exist."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_options(bootstrap))
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, configs={"message.timestamp.type": None})])
+        [(code, message, _type, _name, entries)] = response.resources
+        if code or not entries:
+            raise StackError(f"the timestamp type of {topic} is unknown (error {code}: {message or 'no such topic?'})")
+        return str(entries[0][1])
+    finally:
+        await admin.close()
+
+
+def _topic_configs(spec: TopicSpec) -> dict[str, str]:
+    """The configs a new topic of ``spec`` is created with: compacted, or kept forever (the
+    log is the source of truth); with the broker's append time as record timestamps when
+    ``spec.log_append_time``."""
+    configs = {"cleanup.policy": "compact"} if spec.compact else {"retention.ms": "-1"}
+    if spec.log_append_time:
+        configs["message.timestamp.type"] = "LogAppendTime"
+    return configs
 
 
 class EventProducer:

@@ -275,7 +275,7 @@ class SchedulerMetrics(WorkerMetrics):
         self.decisions = Counter("suanli_decisions", "Decisions produced, by cell and kind (TaskPlaced, ...).",
                                  ["cell", "kind"], registry=self.registry)
         self.latency = Histogram("suanli_decision_latency_seconds",
-                                 "Wall time from the input record's log timestamp (its CreateTime) to the "
+                                 "Wall time from the input record's cell-log timestamp (its arrival: the broker's append time) to the "
                                  "decision acknowledged by the broker, by decision kind.", ["kind"],
                                  buckets=LATENCY_BUCKETS, registry=self.registry)
         self.fallbacks = Counter("suanli_sandbox_fallbacks",

@@ -120,16 +120,27 @@ def raw_route(kind: str, payload: dict, namespace: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class TopicSpec:
+    """A topic to create. ``log_append_time``: the broker stamps each record with its own
+    clock when it appends it (``message.timestamp.type=LogAppendTime``) instead of keeping
+    the producer's CreateTime."""
+
     name: str
     partitions: int
     compact: bool = False
+    log_append_time: bool = False
 
 
 def core_topics(partitions: int, namespace: str, connectors: tuple[str, ...] = ("sim", "local")) -> list[TopicSpec]:
     """Topics the control plane of ``namespace`` needs before its workers start."""
     n = TopicNames(namespace)
     names = (*n.raw, n.cell_log, n.decisions, *(n.dispatch(c) for c in connectors))
-    return [TopicSpec(t, partitions) for t in names] + [TopicSpec(n.dead_letters, 1)]
+    # The cell log's record timestamps are the broker's append time: when an input arrived
+    # in the log (what the urgent tier's latency and the worker's DecisionLatency count
+    # from), non-decreasing along each partition whichever producer wrote it (intake,
+    # telemetry, the scheduler's own ticks), so a time lookup on it is exact. No processor
+    # reads them: a decision's time comes from its inputs' payloads.
+    return ([TopicSpec(t, partitions, log_append_time=t == n.cell_log) for t in names]
+            + [TopicSpec(n.dead_letters, 1)])
 
 
 def partition_of(key: str, partitions: int) -> int:

@@ -111,7 +111,7 @@ def test_a_measured_phase_produces_every_stage_in_order(stack):
     assert st["missing"] == {b: 0 for b in BOUNDARIES}
     assert st["read_model_disagrees"] == 0                    # the read model saw what the topic holds
     assert st["order_violations"] == 0, st["order_violation_examples"]
-    assert st["timestamp_types"] == {"raw": ["CreateTime"], "cell_log": ["CreateTime"], "decisions": ["CreateTime"]}
+    assert st["timestamp_types"] == {"raw": ["CreateTime"], "cell_log": ["LogAppendTime"], "decisions": ["CreateTime"]}
     assert all(s["n"] == st["measured"] for s in st["stages"][:len(STAGES)])
     assert all(s["p50"] <= s["p99"] for s in st["stages"])
     rows = st["scheduler"]["rows"]

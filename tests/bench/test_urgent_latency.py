@@ -65,6 +65,9 @@ def test_urgent_tasks_are_placed_ahead_of_a_full_queue_and_an_open_batch_window(
     assert f["batch_first_answers"] == {"TaskPending": 20} and f["batch_placed"] == 0  # the window stays open
     assert f["worker"]["task_submitted"]["decided_ms"]["count"] == 40                 # the worker saw exactly them
     assert f["submitted_to_decision_ms"]["count"] == 40
+    # measured from the submissions' arrival in the cell log (the broker's append time)
+    assert f["timestamp_types"] == {"cell_log": "LogAppendTime", "decisions": "CreateTime"}
+    assert "arrival in the cell log" in f["timestamps"]
     # intake marked them urgent (a Kafka header on the cell-log record) and the scheduler ended
     # its micro-batch wait for them (streams/batch_wait.py); two arriving in one wait count once
     assert 1 <= f["worker"]["batches"]["waits"]["urgent"] <= 40

@@ -53,6 +53,8 @@ def test_raw_route_and_core_topics_take_the_namespace():
     assert [s.name for s in specs[:-1]] == ["ns1.raw.tasks", "ns1.raw.nodes", "ns1.raw.status", "ns1.raw.policy",
                                             "ns1.cells", "ns1.decisions", "ns1.dispatch.sim", "ns1.dispatch.edge"]
     assert {s.partitions for s in specs[:-1]} == {3}
+    # Only the cell log is stamped by the broker: its timestamps say when an input arrived.
+    assert [s.name for s in specs if s.log_append_time] == ["ns1.cells"]
 
 
 def _codec() -> Codec:

@@ -192,3 +192,47 @@ def test_the_readability_probe_tells_answering_partitions_from_a_cluster_that_do
     assert asyncio.run(ask(stack.bootstrap_servers)) == [[], []]
     first, _second = asyncio.run(ask(dead))
     assert first and topic in first[0]
+
+
+def test_the_cell_log_is_stamped_by_the_broker_and_the_raw_topics_by_their_producers(stack):
+    """``core_topics`` creates the cell log with LogAppendTime: a record's timestamp there is
+    the broker's clock when it arrived, whatever time its producer put on it; a raw topic
+    keeps the producer's CreateTime."""
+    import time
+
+    from suanli.errors import StackError
+    from suanli.streams.kafka_io import ensure_topics, timestamp_type
+    from suanli.streams.topics import TopicNames, core_topics
+
+    names = TopicNames(f"suanlitest{uuid.uuid4().hex[:8]}")
+    asyncio.run(ensure_topics(stack.bootstrap_servers, core_topics(1, names.namespace)))
+    claimed = 1_000_000_000_000          # 2001: a producer's clock far behind
+
+    async def scenario() -> dict[str, tuple[int, int]]:
+        producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap_servers, acks="all")
+        await producer.start()
+        try:
+            for topic in (names.cell_log, names.raw_tasks):
+                await (await producer.send(topic, b"x", timestamp_ms=claimed))
+        finally:
+            await producer.stop()
+        got = {}
+        for topic in (names.cell_log, names.raw_tasks):
+            consumer = AIOKafkaConsumer(topic, bootstrap_servers=stack.bootstrap_servers, auto_offset_reset="earliest")
+            await consumer.start()
+            try:
+                record = await asyncio.wait_for(consumer.getone(), 30)
+                got[topic] = (record.timestamp_type, record.timestamp)
+            finally:
+                await consumer.stop()
+        return got
+
+    before = int(time.time() * 1000)
+    got = asyncio.run(scenario())
+    kind, at = got[names.cell_log]
+    assert kind == 1 and before <= at <= int(time.time() * 1000)     # 1: LogAppendTime
+    assert got[names.raw_tasks] == (0, claimed)                      # 0: CreateTime, as sent
+    assert asyncio.run(timestamp_type(stack.bootstrap_servers, names.cell_log)) == "LogAppendTime"
+    assert asyncio.run(timestamp_type(stack.bootstrap_servers, names.raw_tasks)) == "CreateTime"
+    with pytest.raises(StackError, match="no such topic"):
+        asyncio.run(timestamp_type(stack.bootstrap_servers, f"{names.namespace}.nothing"))
