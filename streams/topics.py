@@ -136,10 +136,10 @@ def core_topics(partitions: int, namespace: str, connectors: tuple[str, ...] = (
     names = (*n.raw, n.cell_log, n.decisions, *(n.dispatch(c) for c in connectors))
     # The cell log's record timestamps are the broker's append time: when an input arrived
     # in the log (what the urgent tier's latency and the worker's DecisionLatency count
-    # from), on the one broker clock of the partition's leader whichever process wrote it
-    # (each intake worker forwards and ticks on its own clock), so a time lookup on it does
-    # not depend on the writers' clocks. No
-    # processor reads them: a decision's time comes from its inputs' payloads.
+    # from), on the clock of the partition's leader whichever process wrote it (each intake
+    # worker forwards and ticks on its own clock), so a time lookup on it does not depend
+    # on the writers' clocks. No processor reads them: a decision's time comes from its
+    # inputs' payloads.
     return ([TopicSpec(t, partitions, log_append_time=t == n.cell_log) for t in names]
             + [TopicSpec(n.dead_letters, 1)])
 
