@@ -257,7 +257,7 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
     from suanli.streams.app import latency_path
-    from suanli.streams.kafka_io import EventProducer, timestamp_type
+    from suanli.streams.kafka_io import EventProducer, timestamp_types
 
     s = plane.settings
     w = workload(o, plane.run, plane.cell)
@@ -317,8 +317,7 @@ async def scenario(o: Options, plane: StackPlane, say: Callable[[str], None]) ->
             wall1 = time.time()
             s1 = await fresh_latency(path, int(time.time() * 1000))
             broker = await broker_window(s, wall0, wall1)
-            stamps = {topic: await timestamp_type(s.bootstrap_servers, topic)
-                      for topic in (f.names.cell_log, f.names.decisions)}
+            stamps = await timestamp_types(s.bootstrap_servers, [f.names.cell_log, f.names.decisions])
             await f.catch_up()
             v = f.view
 

@@ -47,21 +47,24 @@ async def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec]) -> None:
         await admin.close()
 
 
-async def timestamp_type(bootstrap: str, topic: str) -> str:
-    """``"CreateTime"`` or ``"LogAppendTime"``: what the record timestamps of ``topic`` are (its
-    ``message.timestamp.type``). Raises :class:`StackError` when the cluster cannot say, e.g.
-    the topic does not exist."""
+async def timestamp_types(bootstrap: str, topics: Iterable[str]) -> dict[str, str]:
+    """``{topic: "CreateTime" or "LogAppendTime"}``: what the record timestamps of each topic
+    are (its ``message.timestamp.type``), in one request. Raises :class:`StackError` naming a
+    topic the cluster cannot say it of, e.g. one that does not exist."""
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_options(bootstrap))
     await admin.start()
     try:
         [response] = await admin.describe_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, topic, configs={"message.timestamp.type": None})])
-        [(code, message, _type, _name, entries)] = response.resources
-        if code or not entries:
-            raise StackError(f"the timestamp type of {topic} is unknown (error {code}: {message or 'no such topic?'})")
-        return str(entries[0][1])
+            [ConfigResource(ConfigResourceType.TOPIC, t, configs={"message.timestamp.type": None}) for t in topics])
+        types = {}
+        for code, message, _type, topic, entries in response.resources:
+            if code or not entries:
+                raise StackError(f"the timestamp type of {topic} is unknown "
+                                 f"(error {code}: {message or 'no such topic?'})")
+            types[topic] = str(entries[0][1])
+        return types
     finally:
         await admin.close()
 

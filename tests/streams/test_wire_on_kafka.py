@@ -201,7 +201,7 @@ def test_the_cell_log_is_stamped_by_the_broker_and_the_raw_topics_by_their_produ
     import time
 
     from suanli.errors import StackError
-    from suanli.streams.kafka_io import ensure_topics, timestamp_type
+    from suanli.streams.kafka_io import ensure_topics, timestamp_types
     from suanli.streams.topics import TopicNames, core_topics
 
     names = TopicNames(f"suanlitest{uuid.uuid4().hex[:8]}")
@@ -232,7 +232,8 @@ def test_the_cell_log_is_stamped_by_the_broker_and_the_raw_topics_by_their_produ
     kind, at = got[names.cell_log]
     assert kind == 1 and before <= at <= int(time.time() * 1000)     # 1: LogAppendTime
     assert got[names.raw_tasks] == (0, claimed)                      # 0: CreateTime, as sent
-    assert asyncio.run(timestamp_type(stack.bootstrap_servers, names.cell_log)) == "LogAppendTime"
-    assert asyncio.run(timestamp_type(stack.bootstrap_servers, names.raw_tasks)) == "CreateTime"
+    stamps = asyncio.run(timestamp_types(stack.bootstrap_servers, [names.cell_log, names.raw_tasks]))
+    assert stamps[names.cell_log] == "LogAppendTime"
+    assert stamps[names.raw_tasks] == "CreateTime"
     with pytest.raises(StackError, match="no such topic"):
-        asyncio.run(timestamp_type(stack.bootstrap_servers, f"{names.namespace}.nothing"))
+        asyncio.run(timestamp_types(stack.bootstrap_servers, [f"{names.namespace}.nothing"]))
