@@ -40,6 +40,15 @@ back as. Rebuilding from Kafka no longer decodes, re-shapes and re-encodes every
 (the cost the profile showed); the index keys, positions and count are byte for byte what
 :meth:`AuditIndex.apply` writes, and every answer is the same (tests/projections/test_audit_raw.py).
 
+The compiled fold. Where ``suanli_kernels`` (``kernels/``, Rust, built by ``bin/suanli``) is
+installed, :meth:`AuditIndex.apply_raw` hands a whole batch to it: positions, the walk (the
+same program the Python walker is generated from), keys, duplicates, and the writes in key
+order. A batch with any record the kernel would leave to the codec (an older writer schema,
+an unknown id, a body the walker refuses) is folded by the Python code instead, whole, so
+the store is byte for byte what the Python fold leaves (tests/projections/test_audit_kernel.py).
+An index opened empty (a rebuild) keeps the row keys it writes in memory, up to
+:data:`FRESH_ROWS_KEPT`, and answers "stored before?" from them instead of a multi-get.
+
 Every secondary key carries the tenant, and every row fetched for an answer is checked
 against the query's tenant again, so a tenant's query never returns another tenant's rows.
 
@@ -69,8 +78,15 @@ from fastavro import schemaless_reader as _schemaless_reader
 from suanli.errors import AuditError
 from suanli.processors import model as m
 from suanli.processors.explain import profile_summary
-from suanli.projections.audit_avro import EXTRACT_ERRORS, Extractor, Fields, canonical_json
+from suanli.projections.audit_avro import EXTRACT_ERRORS, Extractor, Fields, canonical_json, extractor_program
 from suanli.projections.audit_store import Batch, Store
+
+try:  # the compiled fold (kernels/, built by bin/suanli); without it, the Python fold
+    import suanli_kernels as _kernels
+except ImportError:  # pragma: no cover - tests/projections/test_audit_kernel.py requires it
+    _kernels = None
+KERNEL = _kernels is not None
+FRESH_ROWS_KEPT = 1_000_000     # row keys an index opened empty keeps in memory (~150 MB at most)
 
 # Event record name -> decision kind of the audit vocabulary: one name for each decision
 # about a task (model.TASK_DECISION_KINDS, checked by tests/projections/test_audit.py).
@@ -139,12 +155,14 @@ class ApplyResult:
     duplicates: int = 0       # decision records whose event id was already stored
     skipped: int = 0          # records at or below the stored position (already folded)
     ignored: int = 0          # records that are not decisions (other kinds, undecodable)
+    by_kernel: int = 0        # records of the batches the compiled kernel folded (kernels/)
 
     def add(self, other: ApplyResult) -> None:
         self.applied += other.applied
         self.duplicates += other.duplicates
         self.skipped += other.skipped
         self.ignored += other.ignored
+        self.by_kernel += other.by_kernel
 
 
 @dataclass(frozen=True)
@@ -384,6 +402,13 @@ class AuditIndex:
         self._schemas_stored: set[bytes] = set()          # digests known to be in the store
         self._parsed: dict[bytes, tuple[str, Any]] = {}   # digest -> (name, fastavro schema)
         self._field_readers: dict[tuple[bytes, str], Any] = {}
+        self._plans: dict[bytes, tuple] = {}                # digest -> the kernel's plan
+        self._writers: dict[bytes, WriterSchema] = {}       # digest -> writer, for the kernel's schema rows
+        self.kernel = True                                  # fold with the compiled kernel when it is built
+        # Row keys this writer stored, while that is all the rows there are: an index opened
+        # empty (a rebuild) answers "stored before?" from here instead of a multi-get. None
+        # once that cannot be vouched for (a Python-path write, or too many to keep).
+        self._fresh: set[bytes] | None = set() if not getattr(store, "read_only", False) and self.count() == 0 else None
         self._by_preemptor = self._upgrade()              # whether the preemptor keys are there
 
     def _upgrade(self) -> bool:
@@ -418,6 +443,7 @@ class AuditIndex:
 
     def apply(self, records: Iterable[SourceRecord]) -> ApplyResult:
         """Fold records in log order (per partition); one atomic write for all of them."""
+        self._fresh = None
         result = ApplyResult()
         batch = Batch()
         next_offsets: dict[tuple[str, int], int] = {}
@@ -463,6 +489,11 @@ class AuditIndex:
         (no extractor, the extractor refuses it, an unknown schema id) goes through
         ``decode`` and is stored as :meth:`apply` stores it.
         """
+        if self.kernel and KERNEL:
+            folded = self._apply_kernel(records, schemas)
+            if folded is not None:
+                return folded
+        self._fresh = None
         result = ApplyResult()
         store = self.store
         next_offsets: dict[tuple[str, int], int] = {}
@@ -562,6 +593,65 @@ class AuditIndex:
                 raise
         result.applied = added
         return result
+
+    def _plan(self, writer: WriterSchema) -> tuple:
+        """The kernel's plan for one writer schema (see ``kernels/src/lib.rs`` ``fold``)."""
+        plan = self._plans.get(writer.digest)
+        if plan is None:
+            if writer.name not in KINDS:
+                plan = (None, False, b"", writer.digest, False, False)
+            else:
+                program = extractor_program(writer.schema) if writer.extract is not None else None
+                plan = (_kernels.Walker(program) if program is not None else None, True, _KIND_PART[writer.name],
+                        writer.digest, writer.name == _MIGRATED, writer.name == _PREEMPTED)
+            self._plans[writer.digest] = plan
+            self._writers[writer.digest] = writer
+        return plan
+
+    def _apply_kernel(self, records: Sequence[RawRecord], schemas: SchemaLookup) -> ApplyResult | None:
+        """:meth:`apply_raw` by the compiled kernel: the same writes, or None (nothing
+        written) if the batch has a record the kernel leaves to the codec."""
+        store = self.store
+        plans = {}
+        for header in {v[:5] for r in records if (v := r.value) is not None and len(v) >= 5 and v[0] == 0}:
+            writer = schemas(int.from_bytes(header[1:5], "big"))
+            plans[header] = None if writer is None else self._plan(writer)
+        folded = _kernels.fold(records, self.positions(), plans)
+        if folded is None:
+            return None
+        row_keys = folded.row_keys()
+        fresh = self._fresh
+        if fresh is not None:
+            stored = [k in fresh for k in row_keys]
+        else:
+            stored = [v is not None for v in store.get_many(row_keys)]
+        applied, duplicates, keys, values, digests = folded.writes(stored)
+        batch = Batch()
+        batch.puts = (keys, values)
+        ops = batch.ops
+        for digest in digests:
+            if digest not in self._schemas_stored:
+                skey = schema_key(digest)
+                if store.get(skey) is None:
+                    ops[skey] = canonical_json(self._writers[digest].schema)
+                self._schemas_stored.add(digest)
+        for tp, offset in folded.next_offsets.items():
+            ops[position_key(*tp)] = str(offset).encode()
+        if applied:
+            ops[_COUNT] = str(self.count() + applied).encode()
+        if len(batch):
+            try:
+                store.write(batch)
+            except BaseException:
+                self._schemas_stored.clear()
+                self._fresh = None
+                raise
+        if fresh is not None:
+            fresh.update(row_keys)    # each is stored now: by this batch, or before it
+            if len(fresh) > FRESH_ROWS_KEPT:
+                self._fresh = None
+        return ApplyResult(applied=applied, duplicates=duplicates, skipped=folded.skipped, ignored=folded.ignored,
+                           by_kernel=len(records))
 
     # ---------------------------------------------------------------- queries
     def _row(self, event_id: bytes) -> dict[str, Any] | None:

@@ -71,14 +71,162 @@ class _Unsupported(Exception):
     pass
 
 
-class _Gen:
-    """Emits the walker's source, one line at a time, with fresh variable names."""
+# ---------------------------------------------------------------- the walk, as data
+# A schema is compiled once into a *program*: a tuple of ops, each a tuple whose first item
+# names it. The same program drives both walkers, the Python one generated below and the
+# compiled one in ``kernels/`` (``suanli_kernels``), so the two accept and capture alike:
+#   ("skip_long",)            a long or int, skipped (any length: fastavro reads any)
+#   ("long", slot)            a long kept in ``slot`` (validated: at most 64 bits)
+#   ("bool",)                 one byte, 0 or 1
+#   ("advance", n)            float, double, fixed: n bytes
+#   ("bytes",)                length-prefixed bytes, in bounds
+#   ("string", slot | None)   length-prefixed valid UTF-8, kept in ``slot`` or skipped
+#   ("union", (ops, ...))     a validated branch index, then that branch's ops
+#   ("enum", n)               a validated symbol index below n
+#   ("array", ops) / ("map", ops)  blocks of items (a map's item is a string key, then ops)
+Op = tuple
+# Slots an extractor fills, in Fields order (to_node is folded into node_id at the end).
+SLOTS = ("f_eid", "f_task", "f_tenant", "f_node", "f_to", "f_from", "f_strategy", "f_at", "f_job", "f_by")
+
+
+class _Walk:
+    """Turns a writer schema into a program (see above), resolving named types."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, Any] = {}
+        self.stack: list[str] = []
+
+    def resolve(self, schema: Any, namespace: str) -> tuple[Any, str]:
+        if isinstance(schema, str) and schema not in _PRIMITIVES:
+            full = schema if "." in schema else (f"{namespace}.{schema}" if namespace else schema)
+            for name in (full, schema):
+                if name in self.names:
+                    return self.names[name]
+            raise _Unsupported(f"unknown named type {schema!r}")
+        return schema, namespace
+
+    def define(self, schema: dict[str, Any], namespace: str) -> str:
+        name = schema["name"]
+        ns = schema.get("namespace", namespace) if "." not in name else name.rsplit(".", 1)[0]
+        full = name if "." in name else (f"{ns}.{name}" if ns else name)
+        self.names[full] = (schema, ns)
+        self.names.setdefault(name.rsplit(".", 1)[-1], (schema, ns))
+        return ns
+
+    def skip(self, schema: Any, namespace: str) -> list[Op]:
+        """The ops that move past one value of ``schema``, validating it."""
+        if isinstance(schema, dict) and schema.get("type") in ("record", "error", "enum", "fixed"):
+            namespace = self.define(schema, namespace)
+        else:
+            schema, namespace = self.resolve(schema, namespace)
+        t = schema if isinstance(schema, (str, list)) else schema.get("type")
+        if isinstance(schema, dict) and t in _PRIMITIVES:
+            schema = t
+        if isinstance(schema, list):
+            return [("union", tuple(tuple(self.skip(branch, namespace)) for branch in schema))]
+        if schema == "null":
+            return []
+        if schema == "boolean":
+            return [("bool",)]
+        if schema in ("int", "long"):
+            return [("skip_long",)]
+        if schema == "float":
+            return [("advance", 4)]
+        if schema == "double":
+            return [("advance", 8)]
+        if schema == "bytes":
+            return [("bytes",)]
+        if schema == "string":
+            return [("string", None)]
+        if t in ("record", "error"):
+            if schema["name"] in self.stack:
+                raise _Unsupported("recursive schema")
+            self.stack.append(schema["name"])
+            ops = [op for field in schema["fields"] for op in self.skip(field["type"], namespace)]
+            self.stack.pop()
+            return ops
+        if t == "enum":
+            return [("enum", len(schema["symbols"]))]
+        if t == "fixed":
+            return [("advance", int(schema["size"]))]
+        if t in ("array", "map"):
+            return [(t, tuple(self.skip(schema["items"] if t == "array" else schema["values"], namespace)))]
+        raise _Unsupported(f"unknown Avro type {t!r}")
+
+    def record_fields(self, schema: dict[str, Any], namespace: str, captures: dict[str, str],
+                      nested: dict[str, Callable[[Any, str], list[Op]]]) -> list[Op]:
+        """A record's fields: plain-string fields named in ``captures`` are kept in their
+        slot, fields named in ``nested`` are handed to their own builder, the rest skipped."""
+        namespace = self.define(schema, namespace)
+        self.stack.append(schema["name"])
+        ops: list[Op] = []
+        for field in schema["fields"]:
+            name, ftype = field["name"], field["type"]
+            resolved, _ = self.resolve(ftype, namespace) if isinstance(ftype, str) else (ftype, namespace)
+            if isinstance(resolved, dict) and resolved.get("type") in _PRIMITIVES and len(resolved) == 1:
+                resolved = resolved["type"]
+            if name in captures:
+                if resolved != "string":
+                    raise _Unsupported(f"field {name} is not a plain string")
+                ops.append(("string", captures[name]))
+            elif name in nested:
+                ops.extend(nested[name](ftype, namespace))
+            else:
+                ops.extend(self.skip(ftype, namespace))
+        self.stack.pop()
+        return ops
+
+
+def _nullable_string(ftype: Any, slot: str, name: str) -> list[Op]:
+    """A string or a ``["null", "string"]`` union kept in ``slot`` (left as it was when null)."""
+    t = ftype.get("type") if isinstance(ftype, dict) and len(ftype) == 1 else ftype
+    if t == "string":
+        return [("string", slot)]
+    if isinstance(t, list) and sorted(b for b in t if isinstance(b, str)) == ["null", "string"] and len(t) == 2:
+        return [("union", tuple((("string", slot),) if b == "string" else () for b in t))]
+    raise _Unsupported(f"field {name} is not a string or a nullable string")
+
+
+def extractor_program(schema: dict[str, Any]) -> tuple[Op, ...] | None:
+    """The program that fills :data:`SLOTS` from a record of ``schema``, or None if this
+    schema is not one the walker handles."""
+    if not isinstance(schema, dict) or schema.get("type") != "record":
+        return None
+    walk = _Walk()
+
+    def strategy(ftype: Any, namespace: str) -> list[Op]:
+        resolved, ns = walk.resolve(ftype, namespace) if isinstance(ftype, str) else (ftype, namespace)
+        if not isinstance(resolved, dict) or resolved.get("type") != "record":
+            raise _Unsupported("provenance.strategy is not a plain record")
+        return walk.record_fields(resolved, ns, {"name": "f_strategy"}, {})
+
+    def decided_at(ftype: Any, namespace: str) -> list[Op]:
+        t = ftype.get("type") if isinstance(ftype, dict) else ftype
+        if t != "long":
+            raise _Unsupported("provenance.decided_at is not a long")
+        return [("long", "f_at")]
+
+    def provenance(ftype: Any, namespace: str) -> list[Op]:
+        resolved, ns = walk.resolve(ftype, namespace) if isinstance(ftype, str) else (ftype, namespace)
+        if not isinstance(resolved, dict) or resolved.get("type") != "record":
+            raise _Unsupported("provenance is not a plain record")
+        return walk.record_fields(resolved, ns, {}, {"strategy": strategy, "decided_at": decided_at})
+
+    try:
+        return tuple(walk.record_fields(schema, "", dict(_TOP), {
+            "provenance": provenance,
+            "job_id": lambda ftype, _ns: _nullable_string(ftype, "f_job", "job_id"),
+            "preempted_by": lambda ftype, _ns: _nullable_string(ftype, "f_by", "preempted_by")}))
+    except (_Unsupported, KeyError, TypeError):
+        return None
+
+
+class _Source:
+    """Python source of a program: straight-line code over ``buf`` and ``pos``."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.n = 0
-        self.names: dict[str, Any] = {}
-        self.stack: list[str] = []
 
     def var(self, stem: str) -> str:
         self.n += 1
@@ -116,75 +264,40 @@ class _Gen:
         else:
             self.emit(depth, f"{target} = buf[pos:e]; str({target}, 'utf-8'); pos = e")
 
-    # ---------------------------------------------------------------- types
-    def resolve(self, schema: Any, namespace: str) -> tuple[Any, str]:
-        if isinstance(schema, str) and schema not in _PRIMITIVES:
-            full = schema if "." in schema else (f"{namespace}.{schema}" if namespace else schema)
-            for name in (full, schema):
-                if name in self.names:
-                    return self.names[name]
-            raise _Unsupported(f"unknown named type {schema!r}")
-        return schema, namespace
+    def ops(self, depth: int, ops: tuple[Op, ...] | list[Op]) -> None:
+        for op in ops:
+            self.op(depth, op)
 
-    def define(self, schema: dict[str, Any], namespace: str) -> str:
-        name = schema["name"]
-        ns = schema.get("namespace", namespace) if "." not in name else name.rsplit(".", 1)[0]
-        full = name if "." in name else (f"{ns}.{name}" if ns else name)
-        self.names[full] = (schema, ns)
-        self.names.setdefault(name.rsplit(".", 1)[-1], (schema, ns))
-        return ns
-
-    def skip(self, depth: int, schema: Any, namespace: str) -> None:
-        """Code that moves ``pos`` past one value of ``schema``, validating it."""
-        if isinstance(schema, dict) and schema.get("type") in ("record", "error", "enum", "fixed"):
-            namespace = self.define(schema, namespace)
-        else:
-            schema, namespace = self.resolve(schema, namespace)
-        t = schema if isinstance(schema, (str, list)) else schema.get("type")
-        if isinstance(schema, dict) and t in _PRIMITIVES:
-            schema = t
-        if isinstance(schema, list):
-            idx = self.var("u")
-            self.long(depth, idx)
-            for i, branch in enumerate(schema):
-                self.emit(depth, f"{'if' if i == 0 else 'elif'} {idx} == {i}:")
-                before = len(self.lines)
-                self.skip(depth + 1, branch, namespace)
-                if len(self.lines) == before:
-                    self.emit(depth + 1, "pass")
-            self.emit(depth, "else: raise ValueError('union index out of range')")
-        elif schema == "null":
-            return
-        elif schema == "boolean":
+    def op(self, depth: int, op: Op) -> None:
+        code = op[0]
+        if code == "skip_long":
+            self.skip_long(depth)
+        elif code == "long":
+            self.long(depth, op[1])
+        elif code == "bool":
             self.emit(depth, "if buf[pos] > 1: raise ValueError('boolean byte')")
             self.emit(depth, "pos += 1")
-        elif schema in ("int", "long"):
-            self.skip_long(depth)
-        elif schema == "float":
-            self.emit(depth, "pos += 4")
-        elif schema == "double":
-            self.emit(depth, "pos += 8")
-        elif schema == "bytes":
+        elif code == "advance":
+            self.emit(depth, f"pos += {op[1]}")
+        elif code == "bytes":
             self.long(depth, "n")
             self.emit(depth, "e = pos + n")
             self.emit(depth, "if n < 0 or e > end: raise ValueError('bytes out of bounds')")
             self.emit(depth, "pos = e")
-        elif schema == "string":
-            self.string(depth, None)
-        elif t in ("record", "error"):
-            if schema["name"] in self.stack:
-                raise _Unsupported("recursive schema")
-            self.stack.append(schema["name"])
-            for field in schema["fields"]:
-                self.skip(depth, field["type"], namespace)
-            self.stack.pop()
-        elif t == "enum":
+        elif code == "string":
+            self.string(depth, op[1])
+        elif code == "union":
+            idx = self.var("u")
+            self.long(depth, idx)
+            for i, branch in enumerate(op[1]):
+                self.emit(depth, f"{'if' if i == 0 else 'elif'} {idx} == {i}:")
+                self.ops(depth + 1, branch) if branch else self.emit(depth + 1, "pass")
+            self.emit(depth, "else: raise ValueError('union index out of range')")
+        elif code == "enum":
             idx = self.var("x")
             self.long(depth, idx)
-            self.emit(depth, f"if not 0 <= {idx} < {len(schema['symbols'])}: raise ValueError('enum index')")
-        elif t == "fixed":
-            self.emit(depth, f"pos += {int(schema['size'])}")
-        elif t in ("array", "map"):
+            self.emit(depth, f"if not 0 <= {idx} < {op[1]}: raise ValueError('enum index')")
+        elif code in ("array", "map"):
             count = self.var("c")
             self.long(depth, count)
             self.emit(depth, f"while {count}:")
@@ -193,104 +306,39 @@ class _Gen:
             self.skip_long(depth + 2)
             self.emit(depth + 1, f"for _i in range({count}):")
             before = len(self.lines)
-            if t == "map":
+            if code == "map":
                 self.string(depth + 2, None)
-            self.skip(depth + 2, schema["items"] if t == "array" else schema["values"], namespace)
+            self.ops(depth + 2, op[1])
             if len(self.lines) == before:
                 self.emit(depth + 2, "pass")
             self.long(depth + 1, count)
         else:
-            raise _Unsupported(f"unknown Avro type {t!r}")
+            raise ValueError(f"unknown op {code!r}")
 
-    def record_fields(self, depth: int, schema: dict[str, Any], namespace: str,
-                      captures: dict[str, str], nested: dict[str, Callable[[int, Any, str], None]]) -> None:
-        """Walk a record's fields; plain-string fields named in ``captures`` are kept,
-        fields named in ``nested`` are handed to their own emitter, the rest skipped."""
-        namespace = self.define(schema, namespace)
-        self.stack.append(schema["name"])
-        for field in schema["fields"]:
-            name, ftype = field["name"], field["type"]
-            resolved, _ = self.resolve(ftype, namespace) if isinstance(ftype, str) else (ftype, namespace)
-            if isinstance(resolved, dict) and resolved.get("type") in _PRIMITIVES and len(resolved) == 1:
-                resolved = resolved["type"]
-            if name in captures:
-                if resolved != "string":
-                    raise _Unsupported(f"field {name} is not a plain string")
-                self.string(depth, captures[name])
-            elif name in nested:
-                nested[name](depth, ftype, namespace)
-            else:
-                self.skip(depth, ftype, namespace)
-        self.stack.pop()
+
+def _compile(program: tuple[Op, ...], head: list[str], tail: list[str], name: str) -> Callable[[bytes], Any]:
+    src = _Source()
+    src.ops(1, program)
+    source = "\n".join(head + src.lines + tail)
+    namespace: dict[str, Any] = {"_long_slow": read_long}
+    exec(compile(source, name, "exec"), namespace)  # noqa: S102 - our own code
+    fn = namespace[head[0][4:head[0].index("(")]]
+    fn.source = source  # for debugging: what the walker does
+    return fn
 
 
 def compile_extractor(schema: dict[str, Any]) -> Extractor | None:
     """A function ``extract(value) -> Fields`` for Confluent-framed records of ``schema``
     (the body starts at byte 5), or None if this schema is not one the walker handles."""
-    if not isinstance(schema, dict) or schema.get("type") != "record":
-        return None
-    gen = _Gen()
-    found = {"decided_at": False, "strategy": False}
-
-    def strategy(depth: int, ftype: Any, namespace: str) -> None:
-        resolved, ns = gen.resolve(ftype, namespace) if isinstance(ftype, str) else (ftype, namespace)
-        if not isinstance(resolved, dict) or resolved.get("type") != "record":
-            raise _Unsupported("provenance.strategy is not a plain record")
-        found["strategy"] = True
-        gen.record_fields(depth, resolved, ns, {"name": "f_strategy"}, {})
-
-    def decided_at(depth: int, ftype: Any, namespace: str) -> None:
-        t = ftype.get("type") if isinstance(ftype, dict) else ftype
-        if t != "long":
-            raise _Unsupported("provenance.decided_at is not a long")
-        found["decided_at"] = True
-        gen.long(depth, "f_at")
-
-    def provenance(depth: int, ftype: Any, namespace: str) -> None:
-        resolved, ns = gen.resolve(ftype, namespace) if isinstance(ftype, str) else (ftype, namespace)
-        if not isinstance(resolved, dict) or resolved.get("type") != "record":
-            raise _Unsupported("provenance is not a plain record")
-        gen.record_fields(depth, resolved, ns, {}, {"strategy": strategy, "decided_at": decided_at})
-
-    def job(depth: int, ftype: Any, namespace: str) -> None:
-        _nullable_string(gen, depth, ftype, "f_job", "job_id")
-
-    def preemptor(depth: int, ftype: Any, namespace: str) -> None:
-        _nullable_string(gen, depth, ftype, "f_by", "preempted_by")
-
-    try:
-        gen.record_fields(1, schema, "", dict(_TOP), {"provenance": provenance, "job_id": job,
-                                                       "preempted_by": preemptor})
-    except (_Unsupported, KeyError, TypeError) as exc:
-        del exc
+    program = extractor_program(schema)
+    if program is None:
         return None
     head = ["def extract(buf):", "    pos = 5", "    end = len(buf)",
             "    f_eid = f_task = f_tenant = f_node = f_to = f_from = f_strategy = f_job = f_by = b''",
             "    f_at = 0"]
     tail = ["    if pos != end: raise ValueError('trailing or missing bytes')",
             "    return (f_eid, f_task, f_tenant, f_node or f_to, f_from, f_strategy, f_at, f_job, f_by)"]
-    source = "\n".join(head + gen.lines + tail)
-    namespace: dict[str, Any] = {"_long_slow": read_long}
-    exec(compile(source, f"<audit extractor {schema.get('name')}>", "exec"), namespace)  # noqa: S102 - our own code
-    fn = namespace["extract"]
-    fn.source = source  # for debugging: what the walker does
-    return fn
-
-
-def _nullable_string(gen: _Gen, depth: int, ftype: Any, target: str, name: str) -> None:
-    """Code that reads a string or a ``["null", "string"]`` union into ``target`` (left as
-    it was when null)."""
-    t = ftype.get("type") if isinstance(ftype, dict) and len(ftype) == 1 else ftype
-    if t == "string":
-        gen.string(depth, target)
-    elif isinstance(t, list) and sorted(b for b in t if isinstance(b, str)) == ["null", "string"] and len(t) == 2:
-        idx = gen.var("u")
-        gen.long(depth, idx)
-        gen.emit(depth, f"if {idx} == {t.index('string')}:")
-        gen.string(depth + 1, target)
-        gen.emit(depth, f"elif {idx} != {t.index('null')}: raise ValueError('union index out of range')")
-    else:
-        raise _Unsupported(f"field {name} is not a string or a nullable string")
+    return _compile(program, head, tail, f"<audit extractor {schema.get('name')}>")
 
 
 def compile_field_reader(schema: dict[str, Any], name: str) -> Callable[[bytes], bytes | None] | None:
@@ -305,17 +353,12 @@ def compile_field_reader(schema: dict[str, Any], name: str) -> Callable[[bytes],
     over without being decoded."""
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
-    gen = _Gen()
-
-    def capture(depth: int, ftype: Any, namespace: str) -> None:
-        _nullable_string(gen, depth, ftype, "f_value", name)
-
+    walk = _Walk()
     try:
-        gen.record_fields(1, schema, "", {}, {name: capture})
+        program = tuple(walk.record_fields(schema, "", {}, {
+            name: lambda ftype, _ns: _nullable_string(ftype, "f_value", name)}))
     except (_Unsupported, KeyError, TypeError):
         return None
     head = ["def read(buf):", "    pos = 5", "    end = len(buf)", "    f_value = None"]
     tail = ["    if pos != end: raise ValueError('trailing or missing bytes')", "    return f_value"]
-    namespace: dict[str, Any] = {"_long_slow": read_long}
-    exec(compile("\n".join(head + gen.lines + tail), f"<audit field reader {name}>", "exec"), namespace)  # noqa: S102
-    return namespace["read"]
+    return _compile(program, head, tail, f"<audit field reader {name}>")

@@ -208,7 +208,11 @@ class AuditFollower:
             remaining = {tp for tp in tps if stored.get((tp.topic, tp.partition), 0) < ends[tp]}
             total = sum(ends[tp] - stored.get((tp.topic, tp.partition), 0) for tp in remaining)
             deadline = time.monotonic() + timeout
-            with Progress(total, f"audit: read {self.topic}", unit="rec", enabled=progress) as bar:
+            # Catch-up folds without the store's write-ahead log and makes it all durable
+            # at the end (Store.unlogged); follow() keeps the log, so that read-only
+            # openers (queries while it runs) see each batch.
+            with self.index.store.unlogged(), \
+                    Progress(total, f"audit: read {self.topic}", unit="rec", enabled=progress) as bar:
                 while remaining:
                     if time.monotonic() > deadline:
                         raise AuditError(f"audit catch-up of {self.topic} did not finish in {timeout:.0f}s")

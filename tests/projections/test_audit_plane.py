@@ -18,8 +18,9 @@ import pytest
 from suanli.config import REPO_ROOT, load_settings, to_env
 from suanli.deploy.plane import Plane, PlaneOptions
 from suanli.errors import AuditError
-from suanli.projections.audit import AuditQuery
-from suanli.projections.audit_follower import index_dir, opened_index, rebuild
+from suanli.projections.audit import AuditIndex, AuditQuery
+from suanli.projections.audit_follower import AuditFollower, index_dir, opened_index, rebuild
+from suanli.projections.audit_store import MemoryStore
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.kafka_io import EventConsumer, read_range
@@ -162,6 +163,25 @@ def test_rebuild_gives_identical_answers(run, tmp_path):
     assert after == before
 
 
+def test_the_compiled_kernel_folds_the_plane_s_decisions_as_the_python_fold_does(run):
+    """The decisions the plane made, read from the real topic twice: by the compiled fold
+    (every batch, no record left to the codec) and by the Python one; the same index."""
+    settings, decisions, _path = run
+    topic = TopicNames(settings.namespace).decisions
+
+    async def fold(kernel: bool):
+        with RegistryClient(settings.registry_url) as registry:
+            index = AuditIndex(MemoryStore())
+            index.kernel = kernel
+            stats = await AuditFollower(settings.bootstrap_servers, topic, index, Codec(registry)).catch_up()
+            return index, stats
+
+    (compiled, by_kernel), (python, by_python) = asyncio.run(fold(True)), asyncio.run(fold(False))
+    assert by_kernel.result.by_kernel == by_kernel.records > 0 and by_python.result.by_kernel == 0
+    assert by_kernel.result.applied == by_python.result.applied == len(decisions)
+    assert dict(compiled.store.scan(b"")) == dict(python.store.scan(b""))
+
+
 def test_cli_why_list_rebuild(run):
     settings, decisions, _path = run
     env = {**os.environ, **to_env(settings)}
@@ -188,6 +208,7 @@ def test_cli_why_list_rebuild(run):
     rebuilt = cli("rebuild", "--json")
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert json.loads(rebuilt.stdout)["applied"] == len(decisions)
+    assert json.loads(rebuilt.stdout)["by_kernel"] == json.loads(rebuilt.stdout)["records"]
 
 
 def test_replaying_the_cell_log_up_to_the_cited_offset_gives_the_same_decision(run):
