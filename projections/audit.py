@@ -608,17 +608,42 @@ class AuditIndex:
             self._writers[writer.digest] = writer
         return plan
 
+    def _plans_for(self, headers: Iterable[bytes], schemas: SchemaLookup) -> dict[bytes, tuple | None]:
+        """The kernel's plans for the Confluent headers of a batch (None: unknown writer)."""
+        plans: dict[bytes, tuple | None] = {}
+        for header in headers:
+            writer = schemas(int.from_bytes(header[1:5], "big"))
+            plans[header] = None if writer is None else self._plan(writer)
+        return plans
+
     def _apply_kernel(self, records: Sequence[RawRecord], schemas: SchemaLookup) -> ApplyResult | None:
         """:meth:`apply_raw` by the compiled kernel: the same writes, or None (nothing
         written) if the batch has a record the kernel leaves to the codec."""
-        store = self.store
-        plans = {}
-        for header in {v[:5] for r in records if (v := r.value) is not None and len(v) >= 5 and v[0] == 0}:
-            writer = schemas(int.from_bytes(header[1:5], "big"))
-            plans[header] = None if writer is None else self._plan(writer)
-        folded = _kernels.fold(records, self.positions(), plans)
-        if folded is None:
+        headers = {v[:5] for r in records if (v := r.value) is not None and len(v) >= 5 and v[0] == 0}
+        folded = _kernels.fold(records, self.positions(), self._plans_for(headers, schemas))
+        return None if folded is None else self._write_folded(folded)
+
+    def scan_chunks(self, chunks: Sequence[Any]) -> tuple[set[bytes], list[int]] | None:
+        """For fetched record sets (``chunks``: see ``projections/audit_fetch.py`` ``Chunk``):
+        the Confluent headers of their records and each chunk's next fetch offset, parsed
+        by the compiled kernel. None without the kernel, or if a record set is one it does
+        not parse (compressed, an older format, a bad CRC): the caller parses it with aiokafka."""
+        if not (self.kernel and KERNEL):
             return None
+        return _kernels.chunk_headers(chunks)
+
+    def apply_chunks(self, chunks: Sequence[Any], headers: set[bytes], schemas: SchemaLookup) -> ApplyResult | None:
+        """:meth:`apply_raw` of the data records of ``chunks`` (which :meth:`scan_chunks`
+        parsed: ``headers`` is what it found), by the compiled kernel. None (nothing written)
+        if a record is one the kernel leaves to the codec: the caller then parses the chunks
+        with aiokafka and calls :meth:`apply_raw`, which folds such batches in Python."""
+        folded = _kernels.fold_chunks(chunks, self.positions(), self._plans_for(headers, schemas))
+        return None if folded is None else self._write_folded(folded)
+
+    def _write_folded(self, folded: Any) -> ApplyResult:
+        """Write what the kernel folded, in one atomic batch: its rows and keys (already in
+        key order), the writer schemas its rows name, positions and count."""
+        store = self.store
         row_keys = folded.row_keys()
         fresh = self._fresh
         if fresh is not None:
@@ -651,7 +676,7 @@ class AuditIndex:
             if len(fresh) > FRESH_ROWS_KEPT:
                 self._fresh = None
         return ApplyResult(applied=applied, duplicates=duplicates, skipped=folded.skipped, ignored=folded.ignored,
-                           by_kernel=len(records))
+                           by_kernel=folded.records)
 
     # ---------------------------------------------------------------- queries
     def _row(self, event_id: bytes) -> dict[str, Any] | None:

@@ -8,12 +8,17 @@
 //! capture alike; `tests/projections/test_audit_kernel.py` checks that the store each one
 //! leaves is the same, byte for byte.
 //!
+//! `fold_chunks` (with `chunk_headers`) does the same from record sets as a Fetch response
+//! carries them (`projections/audit_fetch.py`): it parses Kafka's v2 record batches itself
+//! (CRC-32C checked, control batches skipped), so no per-record Python object is made.
+//!
 //! Contract: a batch the kernel cannot fold exactly as the Python path would (a record to
 //! decode with the codec: no program for its writer, an unknown schema id, a body the walker
-//! refuses) makes `fold` return None, and the caller folds the whole batch the Python way.
+//! refuses; for record sets also a compressed or older-format batch or a bad CRC) makes it
+//! return None, and the caller folds the whole batch the Python way.
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
 use std::collections::HashMap;
 
 const SLOT_EID: usize = 0;
@@ -297,7 +302,9 @@ struct Entry {
     partition: i64,
     offset: i64,
     topic: usize,
-    value: Py<PyBytes>,
+    src: usize,    // the bytes object holding the record's value (Folded::sources)
+    start: usize,  // the value's range in it
+    end: usize,
     row_key: Vec<u8>,
     unique: usize, // index of this row key among the batch's distinct ones
     first: bool,   // the first record of the batch with this row key
@@ -310,12 +317,19 @@ struct Folded {
     skipped: u64,
     #[pyo3(get)]
     ignored: u64,
+    /// How many records the batch held (data records, for fold_chunks).
+    #[pyo3(get)]
+    records: u64,
     #[pyo3(get)]
     next_offsets: Py<PyDict>,
+    /// fold_chunks: for each chunk, the offset to fetch next (past its last whole batch).
+    #[pyo3(get)]
+    next_fetch: Vec<i64>,
     entries: Vec<Entry>,
     unique: usize,
     plans: Vec<Plan>,
     topics: Vec<Vec<u8>>,
+    sources: Vec<Py<PyBytes>>,
 }
 
 #[pymethods]
@@ -419,8 +433,12 @@ impl Keys {
 
 impl Folded {
     /// `RAW_ROW + _RAW_HEADER.pack(digest, partition, offset, len(topic)) + topic + value`.
+    fn value<'a>(&'a self, py: Python<'a>, e: &Entry) -> &'a [u8] {
+        &self.sources[e.src].as_bytes(py)[e.start..e.end]
+    }
+
     fn row_value<'py>(&self, py: Python<'py>, e: &Entry) -> PyResult<Bound<'py, PyBytes>> {
-        let value = e.value.bind(py).as_bytes();
+        let value = self.value(py, e);
         let topic = &self.topics[e.topic];
         let digest = &self.plans[e.plan].digest;
         PyBytes::new_with(py, 1 + digest.len() + 14 + topic.len() + value.len(), |out| {
@@ -436,7 +454,7 @@ impl Folded {
 
     /// `audit.raw_index_keys` of one entry.
     fn index_keys(&self, py: Python<'_>, e: &Entry, keys: &mut Keys) {
-        let value = e.value.bind(py).as_bytes();
+        let value = self.value(py, e);
         let s = |i: usize| &value[e.fields.slots[i].0 as usize..e.fields.slots[i].1 as usize];
         let plan = &self.plans[e.plan];
         let node = if !s(SLOT_NODE).is_empty() { s(SLOT_NODE) } else { s(SLOT_TO) };
@@ -471,140 +489,328 @@ impl Folded {
     }
 }
 
+/// The fold's state over one batch, whichever way its records arrive.
+struct FoldState<'py> {
+    py: Python<'py>,
+    plans: Vec<Plan>,
+    by_header: HashMap<[u8; 5], Option<usize>>,
+    positions: Bound<'py, PyDict>,
+    next_offsets: Bound<'py, PyDict>,
+    offsets: HashMap<(usize, i64), i64>,
+    topics: Vec<Vec<u8>>,
+    topic_objs: Vec<Bound<'py, PyString>>,
+    entries: Vec<Entry>,
+    uniques: HashMap<Vec<u8>, usize>,
+    sources: Vec<Py<PyBytes>>,
+    skipped: u64,
+    ignored: u64,
+    records: u64,
+    cur: Option<(usize, i64)>,
+    expected: i64,
+}
+
+impl<'py> FoldState<'py> {
+    fn new(py: Python<'py>, positions: &Bound<'py, PyDict>, plans: &Bound<'py, PyDict>) -> PyResult<Self> {
+        let mut plan_list: Vec<Plan> = Vec::new();
+        let mut by_header: HashMap<[u8; 5], Option<usize>> = HashMap::new();
+        for (header, plan) in plans.iter() {
+            let header: [u8; 5] = header.extract::<Vec<u8>>()?.try_into()
+                .map_err(|_| PyValueError::new_err("a plan's header is not 5 bytes"))?;
+            if plan.is_none() {
+                by_header.insert(header, None);
+                continue;
+            }
+            let plan = plan.downcast::<PyTuple>()?;
+            let walker = plan.get_item(0)?;
+            plan_list.push(Plan {
+                walker: if walker.is_none() { None } else { Some(walker.extract()?) },
+                decision: plan.get_item(1)?.extract()?,
+                kind_part: plan.get_item(2)?.extract()?,
+                digest: plan.get_item(3)?.extract()?,
+                migrated: plan.get_item(4)?.extract()?,
+                preempted: plan.get_item(5)?.extract()?,
+            });
+            by_header.insert(header, Some(plan_list.len() - 1));
+        }
+        Ok(FoldState {
+            py, plans: plan_list, by_header, positions: positions.clone(), next_offsets: PyDict::new(py),
+            offsets: HashMap::new(), topics: Vec::new(), topic_objs: Vec::new(), entries: Vec::new(),
+            uniques: HashMap::new(), sources: Vec::new(), skipped: 0, ignored: 0, records: 0, cur: None, expected: 0,
+        })
+    }
+
+    fn topic_index(&mut self, obj: Bound<'py, PyString>) -> PyResult<usize> {
+        if let Some(i) = self.topic_objs.iter().position(|t| t.is(&obj)) {
+            return Ok(i);
+        }
+        let text = obj.to_str()?.as_bytes().to_vec();
+        if let Some(i) = self.topics.iter().position(|t| *t == text) {
+            return Ok(i);
+        }
+        self.topics.push(text);
+        self.topic_objs.push(obj);
+        Ok(self.topics.len() - 1)
+    }
+
+    /// One record, in log order per partition; `value`: (source, start, end), None for a
+    /// tombstone. Ok(false): the record is one for the codec (the caller gives up).
+    fn record(&mut self, topic: usize, partition: i64, offset: i64, value: Option<(usize, usize, usize)>)
+              -> PyResult<bool> {
+        self.records += 1;
+        if self.cur != Some((topic, partition)) {
+            if let Some(tp) = self.cur {
+                self.offsets.insert(tp, self.expected);
+            }
+            self.cur = Some((topic, partition));
+            self.expected = match self.offsets.get(&(topic, partition)) {
+                Some(o) => *o,
+                None => {
+                    let stored = match self.positions.get_item((self.topic_objs[topic].clone(), partition))? {
+                        Some(v) => v.extract()?,
+                        None => 0,
+                    };
+                    self.offsets.insert((topic, partition), stored);
+                    self.next_offsets.set_item((self.topic_objs[topic].clone(), partition), stored)?;
+                    stored
+                }
+            };
+        }
+        if offset < self.expected {
+            self.skipped += 1;
+            return Ok(true);
+        }
+        self.expected = offset + 1;
+        let (src, start, end) = match value {
+            Some(v) => v,
+            None => return Ok(false),
+        };
+        let py = self.py;
+        let bytes = &self.sources[src].as_bytes(py)[start..end];
+        if bytes.len() < 5 || bytes[0] != 0 {
+            return Ok(false);
+        }
+        let header: [u8; 5] = bytes[..5].try_into().unwrap();
+        let plan = match self.by_header.get(&header) {
+            Some(Some(p)) => *p,
+            _ => return Ok(false), // unknown writer: the codec decides
+        };
+        let p = &self.plans[plan];
+        if !p.decision {
+            self.ignored += 1;
+            return Ok(true);
+        }
+        let fields = match p.walker.as_ref().and_then(|w| w.get().fields(bytes)) {
+            Some(f) => f,
+            None => return Ok(false), // no walker for this writer, or the walker refuses the body
+        };
+        let eid = &bytes[fields.slots[SLOT_EID].0 as usize..fields.slots[SLOT_EID].1 as usize];
+        if eid.is_empty() {
+            self.ignored += 1;
+            return Ok(true);
+        }
+        let mut row_key = b"row\x00".to_vec();
+        esc_into(&mut row_key, eid);
+        let n = self.uniques.len();
+        let (unique, first) = match self.uniques.entry(row_key.clone()) {
+            std::collections::hash_map::Entry::Occupied(o) => (*o.get(), false),
+            std::collections::hash_map::Entry::Vacant(v) => (*v.insert(n), true),
+        };
+        self.entries.push(Entry { plan, fields, partition, offset, topic, src, start, end, row_key, unique, first });
+        Ok(true)
+    }
+
+    fn finish(mut self, next_fetch: Vec<i64>) -> PyResult<Folded> {
+        if let Some(tp) = self.cur {
+            self.offsets.insert(tp, self.expected);
+        }
+        for ((topic, partition), offset) in &self.offsets {
+            self.next_offsets.set_item((self.topic_objs[*topic].clone(), *partition), *offset)?;
+        }
+        Ok(Folded { skipped: self.skipped, ignored: self.ignored, records: self.records, next_offsets: self.next_offsets.unbind(),
+                    next_fetch, unique: self.uniques.len(), entries: self.entries, plans: self.plans,
+                    topics: self.topics, sources: self.sources })
+    }
+}
+
 /// Fold one fetched batch (records with `topic`, `partition`, `offset`, `value`, in log
 /// order per partition). `positions`: `{(topic, partition): next offset}` as stored;
 /// `plans`: Confluent header (5 bytes) -> `(walker or None, decision, kind_part, digest,
 /// migrated, preempted)` for every header in the batch. None: the batch has a record the
 /// kernel does not fold (see the module's contract).
 #[pyfunction]
-fn fold(py: Python<'_>, records: &Bound<'_, PyAny>, positions: &Bound<'_, PyDict>, plans: &Bound<'_, PyDict>)
-        -> PyResult<Option<Folded>> {
-    let mut plan_list: Vec<Plan> = Vec::new();
-    let mut by_header: HashMap<[u8; 5], Option<usize>> = HashMap::new();
-    for (header, plan) in plans.iter() {
-        let header: [u8; 5] = header.extract::<Vec<u8>>()?.try_into()
-            .map_err(|_| PyValueError::new_err("a plan's header is not 5 bytes"))?;
-        if plan.is_none() {
-            by_header.insert(header, None);
-            continue;
-        }
-        let plan = plan.downcast::<PyTuple>()?;
-        let walker = plan.get_item(0)?;
-        plan_list.push(Plan {
-            walker: if walker.is_none() { None } else { Some(walker.extract()?) },
-            decision: plan.get_item(1)?.extract()?,
-            kind_part: plan.get_item(2)?.extract()?,
-            digest: plan.get_item(3)?.extract()?,
-            migrated: plan.get_item(4)?.extract()?,
-            preempted: plan.get_item(5)?.extract()?,
-        });
-        by_header.insert(header, Some(plan_list.len() - 1));
-    }
-    let next_offsets = PyDict::new(py);
-    let mut offsets: HashMap<(usize, i64), i64> = HashMap::new();
-    let mut topics: Vec<Vec<u8>> = Vec::new();
-    let mut topic_objs: Vec<Bound<'_, PyString>> = Vec::new();
-    let mut entries: Vec<Entry> = Vec::new();
-    let mut uniques: HashMap<Vec<u8>, usize> = HashMap::new();
-    let (mut skipped, mut ignored) = (0u64, 0u64);
-    let mut cur: Option<(usize, i64)> = None;
-    let mut expected: i64 = 0;
+fn fold<'py>(py: Python<'py>, records: &Bound<'py, PyAny>, positions: &Bound<'py, PyDict>,
+             plans: &Bound<'py, PyDict>) -> PyResult<Option<Folded>> {
+    let mut state = FoldState::new(py, positions, plans)?;
     let (a_topic, a_part, a_off, a_value) = (pyo3::intern!(py, "topic"), pyo3::intern!(py, "partition"),
                                              pyo3::intern!(py, "offset"), pyo3::intern!(py, "value"));
     for rec in records.try_iter()? {
         let rec = rec?;
-        let topic_obj = rec.getattr(a_topic)?;
-        let topic_obj = topic_obj.downcast_into::<PyString>()?;
-        let topic = match topic_objs.iter().position(|t| t.is(&topic_obj)) {
-            Some(i) => i,
-            None => {
-                let text = topic_obj.to_str()?.as_bytes().to_vec();
-                match topics.iter().position(|t| *t == text) {
-                    Some(i) => i,
-                    None => {
-                        topics.push(text);
-                        topic_objs.push(topic_obj.clone());
-                        topics.len() - 1
-                    }
-                }
-            }
-        };
+        let topic = state.topic_index(rec.getattr(a_topic)?.downcast_into::<PyString>()?)?;
         let partition: i64 = rec.getattr(a_part)?.extract()?;
         let offset: i64 = rec.getattr(a_off)?.extract()?;
-        if cur != Some((topic, partition)) {
-            if let Some(tp) = cur {
-                offsets.insert(tp, expected);
-            }
-            cur = Some((topic, partition));
-            expected = match offsets.get(&(topic, partition)) {
-                Some(o) => *o,
-                None => {
-                    let key = (topic_objs[topic].clone(), partition);
-                    match positions.get_item(key)? {
-                        Some(v) => v.extract()?,
-                        None => 0,
-                    }
-                }
-            };
-            if !offsets.contains_key(&(topic, partition)) {
-                offsets.insert((topic, partition), expected);
-                next_offsets.set_item((topic_objs[topic].clone(), partition), expected)?;
-            }
-        }
-        if offset < expected {
-            skipped += 1;
-            continue;
-        }
-        expected = offset + 1;
         let value = rec.getattr(a_value)?;
-        if value.is_none() {
+        let value = if value.is_none() {
+            None
+        } else {
+            let value = value.downcast_into::<PyBytes>()?;
+            let len = value.as_bytes().len();
+            state.sources.push(value.unbind());
+            Some((state.sources.len() - 1, 0, len))
+        };
+        if !state.record(topic, partition, offset, value)? {
             return Ok(None);
         }
-        let value = value.downcast_into::<PyBytes>()?;
-        let bytes = value.as_bytes();
-        if bytes.len() < 5 || bytes[0] != 0 {
+    }
+    Ok(Some(state.finish(Vec::new())?))
+}
+
+/// A Kafka record set (v2 record batches, uncompressed), batch by batch: calls `each` with
+/// (offset, value range) for every record of a data batch with `from <= offset < to`.
+/// Returns the offset past the last whole batch (a trailing partial batch, as a fetch may
+/// end with, is left for the next fetch), or None for anything else: a compressed or
+/// older-format batch, a CRC-32C mismatch, a malformed record (aiokafka's parser decides).
+fn record_set(buf: &[u8], from: i64, to: i64, mut each: impl FnMut(i64, Option<(usize, usize)>) -> PyResult<bool>)
+              -> PyResult<Option<i64>> {
+    let be_i64 = |at: usize| i64::from_be_bytes(buf[at..at + 8].try_into().unwrap());
+    let be_i32 = |at: usize| i32::from_be_bytes(buf[at..at + 4].try_into().unwrap());
+    let mut next = from;
+    let mut pos = 0usize;
+    while buf.len() - pos >= 61 {
+        let base = be_i64(pos);
+        let length = be_i32(pos + 8);
+        if length < 49 {
             return Ok(None);
         }
-        let header: [u8; 5] = bytes[..5].try_into().unwrap();
-        let plan = match by_header.get(&header) {
-            Some(Some(p)) => *p,
-            _ => return Ok(None), // unknown writer: the codec decides
-        };
-        let p = &plan_list[plan];
-        if !p.decision {
-            ignored += 1;
-            continue;
+        let total = 12 + length as usize;
+        if pos + total > buf.len() {
+            break; // partial: the broker cut the response here
         }
-        let walker = match &p.walker {
-            Some(w) => w,
-            None => return Ok(None),
-        };
-        let fields = match walker.get().fields(bytes) {
-            Some(f) => f,
-            None => return Ok(None),
-        };
-        let eid = &bytes[fields.slots[SLOT_EID].0 as usize..fields.slots[SLOT_EID].1 as usize];
-        if eid.is_empty() {
-            ignored += 1;
-            continue;
+        if buf[pos + 16] != 2 {
+            return Ok(None);
         }
-        let mut row_key = b"row\x00".to_vec();
-        esc_into(&mut row_key, eid);
-        let n = uniques.len();
-        let (unique, first) = match uniques.entry(row_key.clone()) {
-            std::collections::hash_map::Entry::Occupied(o) => (*o.get(), false),
-            std::collections::hash_map::Entry::Vacant(v) => (*v.insert(n), true),
-        };
-        entries.push(Entry { plan, fields, partition, offset, topic, value: value.unbind(), row_key, unique, first });
+        let crc = u32::from_be_bytes(buf[pos + 17..pos + 21].try_into().unwrap());
+        if crc32c::crc32c(&buf[pos + 21..pos + total]) != crc {
+            return Ok(None);
+        }
+        let attributes = i16::from_be_bytes(buf[pos + 21..pos + 23].try_into().unwrap());
+        if attributes & 0x07 != 0 {
+            return Ok(None); // compressed
+        }
+        let last_delta = be_i32(pos + 23) as i64;
+        let count = be_i32(pos + 57);
+        if attributes & 0x20 == 0 {
+            let mut c = Cursor { buf: &buf[..pos + total], pos: pos + 61 };
+            for _ in 0..count {
+                let parsed = (|| -> Option<(i64, Option<(usize, usize)>)> {
+                    let len = c.long()?;
+                    let end = c.pos.checked_add(usize::try_from(len).ok()?)?;
+                    c.byte()?; // attributes
+                    c.long()?; // timestamp delta
+                    let delta = c.long()?;
+                    let key = c.long()?;
+                    if key > 0 {
+                        c.pos = c.pos.checked_add(key as usize)?;
+                    }
+                    let vlen = c.long()?;
+                    let value = if vlen >= 0 {
+                        let start = c.pos;
+                        c.pos = c.pos.checked_add(vlen as usize)?;
+                        Some((start, c.pos))
+                    } else {
+                        None
+                    };
+                    let headers = c.long()?;
+                    for _ in 0..headers.max(0) {
+                        let k = c.long()?;
+                        c.pos = c.pos.checked_add(usize::try_from(k).ok()?)?;
+                        let v = c.long()?;
+                        if v > 0 {
+                            c.pos = c.pos.checked_add(v as usize)?;
+                        }
+                    }
+                    if c.pos != end || end > pos + total {
+                        return None;
+                    }
+                    Some((base + delta, value))
+                })();
+                let (offset, value) = match parsed {
+                    Some(p) => p,
+                    None => return Ok(None),
+                };
+                if offset >= from && offset < to && !each(offset, value)? {
+                    return Ok(None);
+                }
+            }
+            if c.pos != pos + total {
+                return Ok(None);
+            }
+        }
+        next = next.max(base + last_delta + 1);
+        pos += total;
     }
-    if let Some(tp) = cur {
-        offsets.insert(tp, expected);
+    Ok(Some(next))
+}
+
+/// The Confluent headers (5 bytes) of the values of data records in `chunks` (see
+/// `fold_chunks`), for the caller to make their plans, and each chunk's next fetch offset
+/// (as `fold_chunks` gives it); None if a chunk is not one `fold_chunks` parses.
+#[pyfunction]
+fn chunk_headers<'py>(py: Python<'py>, chunks: &Bound<'py, PyAny>)
+                      -> PyResult<Option<(Bound<'py, PySet>, Vec<i64>)>> {
+    let mut seen: std::collections::HashSet<[u8; 5]> = std::collections::HashSet::new();
+    let mut next_fetch = Vec::new();
+    for chunk in chunks.try_iter()? {
+        let chunk = chunk?;
+        let (_topic, _partition, from, to, records): (Bound<'py, PyAny>, i64, i64, i64, Bound<'py, PyBytes>) =
+            chunk.extract()?;
+        let buf = records.as_bytes();
+        let parsed = record_set(buf, from, to, |_offset, value| {
+            if let Some((start, end)) = value {
+                if end - start >= 5 && buf[start] == 0 {
+                    seen.insert(buf[start..start + 5].try_into().unwrap());
+                }
+            }
+            Ok(true)
+        })?;
+        match parsed {
+            Some(next) => next_fetch.push(next),
+            None => return Ok(None),
+        }
     }
-    for ((topic, partition), offset) in &offsets {
-        next_offsets.set_item((topic_objs[*topic].clone(), *partition), *offset)?;
+    let set = PySet::empty(py)?;
+    for header in seen {
+        set.add(PyBytes::new(py, &header))?;
     }
-    Ok(Some(Folded { skipped, ignored, next_offsets: next_offsets.unbind(), entries, unique: uniques.len(),
-                     plans: plan_list, topics }))
+    Ok(Some((set, next_fetch)))
+}
+
+/// `fold` over record sets as fetched: `chunks` are `(topic, partition, fetch_offset, end,
+/// record set bytes)` (`projections/audit_fetch.py` `Chunk`); the records folded are the
+/// data records with `fetch_offset <= offset < end`, as a consumer would hand them out.
+/// `next_fetch` of the result gives each chunk's next fetch offset. None: a record set it
+/// does not parse, or a record for the codec.
+#[pyfunction]
+fn fold_chunks<'py>(py: Python<'py>, chunks: &Bound<'py, PyAny>, positions: &Bound<'py, PyDict>,
+                    plans: &Bound<'py, PyDict>) -> PyResult<Option<Folded>> {
+    let mut state = FoldState::new(py, positions, plans)?;
+    let mut next_fetch = Vec::new();
+    for chunk in chunks.try_iter()? {
+        let chunk = chunk?;
+        let (topic, partition, from, to, records): (Bound<'py, PyString>, i64, i64, i64, Bound<'py, PyBytes>) =
+            chunk.extract()?;
+        let topic = state.topic_index(topic)?;
+        state.sources.push(records.clone().unbind());
+        let src = state.sources.len() - 1;
+        let buf = records.as_bytes();
+        let next = record_set(buf, from, to, |offset, value| {
+            state.record(topic, partition, offset, value.map(|(start, end)| (src, start, end)))
+        })?;
+        match next {
+            Some(n) => next_fetch.push(n),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(state.finish(next_fetch)?))
 }
 
 #[pymodule]
@@ -612,5 +818,7 @@ fn suanli_kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Walker>()?;
     m.add_class::<Folded>()?;
     m.add_function(wrap_pyfunction!(fold, m)?)?;
+    m.add_function(wrap_pyfunction!(fold_chunks, m)?)?;
+    m.add_function(wrap_pyfunction!(chunk_headers, m)?)?;
     Ok(())
 }
