@@ -180,7 +180,15 @@ class AuditFollower:
         return SourceRecord(record.topic, record.partition, record.offset, kind, payload)
 
     @asynccontextmanager
-    async def _consumer(self) -> AsyncIterator[tuple[AIOKafkaConsumer, list[TopicPartition]]]:
+    async def _consumer(self, assign: bool = True) -> AsyncIterator[
+            tuple[AIOKafkaConsumer, list[TopicPartition], dict[TopicPartition, int]]]:
+        """A consumer of the topic, its partitions and their end offsets; with ``assign``,
+        every partition assigned and sought to the index's position.
+
+        The end offsets are asked for before the assignment: once assigned, the consumer
+        fetches in the background, and a fetch waiting at the end of a partition holds
+        the connection's next request (the end offsets) for its whole wait (measured 1 s
+        for a catch-up with nothing to read)."""
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, **client_options(self.bootstrap), group_id=None, enable_auto_commit=False,
                                     auto_offset_reset="earliest",
                                     max_partition_fetch_bytes=self.max_partition_fetch_bytes,
@@ -188,12 +196,13 @@ class AuditFollower:
         await consumer.start()
         try:
             tps = [TopicPartition(self.topic, p) for p in await _partitions(consumer, self.topic)]
-            if tps:
+            ends = await consumer.end_offsets(tps) if tps else {}
+            if tps and assign:
                 consumer.assign(tps)
                 stored = self.index.positions()
                 for tp in tps:
                     consumer.seek(tp, stored.get((tp.topic, tp.partition), 0))
-            yield consumer, tps
+            yield consumer, tps, ends
         finally:
             await consumer.stop()
 
@@ -204,11 +213,13 @@ class AuditFollower:
 
         started, cpu_started = time.monotonic(), time.process_time()
         stats = CatchUp(self.topic)
-        async with self._consumer() as (consumer, tps):
+        # With the kernel, whole record sets are fetched (_read_chunks): the consumer only
+        # finds the partitions and their ends, and is not assigned (it would fetch too).
+        chunked = self.raw and self.index.kernel and KERNEL
+        async with self._consumer(assign=not chunked) as (consumer, tps, ends):
             if not tps:
                 stats.positions = _positions(self.index, self.topic)
                 return stats
-            ends = await consumer.end_offsets(tps)
             stored = self.index.positions()
             for tp in tps:
                 if stored.get((tp.topic, tp.partition), 0) > ends[tp]:
@@ -223,7 +234,7 @@ class AuditFollower:
             # openers (queries while it runs) see each batch.
             with self.index.store.unlogged(), \
                     Progress(total, f"audit: read {self.topic}", unit="rec", enabled=progress) as bar:
-                if self.raw and self.index.kernel and KERNEL:
+                if chunked:
                     await self._read_chunks(stats, bar, ends, stored, remaining, deadline, timeout)
                     remaining = set()
                 while remaining:
@@ -294,7 +305,7 @@ class AuditFollower:
         """Tail the topic until ``stop`` is set; each fetched batch is one atomic write."""
         total = ApplyResult()
         while not stop.is_set():
-            async with self._consumer() as (consumer, tps):
+            async with self._consumer() as (consumer, tps, _ends):
                 if not tps:          # topic not created yet: look again shortly
                     try:
                         await asyncio.wait_for(stop.wait(), 2.0)
