@@ -417,7 +417,10 @@ impl Keys {
         for r in rest {
             self.arena.extend_from_slice(r);
         }
-        self.families[family].push((start as u32, self.arena.len() as u32));
+        // Spans are u32: a batch's keys past 4 GiB would be cut silently, so refuse it
+        // (a panic reaches Python as an exception); batches are a few MiB.
+        let end = u32::try_from(self.arena.len()).expect("a batch's index keys exceed 4 GiB");
+        self.families[family].push((start as u32, end));
     }
 
     fn sorted(&mut self) -> Vec<(u32, u32)> {
