@@ -215,6 +215,7 @@ class LogFollower:
         names = TopicNames(settings.namespace)
         self._role_of = {getattr(names, role): role for role in ROLES}
         self._consumer: AIOKafkaConsumer | None = None
+        self._offsets: AIOKafkaConsumer | None = None       # for sync()'s end offsets only
         self._task: asyncio.Task | None = None
         self._ready = asyncio.Event()
         self._progress = asyncio.Condition()
@@ -228,9 +229,17 @@ class LogFollower:
 
     async def start(self) -> None:
         """Connect and start folding (returns at once; see :attr:`ready`)."""
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap_servers, **client_options(self.settings.bootstrap_servers), group_id=None,
+        bootstrap = self.settings.bootstrap_servers
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **client_options(bootstrap), group_id=None,
                                           enable_auto_commit=False, auto_offset_reset="earliest")
         await self._consumer.start()
+        # sync()'s end offsets come over a connection of their own. The follower's consumer
+        # long-polls at the partitions' ends, and a broker answers one connection's requests
+        # in order, so a ListOffsets sent behind that fetch waited out the fetch's whole
+        # wait: every sync() on a quiet plane took 0.5 s (bench/read_your_writes.py).
+        self._offsets = AIOKafkaConsumer(bootstrap_servers=bootstrap, **client_options(bootstrap), group_id=None,
+                                         enable_auto_commit=False)
+        await self._offsets.start()
         self._task = asyncio.create_task(self._run(), name="suanli-api-follower")
 
     async def stop(self) -> None:
@@ -238,8 +247,9 @@ class LogFollower:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-        if self._consumer is not None:
-            await self._consumer.stop()
+        for consumer in (self._consumer, self._offsets):
+            if consumer is not None:
+                await consumer.stop()
 
     async def wait_ready(self, timeout: float) -> None:
         if self._error is not None:
@@ -251,10 +261,10 @@ class LogFollower:
 
     async def sync(self, timeout: float = 2.0) -> bool:
         """Wait until every record stored before this call is folded; False on timeout."""
-        if not self.ready or self._consumer is None:
+        if not self.ready or self._consumer is None or self._offsets is None:
             return False
         try:
-            ends = await self._consumer.end_offsets(self._tps)
+            ends = await self._offsets.end_offsets(self._tps)
         except Exception as exc:   # noqa: BLE001 - a barrier that cannot be set is just not met
             log.warning("sync: cannot read end offsets: %s", exc)
             return False
@@ -304,6 +314,9 @@ class LogFollower:
         consumer = self._consumer
         try:
             self._tps = await self._partitions()
+            if self._offsets is not None:     # its connection and metadata now, not in the first sync()
+                with contextlib.suppress(Exception):
+                    await self._offsets.end_offsets(self._tps)
             consumer.assign(self._tps)
             await consumer.seek_to_beginning(*self._tps)
             ends = await consumer.end_offsets(self._tps)
