@@ -566,11 +566,7 @@ class AuditIndex:
                 keys = index_keys(row)
             else:
                 writer, fields, rec = item
-                if writer.digest not in self._schemas_stored:
-                    skey = schema_key(writer.digest)
-                    if store.get(skey) is None:
-                        ops[skey] = canonical_json(writer.schema)
-                    self._schemas_stored.add(writer.digest)
+                self._schema_row(ops, writer)
                 topic = topics.get(rec.topic)
                 if topic is None:
                     topic = topics[rec.topic] = rec.topic.encode()
@@ -580,19 +576,34 @@ class AuditIndex:
             empty.extend(keys)
             added += 1
         ops.update(dict.fromkeys(empty, b""))   # index entries: the key is the content
+        self._commit(batch, next_offsets, added)
+        result.applied = added
+        return result
+
+    def _schema_row(self, ops: dict[bytes, bytes | None], writer: WriterSchema) -> None:
+        """The row of ``writer``'s schema, once per index (raw rows name it by digest)."""
+        if writer.digest not in self._schemas_stored:
+            skey = schema_key(writer.digest)
+            if self.store.get(skey) is None:
+                ops[skey] = canonical_json(writer.schema)
+            self._schemas_stored.add(writer.digest)
+
+    def _commit(self, batch: Batch, next_offsets: dict[tuple[str, int], int], added: int) -> None:
+        """Write ``batch`` with the positions and the count, atomically."""
+        ops = batch.ops
         for tp, offset in next_offsets.items():
             ops[position_key(*tp)] = str(offset).encode()
         if added:
             ops[_COUNT] = str(self.count() + added).encode()
-        if ops:
+        if len(batch):
             try:
-                store.write(batch)
+                self.store.write(batch)
             except BaseException:
-                # The schemas may not have been written after all: look again next time.
+                # The schemas may not have been written after all: look again next time;
+                # and the rows this writer kept in memory may not be stored.
                 self._schemas_stored.clear()
+                self._fresh = None
                 raise
-        result.applied = added
-        return result
 
     def _plan(self, writer: WriterSchema) -> tuple:
         """The kernel's plan for one writer schema (see ``kernels/src/lib.rs`` ``fold``)."""
@@ -653,24 +664,9 @@ class AuditIndex:
         applied, duplicates, keys, values, digests = folded.writes(stored)
         batch = Batch()
         batch.puts = (keys, values)
-        ops = batch.ops
         for digest in digests:
-            if digest not in self._schemas_stored:
-                skey = schema_key(digest)
-                if store.get(skey) is None:
-                    ops[skey] = canonical_json(self._writers[digest].schema)
-                self._schemas_stored.add(digest)
-        for tp, offset in folded.next_offsets.items():
-            ops[position_key(*tp)] = str(offset).encode()
-        if applied:
-            ops[_COUNT] = str(self.count() + applied).encode()
-        if len(batch):
-            try:
-                store.write(batch)
-            except BaseException:
-                self._schemas_stored.clear()
-                self._fresh = None
-                raise
+            self._schema_row(batch.ops, self._writers[digest])
+        self._commit(batch, folded.next_offsets, applied)
         if fresh is not None:
             fresh.update(row_keys)    # each is stored now: by this batch, or before it
             if len(fresh) > FRESH_ROWS_KEPT:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from aiokafka import AIOKafkaClient, TopicPartition
 from aiokafka import errors as kafka_errors
@@ -137,7 +137,3 @@ def fold(index: AuditIndex, chunks: list[Chunk], scanned: Scan, schemas: SchemaL
     parsed = scanned.parsed if scanned.parsed is not None else [records_of(chunk)[0] for chunk in chunks]
     batch = [r for rs in parsed for r in rs]
     return index.apply_raw(batch, schemas, decode), len(batch)
-
-
-def client_for(bootstrap: str, options: dict[str, Any]) -> AIOKafkaClient:
-    return AIOKafkaClient(bootstrap_servers=bootstrap, **options)

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaClient, AIOKafkaConsumer, TopicPartition
 
 from suanli.streams.kafka_security import client_options
 from suanli.config import Settings
@@ -31,7 +31,7 @@ from suanli.errors import AuditError, DecodeError, RegistryError
 from suanli.projections.audit import KERNEL, ApplyResult, AuditIndex, SourceRecord, WriterSchema
 from suanli.projections.audit_avro import compile_extractor, schema_digest
 from suanli.projections import audit_fetch
-from suanli.projections.audit_fetch import client_for, fetch_chunks
+from suanli.projections.audit_fetch import fetch_chunks
 from suanli.projections.audit_store import MemoryStore, RocksStore, Store
 from suanli.schemas.codec import Codec
 from suanli.streams.topics import TopicNames
@@ -263,7 +263,7 @@ class AuditFollower:
         and folded by :meth:`AuditIndex.apply_raw`, so the index is the same either way.
         The next fetch is sent before the current record sets are folded, so the broker
         reads and sends it meanwhile."""
-        client = client_for(self.bootstrap, client_options(self.bootstrap))
+        client = AIOKafkaClient(bootstrap_servers=self.bootstrap, **client_options(self.bootstrap))
         await client.bootstrap()
         pending: asyncio.Future | None = None
         try:

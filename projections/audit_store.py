@@ -184,7 +184,7 @@ class RocksStore:
                 delete(key)
             else:
                 put(key, value)
-        self._db.write(wb, self._unlogged) if self._unlogged is not None else self._db.write(wb)
+        self._db.write(wb, self._unlogged)     # None: the default options, with the WAL
 
     @contextmanager
     def unlogged(self) -> Iterator[None]:
