@@ -73,15 +73,13 @@ def node_classes(s: CellState) -> NodeClasses:
     return nc
 
 
-def classes_present(ids: np.ndarray, count: int) -> np.ndarray:
-    """The distinct class ids among ``ids`` (ascending), in O(len(ids) + count)."""
-    seen = np.zeros(count, dtype=bool)
-    seen[ids] = True
-    return np.flatnonzero(seen)
-
-
-def representatives(s: CellState, nc: NodeClasses, classes: np.ndarray) -> np.ndarray:
-    """One row of each class in ``classes`` (every class must have a live row)."""
-    rep = np.full(nc.count, -1, dtype=np.int64)
-    rep[nc.ids] = np.arange(nc.ids.size, dtype=np.int64)
-    return rep[classes]
+def unknown_classes(cids: np.ndarray, rows: np.ndarray, known: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the classes among ``cids`` that ``known`` does not mark, ascending; one row of each,
+    from ``rows``), where ``cids[i]`` is the class of ``rows[i]``. Costs O(len(rows)) plus
+    the unknown ones, not O(all rows + all classes ever seen): a decision usually meets one
+    new class (the row it changed last), and the row that represents it is at hand."""
+    miss = np.flatnonzero(~known[cids])
+    if miss.size <= 1:                  # the usual case: none, or the row changed last
+        return cids[miss], rows[miss]
+    classes, first = np.unique(cids[miss], return_index=True)
+    return classes, rows[miss[first]]

@@ -81,10 +81,8 @@ from suanli.processors.explain import profile_summary
 from suanli.projections.audit_avro import EXTRACT_ERRORS, Extractor, Fields, canonical_json, extractor_program
 from suanli.projections.audit_store import Batch, Store
 
-try:  # the compiled fold (kernels/, built by bin/suanli); without it, the Python fold
-    import suanli_kernels as _kernels
-except ImportError:  # pragma: no cover - tests/projections/test_audit_kernel.py requires it
-    _kernels = None
+from suanli.processors.compiled import KERNELS as _kernels   # the compiled fold; None: the Python fold
+
 KERNEL = _kernels is not None
 FRESH_ROWS_KEPT = 1_000_000     # row keys an index opened empty keeps in memory (~150 MB at most)
 

@@ -16,10 +16,15 @@
 //! decode with the codec: no program for its writer, an unknown schema id, a body the walker
 //! refuses; for record sets also a compressed or older-format batch or a bad CRC) makes it
 //! return None, and the caller folds the whole batch the Python way.
+//!
+//! `score` (bestfit_rows, strand_rows, fgd_raw_states): the scheduler's per-row scoring
+//! arithmetic, bit for bit the numpy it replaces (see `score.rs`).
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
 use std::collections::HashMap;
+
+mod score;
 
 const SLOT_EID: usize = 0;
 const SLOT_TASK: usize = 1;
@@ -823,5 +828,8 @@ fn suanli_kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fold, m)?)?;
     m.add_function(wrap_pyfunction!(fold_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(chunk_headers, m)?)?;
+    m.add_function(wrap_pyfunction!(score::bestfit_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(score::strand_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(score::fgd_raw_states, m)?)?;
     Ok(())
 }

@@ -9,7 +9,7 @@ from typing import Literal, Optional
 
 import numpy as np
 
-from .. import rng
+from .. import compiled, rng
 from ..args import arg
 from ..framework import OK, REGISTRY, Code, CycleContext, Plugin, Status
 from ..state import GPU_MILLI
@@ -179,6 +179,11 @@ class BestFit(Plugin):
     def _score(self, ctx, rows, cpu_share: float):
         """``cpu_share`` weighs the CPU term, ``1 - cpu_share`` the GPU term."""
         s, r, a = ctx.state, ctx.req, self.args
+        if compiled.KERNELS is not None:        # the same arithmetic in one pass (kernels/src/score.rs)
+            out = np.empty(rows.size)
+            compiled.KERNELS.bestfit_rows(s.cpu_free, s.gpu_free_total, compiled.int64_rows(rows), r.cpu,
+                                          r.gpu_total, a.max_cpu, a.max_gpu, cpu_share, 1.0 - cpu_share, out)
+            return out
         cpu = (s.cpu_free[rows] - r.cpu) / a.max_cpu * cpu_share
         gpu = (s.gpu_free_total[rows] - r.gpu_total) / a.max_gpu * (1.0 - cpu_share)
         return np.trunc((1.0 - (cpu + gpu)) * 100.0)

@@ -25,11 +25,12 @@ from typing import Any, Literal, Optional, Union
 
 import numpy as np
 
+from .. import compiled
 from ..args import DEFAULT, arg, explicit
 from ..frag import (TypicalTasks, frag_after_shared, gap_waste_table, node_frag, shape_key,
                     typical_from_counts)
 from ..framework import REGISTRY, CycleContext, Plugin
-from ..node_classes import classes_present, node_classes, representatives
+from ..node_classes import node_classes, unknown_classes
 from ..state import GPU_MILLI, SHAPE_LOG_KEEP, CellState
 
 
@@ -99,6 +100,10 @@ class _Entry:
             self.score = np.concatenate([self.score, np.zeros(extra, dtype=np.float64)])
             self.dev = np.concatenate([self.dev, np.full(extra, -1, dtype=np.int64)])
 
+
+# the kernel's task kinds (kernels/src/score.rs fgd_raw_states), and its empty waste table
+_KIND_CODE = {"cpu": 0, "shared": 1, "whole": 2}
+_NO_TABLE = np.zeros(0, dtype=np.float64)
 
 # per-shape entries kept at most (old typical distributions' entries are dead weight)
 _MAX_ENTRIES = 256
@@ -214,10 +219,8 @@ class FGD(Plugin):
             e = cache[k] = _Entry(nc.generation)
         e.grow(nc.count)
         cids = nc.ids[rows]
-        missing = cids[~e.known[cids]]
-        if missing.size:
-            classes = classes_present(missing, nc.count)
-            reps = representatives(s, nc, classes)
+        classes, reps = unknown_classes(cids, rows, e.known)
+        if classes.size:
             score, dev = self._score_states(s, tt, r, s.cpu_free[reps], s.gpu_free[reps], s.model_idx[reps])
             e.score[classes] = score
             if dev is not None:
@@ -235,6 +238,8 @@ class FGD(Plugin):
             if r.kind == "shared":
                 dev = np.argmin(np.where(gpu >= r.gpu_milli, gpu, np.iinfo(np.int64).max), axis=1)
             return np.zeros(k), dev
+        if self.mode == "raw" and compiled.KERNELS is not None:
+            return self._score_states_compiled(s, tt, r, cpu, gpu, midx)
         acc = self._acc(s, tt)[:, midx].T
         before = node_frag(tt, cpu, gpu, acc, self.ign)
         if r.kind == "shared":
@@ -273,6 +278,21 @@ class FGD(Plugin):
         if self.mode == "sigmoid":
             return np.trunc(100.0 / (1.0 + np.exp(-delta / 1000.0))), None
         return self._quantize(delta), None
+
+    def _score_states_compiled(self, s: CellState, tt: TypicalTasks, r, cpu: np.ndarray, gpu: np.ndarray,
+                               midx: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """``_score_states`` in raw mode by the kernel (``kernels/src/score.rs``
+        ``fgd_raw_states``): the same integer fragments and the same float steps, per state
+        in one pass instead of [k, G, C] temporaries."""
+        k, kind, gw = cpu.size, _KIND_CODE[r.kind], self.args.gap_weight
+        wt = s.derived_recent("fgd-waste", tt.digest, lambda: gap_waste_table(tt)) if gw and kind == 1 else _NO_TABLE
+        score, dev = np.empty(k), np.empty(k, dtype=np.int64)
+        compiled.KERNELS.fgd_raw_states(
+            tt.cpu, tt.num, tt.milli, tt.count, tt.total, self._acc(s, tt).view(np.uint8),
+            np.ascontiguousarray(cpu, dtype=np.int64), np.ascontiguousarray(gpu, dtype=np.int64),
+            np.ascontiguousarray(midx, dtype=np.int64), kind, r.cpu, r.gpu_milli, r.gpu_count, self.ign,
+            float(gw), wt, float(self.args.quantum), score, dev)
+        return score, (dev if kind == 1 else None)
 
     def _quantize(self, delta: np.ndarray) -> np.ndarray:
         q = self.args.quantum

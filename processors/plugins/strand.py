@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import compiled
 from ..args import arg
 from ..framework import REGISTRY, CycleContext
 from ..state import CellState
@@ -64,6 +65,11 @@ class CpuStrand(TypicalReader):
         rho = self.rho(s) * (a.cpu_slack if r.kind == "cpu" and a.cpu_slack else a.slack)
         if rho <= 0:
             return np.zeros(rows.size)
+        if compiled.KERNELS is not None:        # the same arithmetic in one pass (kernels/src/score.rs)
+            out = np.empty(rows.size)
+            compiled.KERNELS.strand_rows(s.cpu_free, s.gpu_free_total, compiled.int64_rows(rows), r.cpu,
+                                         r.gpu_total, rho, out)
+            return out
         cpu = s.cpu_free[rows].astype(np.float64)
         gpu = s.gpu_free_total[rows].astype(np.float64)
         before = np.maximum(0.0, gpu - cpu / rho)

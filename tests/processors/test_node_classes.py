@@ -7,7 +7,7 @@ import pytest
 
 from suanli.processors.framework import CycleContext
 from suanli.processors.model import Request
-from suanli.processors.node_classes import classes_present, node_classes, representatives
+from suanli.processors.node_classes import node_classes, unknown_classes
 from suanli.processors.plugins.fgd import FGD
 from suanli.processors.state import CellState
 
@@ -56,14 +56,19 @@ def test_ids_are_renumbered_when_nodes_are_added():
     assert nc.generation == g0 + 1 and nc.ids.size == 6 and (nc.ids >= 0).all()
 
 
-def test_present_classes_and_their_representatives():
+def test_unknown_classes_and_a_row_of_each():
     s = _cell()
     nc = node_classes(s)
     rows = np.arange(0, s.n_nodes, 3)
-    present = classes_present(nc.ids[rows], nc.count)
-    assert present.tolist() == sorted(set(nc.ids[rows].tolist()))
-    reps = representatives(s, nc, present)
-    assert nc.ids[reps].tolist() == present.tolist()
+    cids = nc.ids[rows]
+    known = np.zeros(nc.count, dtype=bool)
+    known[cids[::2]] = True                       # some of the classes present are known
+    classes, reps = unknown_classes(cids, rows, known)
+    assert classes.tolist() == sorted(set(cids.tolist()) - set(np.flatnonzero(known).tolist()))
+    assert nc.ids[reps].tolist() == classes.tolist() and set(reps.tolist()) <= set(rows.tolist())
+    one = np.flatnonzero(~known[cids])[:1]        # the usual case: one row of one new class
+    assert unknown_classes(cids[one], rows[one], known)[0].tolist() == cids[one].tolist()
+    assert unknown_classes(cids, rows, np.ones(nc.count, dtype=bool))[0].size == 0
 
 
 TYPICAL = [{"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 250, "count": 5},

@@ -9,8 +9,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from suanli.replay.dir_registry import DirRegistry
-from suanli.schemas.catalog import catalog
+from suanli.bench.recorded_log import offline_codec  # noqa: F401  (the tests import it from here)
 from suanli.schemas.codec import Codec
 from suanli.streams.cell_runner import CellRunner
 from suanli.streams.records import RawRecord
@@ -23,10 +22,6 @@ CELL_LOG = TOPICS.cell_log            # "t.cells"
 DECISIONS_TOPIC = TOPICS.decisions    # "t.decisions"
 
 
-def offline_codec() -> tuple[Codec, DirRegistry]:
-    schemas = {100 + i: ev.schema for i, (_k, ev) in enumerate(sorted(catalog().items()))}
-    registry = DirRegistry(schemas)
-    return Codec(registry), registry
 
 
 def inputs(cell: str = "c1", n_nodes: int = 6, n_tasks: int = 80, seed: int = 7,
