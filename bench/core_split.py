@@ -25,6 +25,7 @@ from suanli.processors.model import NodeRegistered, TaskSubmitted, from_avro
 from suanli.processors.plugins import basic, fgd, model_locality, strand
 from suanli.processors.state import CellState
 
+
 def _parts() -> list[tuple[Any, str, str]]:
     """(owner, attribute, label) of each timed function."""
     filters = [(getattr(basic, n), "filter", "filters") for n in basic.FILTERS]

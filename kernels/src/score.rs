@@ -8,8 +8,8 @@
 //! operations of 3-10 µs each over the feasible rows; here each scorer is one pass.
 //!
 //! Arrays come in through the buffer protocol: int64 (`i64`), float64 (`f64`) and uint8,
-//! C-contiguous, as the state keeps them; a wrong dtype or layout raises `TypeError` /
-//! `ValueError`, and an index out of range `IndexError` (nothing is written then).
+//! C-contiguous, as the state keeps them; a wrong dtype raises `BufferError`, a wrong layout or
+//! length `ValueError`, and an index out of range `IndexError` (nothing is written then).
 use pyo3::buffer::{Element, PyBuffer, ReadOnlyCell};
 use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
@@ -183,6 +183,10 @@ pub fn fgd_raw_states(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Bound<
     let db = PyBuffer::<i64>::get(out_dev)?;
     let (os, od) = (out_slice(py, &sb, "out_score", k)?, out_slice(py, &db, "out_dev", k)?);
 
+    // every model index in range before anything is written (numpy's -1 reads the last column)
+    if let Some(m) = midx.iter().map(|m| m.get()).find(|&m| m < -(cols as i64) || m >= cols as i64) {
+        return Err(PyIndexError::new_err(format!("model index {m} out of range for {cols} columns")));
+    }
     // the access column of each state: acc_col[c] = acc[c, col]
     let mut acc_col: Vec<bool> = Vec::with_capacity(c);
     let mut g: Vec<i64> = vec![0; width];
@@ -192,9 +196,6 @@ pub fn fgd_raw_states(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Bound<
     for i in 0..k {
         let m = midx[i].get();
         let col = if m < 0 { cols as i64 + m } else { m };
-        if col < 0 || col as usize >= cols {
-            return Err(PyIndexError::new_err(format!("model index {m} out of range for {cols} columns")));
-        }
         acc_col.clear();
         for ci in 0..c {
             acc_col.push(acc_t[ci * cols + col as usize].get() != 0);

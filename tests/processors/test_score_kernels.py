@@ -141,3 +141,15 @@ def test_whole_decisions_are_the_same_with_and_without_the_kernels(strategy, con
     got = _decisions(strategy, config, 400, 900)
     want = numpy_only(monkeypatch, lambda: _decisions(strategy, config, 400, 900))
     assert len(got) >= 900 and got == want
+
+
+def test_a_model_index_out_of_range_is_refused_before_any_state_is_scored():
+    k, i64 = compiled.KERNELS, np.int64
+    tt = np.array([1000], dtype=i64)                             # one typical class
+    acc = np.ones((1, 2), dtype=bool).view(np.uint8)               # one model + "no GPU"
+    gpu = np.array([[1000, 1000], [1000, 1000]], dtype=i64)
+    score, dev = np.full(2, 7.0), np.full(2, 7, dtype=i64)
+    with pytest.raises(IndexError, match="model index 2 out of range"):
+        k.fgd_raw_states(tt, np.ones(1, i64), tt, np.ones(1, i64), 1, acc, np.full(2, 8000, i64), gpu,
+                         np.array([0, 2], dtype=i64), 1, 1000, 500, 1, False, 0.0, np.zeros(0), 0.0, score, dev)
+    assert (score == 7.0).all() and (dev == 7).all()
