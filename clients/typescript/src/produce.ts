@@ -11,6 +11,9 @@
  * flags, which show in `ps`): SUANLI_KAFKA_SECURITY_PROTOCOL=SASL_SSL, SUANLI_KAFKA_USERNAME,
  * SUANLI_KAFKA_PASSWORD, SUANLI_KAFKA_CA (PEM), SUANLI_KAFKA_SASL_MECHANISM (default
  * SCRAM-SHA-512); see security.ts.
+ *
+ * --timeout-ms (default 90000) bounds the whole run: past it, produce says what it was
+ * waiting on (the brokers, the registry) and exits 1, instead of waiting for ever.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -45,6 +48,7 @@ const { values: o } = parseArgs({
     'latest-start': { type: 'string' },
     gang: { type: 'string' },
     price: { type: 'string', default: '0' },
+    'timeout-ms': { type: 'string', default: '90000' },
   },
 });
 
@@ -121,6 +125,12 @@ async function main(): Promise<number> {
   }
 
   const producer = new SuanliProducer({ brokers: o.brokers!.split(','), registry: o.registry!, security });
+  const timeoutMs = int('timeout-ms', o['timeout-ms']!);
+  // unref: the watchdog alone never keeps the process alive.
+  setTimeout(() => {
+    console.error(`produce: gave up after ${timeoutMs} ms (--timeout-ms), still ${producer.phase}`);
+    process.exit(1);
+  }, timeoutMs).unref();
   await producer.connect();
   try {
     if (o.schema) await producer.useSchema(kind, readFileSync(o.schema, 'utf8').trim());
