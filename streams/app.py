@@ -25,9 +25,10 @@ import re
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable
 
 import faust
+from faust.exceptions import ConsumerNotStarted
 from faust.streams import _current_event
 from faust.types import TP, Message
 
@@ -36,6 +37,7 @@ from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner, chunk
 from suanli.streams.intake import ticks, triage
+from suanli.streams.log_clock import RawWatermark
 from suanli.streams.kafka_io import ReadabilityProbe, read_range
 from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
 from suanli.streams.records import OutRecord, RawRecord, is_urgent
@@ -203,38 +205,38 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
     metrics = WorkerMetrics("intake", settings.namespace, codec, topics.raw).attach(app)
 
     cells: set[str] = set()          # cells this worker has forwarded inputs to: the ones it ticks
-    # A tick stamps the wall clock, so it must not overtake inputs still queued in the raw
-    # topics (heartbeats behind a burst would look late and healthy nodes SUSPECT): tick
-    # only while intake keeps up, i.e. its last micro-batch was not full.
-    caught_up = {"raw": True, "tenants": True}
+    # A tick must not overtake inputs still queued in the raw topics (heartbeats behind a
+    # burst would look late and healthy nodes SUSPECT): its time is bounded by the newest
+    # record handed on of each raw partition intake is behind on (streams/log_clock.py).
+    watermark: RawWatermark = RawWatermark()
 
-    def triage_batches(source: str) -> Callable[[faust.StreamT], Awaitable[None]]:
-        async def triage_source(stream: faust.StreamT) -> None:
-            # As the scheduler's: a lone submission waits 2 ms for company, not BATCH_WITHIN
-            # (which every record paid at low load: intake's p50 was 22-24 ms at 100/s).
-            wait = BatchWait()
-            wait.attach(stream)
-            async for events in stream.take_events(BATCH, within=MARKER):
-                wait.after(len(events))
-                await triage_batch(source, events)
-        return triage_source
+    async def triage_source(stream: faust.StreamT) -> None:
+        # As the scheduler's: a lone submission waits 2 ms for company, not BATCH_WITHIN
+        # (which every record paid at low load: intake's p50 was 22-24 ms at 100/s).
+        wait = BatchWait()
+        wait.attach(stream)
+        async for events in stream.take_events(BATCH, within=MARKER):
+            wait.after(len(events))
+            await triage_batch(events)
 
-    async def triage_batch(source: str, events: list) -> None:
+    async def triage_batch(events: list) -> None:
         outputs: list[OutRecord] = []
         for event in events:
             outputs.extend(triage(codec, _raw(event.message), topics))
         cells.update(r.key.decode() for r in outputs if r.topic == topics.cell_log and r.key)
         await _produce_all(app, outputs)
         metrics.batch_done(events, outputs)
-        caught_up[source] = len(events) < BATCH
+        for event in events:             # handed on: its outputs are stored
+            message = event.message
+            watermark.handed(message.tp, message.offset, int((message.timestamp or 0) * 1000))
 
-    app.agent(raw, name="intake")(triage_batches("raw"))
+    app.agent(raw, name="intake")(triage_source)
     # Tenants' own raw topics (the secure stack's): those that exist when intake starts.
     # (Faust cannot subscribe by pattern, so a tenant added later is read after intake restarts.)
     own = tenant_topics(settings.bootstrap_servers, topics)
     if own:
         tenant_raw = app.topic(*own, key_type=bytes, value_type=bytes)
-        app.agent(tenant_raw, name="intake-tenants")(triage_batches("tenants"))
+        app.agent(tenant_raw, name="intake-tenants")(triage_source)
 
     # Nor while a raw partition cannot be read (its leader died and no other has taken it over
     # yet): the heartbeats written to it wait in their producers meanwhile, and a clock that
@@ -242,11 +244,21 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
     probe = ReadabilityProbe(settings.bootstrap_servers, topics.raw, timeout_s=TICK_PROBE_TIMEOUT_S)
     held: list[str] = []
 
+    def raw_end(tp: TP) -> int | None:
+        """The end offset of a raw partition as intake's consumer last heard it; None when it
+        has not heard yet or no longer reads the partition (then it bounds no tick)."""
+        try:
+            return app.consumer.highwater(tp)
+        except (AssertionError, AttributeError, ConsumerNotStarted):
+            # aiokafka asserts the partition is assigned, and has no assignment mid-rebalance
+            return None
+
     @app.timer(interval=settings.tick_ms / 1000.0)
     async def ticker() -> None:
         """The cell clock's heartbeat: a CellTick into every cell log seen (the one wall
-        clock of the plane lives here, at the edge; the scheduler only reads ticks)."""
-        if not cells or not all(caught_up.values()):
+        clock of the plane lives here, at the edge; the scheduler only reads ticks), at the
+        wall clock or, while intake is behind on a raw partition, the time it has read to."""
+        if not cells:
             return
         unreadable = await probe.unreadable()
         if unreadable:
@@ -257,7 +269,10 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
         if held:
             log.warning("intake: ticks go on: every raw partition can be read again")
             held.clear()
-        records = ticks(codec, cells, int(time.time() * 1000), settings.tick_ms, topics)
+        at = watermark.next_tick(int(time.time() * 1000), raw_end)
+        if at is None:                   # behind on a raw partition since the last tick
+            return
+        records = ticks(codec, cells, at, settings.tick_ms, topics)
         await _produce_all(app, records)
         metrics.batch_done((), records)
 

@@ -59,7 +59,9 @@ class Settings(BaseSettings):
                                    "forgotten.")
     partitions: int = Field(4, ge=1, description="Partitions of the cell log and raw topics when Suanli creates them.")
     tick_ms: int = Field(1000, ge=10, description="Period of the CellTick the intake worker writes into each cell log "
-                                                  "it has seen: the scheduler's clock advances at least this often.")
+                                                  "it has seen: the scheduler's clock advances at least this often while intake "
+                                                  "keeps up; behind on a raw partition, a tick claims no later a time than "
+                                                  "the newest record intake has read from it.")
     fetch_max_wait_ms: int = Field(20, ge=1, le=10_000,
                                    description="How long a worker's fetch may wait at the broker for new records, ms "
                                                "(Faust's own fixed value is 1500). Records of a busy partition can "
