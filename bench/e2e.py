@@ -40,8 +40,9 @@ LOW_LOAD_RATE = 100.0        # submissions/s offered in the low-load phase (issu
 LOW_LOAD_TASKS = 3000        # enough for a p99 at 100/s in 30 s, whatever the full run's size
 
 
-async def _timings(settings: Settings, cell: str) -> tuple[list[int], list[float], int]:
-    """(placement record timestamps, per-task latency ms, first submission ms) of a cell."""
+async def _timings(settings: Settings, cell: str) -> tuple[list[int], list[float], int, dict[str, int]]:
+    """(placement record timestamps, per-task latency ms, first submission ms, how many
+    records of each kind the cell log and the decisions topic hold) of a cell."""
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
     from suanli.streams.kafka_io import EventConsumer
@@ -50,6 +51,7 @@ async def _timings(settings: Settings, cell: str) -> tuple[list[int], list[float
     names = TopicNames(settings.namespace)
     submitted: dict[str, int] = {}
     placed: dict[str, int] = {}
+    kinds: dict[str, int] = {}
     with RegistryClient(settings.registry_url) as registry:
         codec = Codec(registry)
         for topic in (names.cell_log, names.decisions):
@@ -57,6 +59,7 @@ async def _timings(settings: Settings, cell: str) -> tuple[list[int], list[float
                 for r in await consumer.read_until_end():
                     if r.payload is None or r.payload.get("cell") != cell:
                         continue
+                    kinds[r.kind] = kinds.get(r.kind, 0) + 1
                     if r.kind == "TaskSubmitted":
                         submitted[r.payload["task_id"]] = r.payload["submitted_at"]
                     elif r.kind == "TaskPlaced":
@@ -66,7 +69,7 @@ async def _timings(settings: Settings, cell: str) -> tuple[list[int], list[float
     order = sorted(submitted, key=lambda t: (submitted[t], t))
     steady = set(order[len(order) // 10:])
     latencies = [placed[t] - submitted[t] for t in placed if t in steady]
-    return sorted(placed.values()), latencies, min(submitted.values(), default=0)
+    return sorted(placed.values()), latencies, min(submitted.values(), default=0), dict(sorted(kinds.items()))
 
 
 def _usage(plane: Plane, cpu_before: dict[str, float]) -> dict[str, Any]:
@@ -100,7 +103,7 @@ def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate
         usage = _usage(plane, cpu_before)
     finally:
         plane.stop()
-    stamps, latencies, first_submit = asyncio.run(_timings(settings, plane.cell))
+    stamps, latencies, first_submit, kinds = asyncio.run(_timings(settings, plane.cell))
     span = (stamps[-1] - first_submit) / 1000 if stamps else float("nan")
     extra = {"stages": asyncio.run(probe.collect())} if probe else {}
     return {**extra, "tasks": tasks, "offered_rate": rate, "placed": len(stamps),
@@ -108,7 +111,8 @@ def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate
             "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
                            "p99": percentile(latencies, 99), "mean": round(statistics.fmean(latencies), 1)
                            if latencies else None},
-            "workers": usage, "wall_seconds": round(wall, 1), "capacity_violations": result["capacity_violations"]}
+            "workers": usage, "wall_seconds": round(wall, 1), "capacity_violations": result["capacity_violations"],
+            "records_by_kind": kinds}
 
 
 def run(node_count: int, task_count: int) -> dict[str, Any]:
@@ -126,3 +130,34 @@ def run(node_count: int, task_count: int) -> dict[str, Any]:
         rate = max(1.0, 0.5 * (peak["placements_per_s"] or 2.0))
         half = _phase(fresh(), nodes_csv, pods_csv, task_count, rate=round(rate, 1), stages=True)
     return {"nodes": node_count, "max": peak, "low_load": low, "half_load": half}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m suanli.bench.e2e [--nodes N] [--tasks N] [--max-only] [--json F]``, stack up."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m suanli.bench.e2e", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--tasks", type=int, default=10000)
+    parser.add_argument("--max-only", action="store_true",
+                        help="only phase 1 (as fast as possible): the sustained rate, its records and workers' CPU")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    if args.max_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            nodes_csv = synthetic.write_node_csv(Path(tmp) / "nodes.csv", args.nodes)
+            pods_csv = synthetic.write_pod_csv(Path(tmp) / "pods.csv", args.tasks)
+            settings = load_settings(namespace=f"bench{uuid.uuid4().hex[:8]}")
+            figures: dict[str, Any] = {"nodes": args.nodes,
+                                       "max": _phase(settings, nodes_csv, pods_csv, args.tasks, rate=0)}
+    else:
+        figures = run(args.nodes, args.tasks)
+    text = json.dumps(figures, indent=1)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
