@@ -57,6 +57,7 @@ def _figures(phase: Mapping[str, Any]) -> dict[str, Any]:
         batches = st["scheduler"]["batches"]
         out["stages"] = {s["stage"]: {"p50": s["p50"], "p99": s["p99"]} for s in st["stages"]}
         out["scheduler_batches"] = {"count": batches["count"], "mean_events": batches["mean_events"]}
+        out["notes"] = st["notes"]
     return out
 
 

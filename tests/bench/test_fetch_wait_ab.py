@@ -35,7 +35,12 @@ def test_both_arms_place_every_task_with_their_own_wait(stack):
     for arm in (faust, default):
         assert arm["placed"] == arm["tasks"] == 60
         assert arm["stages"]["submit -> read model (whole)"]["p50"] is not None
-        assert arm["scheduler_batches"]["count"] >= 1
+        # The batches are counted between two of the scheduler's latency writes that bracket the
+        # phase. Faust's 1.5 s fetch wait can hold a batch past the probe's bounded wait (one CI run:
+        # decisions 4 s late and no batch finished inside the window); then the probe must say so.
+        count, notes = arm["scheduler_batches"]["count"], arm["notes"]
+        assert count >= 1 or any("histogram counted" in n for n in notes), (count, notes)
+    assert default["scheduler_batches"]["count"] >= 1, default["notes"]
     assert figures["summary"]["faust"]["runs"] == figures["summary"]["default"]["runs"] == 1
 
 

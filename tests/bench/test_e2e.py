@@ -1,0 +1,25 @@
+"""``python -m suanli.bench.e2e --max-only`` on the real stack: a small plane run as fast as
+it goes, its figures written as JSON, with the records of each kind the phase left."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.stack
+
+
+def test_the_max_phase_cli_writes_its_figures_and_counts_the_records(stack, tmp_path):
+    from suanli.bench import e2e
+
+    out = tmp_path / "e2e.json"
+    e2e.main(["--max-only", "--nodes", "20", "--tasks", "150", "--json", str(out)])
+    figures = json.loads(out.read_text())
+    assert figures["nodes"] == 20 and set(figures) == {"nodes", "max"}
+    phase = figures["max"]
+    assert phase["tasks"] == 150 and phase["placed"] == 150 and phase["capacity_violations"] == 0
+    assert phase["placements_per_s"] > 0
+    kinds = phase["records_by_kind"]
+    # every submission reached the cell log and was placed (again, if preempted), and the 20 nodes registered
+    assert kinds["TaskSubmitted"] == 150 and kinds["TaskPlaced"] >= 150 and kinds["NodeRegistered"] == 20
+    assert set(phase["workers"]) >= {"intake", "scheduler"}
