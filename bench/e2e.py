@@ -115,9 +115,10 @@ def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate
             "records_by_kind": kinds}
 
 
-def run(node_count: int, task_count: int) -> dict[str, Any]:
-    """The three phases, each on a fresh namespace (a fresh plane: no phase's scheduler
-    carries the cells of the one before, in its state and its snapshots); returns the figures."""
+def run(node_count: int, task_count: int, max_only: bool = False) -> dict[str, Any]:
+    """The three phases (``max_only``: the first alone), each on a fresh namespace (a fresh
+    plane: no phase's scheduler carries the cells of the one before, in its state and its
+    snapshots); returns the figures."""
     def fresh() -> Settings:
         return load_settings(namespace=f"bench{uuid.uuid4().hex[:8]}")
 
@@ -125,6 +126,8 @@ def run(node_count: int, task_count: int) -> dict[str, Any]:
         nodes_csv = synthetic.write_node_csv(Path(tmp) / "nodes.csv", node_count)
         pods_csv = synthetic.write_pod_csv(Path(tmp) / "pods.csv", task_count)
         peak = _phase(fresh(), nodes_csv, pods_csv, task_count, rate=0)
+        if max_only:
+            return {"nodes": node_count, "max": peak}
         low = _phase(fresh(), nodes_csv, pods_csv, min(task_count, LOW_LOAD_TASKS), rate=LOW_LOAD_RATE,
                      stages=True)
         rate = max(1.0, 0.5 * (peak["placements_per_s"] or 2.0))
@@ -144,15 +147,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="only phase 1 (as fast as possible): the sustained rate, its records and workers' CPU")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
-    if args.max_only:
-        with tempfile.TemporaryDirectory() as tmp:
-            nodes_csv = synthetic.write_node_csv(Path(tmp) / "nodes.csv", args.nodes)
-            pods_csv = synthetic.write_pod_csv(Path(tmp) / "pods.csv", args.tasks)
-            settings = load_settings(namespace=f"bench{uuid.uuid4().hex[:8]}")
-            figures: dict[str, Any] = {"nodes": args.nodes,
-                                       "max": _phase(settings, nodes_csv, pods_csv, args.tasks, rate=0)}
-    else:
-        figures = run(args.nodes, args.tasks)
+    figures = run(args.nodes, args.tasks, max_only=args.max_only)
     text = json.dumps(figures, indent=1)
     print(text)
     if args.json:
