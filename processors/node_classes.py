@@ -19,6 +19,7 @@ import numpy as np
 from .state import CellState
 
 _KEY = "node-classes"
+_I64 = np.int64
 
 
 class NodeClasses:
@@ -45,6 +46,12 @@ def _state_keys(s: CellState, rows: np.ndarray) -> np.ndarray:
                                 dtype=np.int64)
 
 
+def _state_key(s: CellState, row: int) -> bytes:
+    """``_state_keys(s, [row])[0].tobytes()``, without building the array."""
+    return (_I64(s.cpu_free[row]).tobytes() + s.gpu_free[row].astype(_I64, copy=False).tobytes()
+            + _I64(s.model_idx[row]).tobytes())
+
+
 def node_classes(s: CellState) -> NodeClasses:
     """The state's node classes, brought up to date with its stamps.
 
@@ -61,10 +68,13 @@ def node_classes(s: CellState) -> NodeClasses:
     nc.clock = s.clock
     dirty = np.flatnonzero(nc.stamp != s.stamp)
     if dirty.size:
-        keys = _state_keys(s, dirty)
+        rows = dirty.tolist()
+        if len(rows) == 1:               # the usual case, a decision changed one row: no [k, G + 2] array
+            keys = [_state_key(s, rows[0])]
+        else:
+            keys = [k.tobytes() for k in _state_keys(s, dirty)]
         table, ids = nc.table, nc.ids
-        for i, row in enumerate(dirty.tolist()):
-            k = keys[i].tobytes()
+        for row, k in zip(rows, keys):
             cid = table.get(k)
             if cid is None:
                 cid = table[k] = len(table)
@@ -81,5 +91,13 @@ def unknown_classes(cids: np.ndarray, rows: np.ndarray, known: np.ndarray) -> tu
     miss = np.flatnonzero(~known[cids])
     if miss.size <= 1:                  # the usual case: none, or the row changed last
         return cids[miss], rows[miss]
-    classes, first = np.unique(cids[miss], return_index=True)
-    return classes, rows[miss[first]]
+    # Ids are dense (< len(known)), so a mark per id finds the distinct ones in O(len(rows))
+    # where np.unique sorted them (most of a decision's cost when a new typical-task digest
+    # leaves every class unknown). Any row of a class represents it: its state is the class.
+    missing = cids[miss]
+    seen = np.zeros(known.size, dtype=bool)
+    seen[missing] = True
+    rep = np.empty(known.size, dtype=rows.dtype)
+    rep[missing] = rows[miss]
+    classes = np.flatnonzero(seen)
+    return classes, rep[classes]

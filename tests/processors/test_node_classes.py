@@ -112,3 +112,14 @@ def test_fgd_scores_through_classes_equal_scores_computed_row_by_row(args):
         if dev is not None:
             for row in range(0, s.n_nodes, 7):
                 assert plugin.select_devices(ctx, row) == [int(dev[row])]
+
+
+def test_one_rows_key_is_its_row_of_the_keys_array():
+    """The one-row path of ``node_classes`` names a state by the same bytes as the
+    many-row path, so a state gets one class whichever path saw it first."""
+    from suanli.processors.node_classes import _state_key, _state_keys
+    s = _cell()
+    s.allocate("t1", "n003", [0] if s.gpu_count[3] else [], 250 if s.gpu_count[3] else 0, 1000, 1024)
+    rows = np.arange(s.n_nodes)
+    keys = _state_keys(s, rows)
+    assert [_state_key(s, r) for r in rows.tolist()] == [k.tobytes() for k in keys]
