@@ -41,6 +41,7 @@ from faust.transport.drivers import aiokafka as driver
 
 from suanli.streams.changelog_refetch import ChangelogRefetch
 from suanli.streams.commit_gaps import AckedGapDedupe
+from suanli.streams.inline_drain import InlineDrain
 
 __all__ = ["FAUST_FETCH_MAX_WAIT_MS", "FetchWaitTransport", "set_fetch_wait"]
 
@@ -54,9 +55,10 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         return consumer
 
 
-class _Consumer(ChangelogRefetch, AckedGapDedupe, driver.Consumer):
-    # also fetches again the changelog records Faust drops (streams/changelog_refetch.py), and
-    # counts an acked offset inside a gap once (streams/commit_gaps.py)
+class _Consumer(InlineDrain, ChangelogRefetch, AckedGapDedupe, driver.Consumer):
+    # also hands each record on without four tasks a record (streams/inline_drain.py), fetches
+    # again the changelog records Faust drops (streams/changelog_refetch.py), and counts an
+    # acked offset inside a gap once (streams/commit_gaps.py)
     def _new_consumer_thread(self) -> _ConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
