@@ -150,3 +150,19 @@ def test_finish_cancelled_cancels_what_the_coroutine_waits_on():
             await task
         assert fut.cancelled() and cleaned == [1]
     _run(main())
+
+
+def test_fausts_fetch_loop_still_makes_the_call_this_recognises():
+    """The mixin recognises one call of faust-streaming 0.15's fetch loop; if Faust changes
+    it, every record goes back to Faust's own race (correct, but slow): fail here instead."""
+    import inspect
+
+    from faust.transport.consumer import Consumer
+
+    from suanli.streams.fetch_wait import FetchWaitTransport
+
+    source = inspect.getsource(Consumer._drain_messages)
+    assert "self.wait_first(" in source and "callback(message), self.suspend_flow.wait()" in source
+    assert "self.suspend_flow = Event()" in inspect.getsource(Consumer.__init__)
+    assert inspect.getmodule(Consumer).Event is asyncio.Event
+    assert issubclass(FetchWaitTransport.Consumer, InlineDrain)
