@@ -65,21 +65,6 @@ def policy_strategy(s: CellState) -> Strategy:
     return hit[1]
 
 
-_REFS: dict[tuple[str, str, str], m.StrategyRef] = {}
-
-
-def strategy_ref(st: Strategy) -> m.StrategyRef:
-    """The ``StrategyRef`` a decision by ``st`` carries: one immutable object per name,
-    version and digest, made once (a placement would otherwise build it each time)."""
-    key = (st.name, st.version, st.digest)
-    ref = _REFS.get(key)
-    if ref is None:
-        if len(_REFS) >= 1024:           # many configs over a process's life: start again
-            _REFS.clear()
-        ref = _REFS[key] = m.StrategyRef(name=st.name, version=st.version, config_digest=st.digest)
-    return ref
-
-
 def qos_of(s: CellState) -> QosArgs:
     """The cell policy's QoS arguments (``qos.py``)."""
     return policy_strategy(s).args.qos
@@ -464,7 +449,7 @@ class _Decider:
             filt = tuple([m.FilterOutcome(reason=reason, nodes=k, sample=tuple([ids[r] for r in sample.tolist()]))
                           for reason, k, sample in res.filtered])
         return m.Provenance(input=m.LogPosition(topic=t, partition=p, offset=o),
-                            strategy=strategy_ref(strategy or self.strategy),
+                            strategy=(strategy or self.strategy).decision_ref,
                             candidates=cands, filtered=filt, path=tuple(path), decided_at=self.at,
                             matched_rule=matched_rule, profile=self.profile_of(task_id))
 

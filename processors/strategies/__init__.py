@@ -28,6 +28,7 @@ subprocess (``processors/sandbox.py``). Built-in names cannot be overridden.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ from suanli.errors import StrategyConfigError
 
 from .. import plugins as _plugins  # noqa: F401  (registers the built-in plugins)
 from ..args import arg_infos, explicit, parse_args
+from ..model import StrategyRef
 from ..framework import Profile
 from ..matching import BlendMember, Rule
 from . import (analytics, anti_affinity, balanced, batch, bestfit, cost_cheapest, cost_spot, default,
@@ -87,6 +89,12 @@ class Strategy:
 
     def ref(self) -> dict[str, str]:
         return {"name": self.name, "version": self.version, "config_digest": self.digest}
+
+    @functools.cached_property
+    def decision_ref(self) -> StrategyRef:
+        """:meth:`ref` as the ``StrategyRef`` its decisions carry: made once (a placement
+        would otherwise build it each time), immutable, so every decision can share it."""
+        return StrategyRef(**self.ref())
 
 
 _CACHE: dict[tuple[str, str], Strategy] = {}
