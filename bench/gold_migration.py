@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import json
 import os
 import secrets
@@ -207,6 +208,7 @@ class CellView:
     decided_offset: int = -1                                           # last cell-log offset decided
     decisions: list[tuple[str, int, dict]] = field(default_factory=list)     # (kind, record ts, payload)
     ticks: list[tuple[int, int]] = field(default_factory=list)         # CellTicks: (log offset, at)
+    clock: list[tuple[int, int]] = field(default_factory=list)         # (log offset, cell clock) where it rose
 
     def apply(self, r: Any, decisions_topic: str) -> None:
         p = r.payload
@@ -219,6 +221,7 @@ class CellView:
             self._decision(r.kind, r.timestamp, p)
             return
         k = r.kind                                      # the cell log
+        self._advance_clock(r.offset, k, p)
         if k == "NodeRegistered":
             self.nodes.add(p["node_id"])
         elif k == "PolicyChanged":
@@ -239,6 +242,21 @@ class CellView:
                 cur = self.running.get(p["task_id"])
                 if cur is not None and cur[0] == p["node_id"]:
                     del self.running[p["task_id"]]
+
+    def _advance_clock(self, offset: int, kind: str, p: dict) -> None:
+        """The cell clock as ``processors.core`` keeps it: the largest input time the log has
+        shown (a JobRound's time is its reporter's and does not count)."""
+        if kind == "JobRound":
+            return
+        at = p.get("submitted_at") if kind == "TaskSubmitted" else (
+            p.get("registered_at") if kind == "NodeRegistered" else p.get("at"))
+        if at and (not self.clock or at > self.clock[-1][1]):
+            self.clock.append((offset, at))
+
+    def clock_at(self, offset: int) -> int:
+        """The cell clock once the input at ``offset`` was folded (0 before any time)."""
+        i = bisect.bisect_right(self.clock, (offset, float("inf")))
+        return self.clock[i - 1][1] if i else 0
 
     def _decision(self, kind: str, ts: int, p: dict) -> None:
         self.kinds[kind] += 1

@@ -28,10 +28,11 @@ import os
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
-from suanli.bench.gold_migration import Options, dist, report, run
+from suanli.bench.gold_migration import CellView, Options, dist, report, run
 from suanli.config import load_settings, to_env
 from suanli.projections.audit_follower import index_dir
 
@@ -54,6 +55,18 @@ def test_dist_is_nearest_rank():
     assert (d["count"], d["min"], d["p50"], d["p90"], d["p99"], d["max"]) == (100, 1, 50, 90, 99, 100)
     assert dist([7])["p99"] == 7 and dist([])["count"] == 0
     assert dist([3, 1, 2])["p50"] == 2
+
+
+def test_the_views_cell_clock_is_the_largest_input_time_so_far():
+    v = CellView("c")
+    records = [(0, "NodeRegistered", {"registered_at": 100, "node_id": "n"}), (1, "CellTick", {"at": 1_000}),
+               (2, "TaskSubmitted", {"submitted_at": 994, "task_id": "t"}),     # stamped behind the clock
+               (3, "JobRound", {"at": 9_999}),                                  # its reporter's clock: ignored
+               (4, "NodeHeartbeat", {"at": 1_500, "node_id": "n"})]
+    for offset, kind, payload in records:
+        v.apply(SimpleNamespace(topic="cells", kind=kind, payload={"cell": "c", **payload}, offset=offset,
+                                timestamp=0), "decisions")
+    assert [v.clock_at(o) for o in range(-1, 6)] == [0, 100, 1_000, 1_000, 1_000, 1_500, 1_500]
 
 
 @pytest.mark.stack
