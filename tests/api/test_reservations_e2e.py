@@ -211,7 +211,7 @@ async def _scenario(plane: StackPlane, api: ApiProcess, produce: Path, tmp: Path
     for tid, p in placed(v).items():
         g = claims[tid]
         # The window rule runs on the cell clock, not on the input's own time (decided_at),
-        # which is behind the clock when the input was stamped before the last tick.
+        # which is behind the clock when the input was stamped before one the log showed earlier.
         offset = p["provenance"]["input"]["offset"]
         delay = v.clock_at(offset) - g["start_at"]
         delays.append(delay)
@@ -222,8 +222,8 @@ async def _scenario(plane: StackPlane, api: ApiProcess, produce: Path, tmp: Path
             wrong.append((tid, delay, offset, due, p["node_id"], g["node_id"],
                           p["provenance"]["path"]))
     assert not wrong, (f"{len(wrong)} of {len(claims)} claimants not started on their token at the first tick of "
-                       f"the cell clock after their window opened (task, cell clock - window start in ms, input offset, that tick's offset, "
-                       f"node, token's node, path): {wrong[:5]}")
+                       f"the cell clock after their window opened (task, cell clock - window start in ms, input "
+                       f"offset, that tick's offset, node, token's node, path): {wrong[:5]}")
     # The ticker beats every tick_ms of wall time, give or take its event loop's jitter.
     gaps = [b - a for (_, a), (_, b) in zip(v.ticks, v.ticks[1:])]
     preempted = [p for k, _, p in v.decisions if k == "TaskPreempted" and p["preempted_by"] in claims]
