@@ -42,7 +42,7 @@ from suanli.errors import StrategyError
 from . import rng
 from .args import NoArgs, parse_args
 from .model import Request, TaskProfile  # noqa: F401  (Request re-exported: plugins take the request from here)
-from .state import GPU_MILLI, CellState, TaskRecord
+from .state import CellState, TaskRecord
 
 
 class Code(enum.IntEnum):
@@ -225,10 +225,9 @@ def default_devices(state: CellState, row: int, req: Request) -> list[int]:
     if req.kind == "cpu":
         return []
     g = state.gpu_free[row]
+    fit = (g >= req.gpu_milli).nonzero()[0]
     if req.kind == "shared":
-        fit = np.flatnonzero(g >= req.gpu_milli)
         return [int(fit[np.argmin(g[fit])])] if fit.size else []
-    fit = np.flatnonzero(g >= req.gpu_milli)
     return [int(d) for d in fit[: req.gpu_count]] if fit.size >= req.gpu_count else []
 
 
@@ -353,8 +352,8 @@ def stable_top(total: np.ndarray, k: int, tied: np.ndarray) -> np.ndarray:
         return tied[:k]
     n = total.size
     kth = np.partition(total, n - k)[n - k]
-    above = np.flatnonzero(total > kth)
-    return np.concatenate([above, np.flatnonzero(total == kth)[: k - above.size]])
+    above = (total > kth).nonzero()[0]
+    return np.concatenate([above, (total == kth).nonzero()[0][: k - above.size]])
 
 
 def total_score(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
@@ -382,26 +381,26 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     path.append("pre-filter: ok")
 
     n = state.n_nodes
-    alive = np.ones(n, dtype=bool)
+    # ``alive`` is None while no filter has dropped a node (every row alive); ``left`` counts
+    # its rows, so a filter costs one ``&`` and one count, and the dropped rows are only
+    # found for a filter that dropped some (``.nonzero()[0]`` is ``np.flatnonzero`` for 1-D)
+    alive: Optional[np.ndarray] = None
+    left = n
     filtered: list[tuple[str, int, np.ndarray]] = []
-    for p in profile.filters:
-        out = p.filter(ctx)
-        if out is None:
-            continue
-        mask, reason = out
-        drop = alive & ~mask
-        k = int(np.count_nonzero(drop))
-        if k:
-            filtered.append((reason, k, np.flatnonzero(drop)[:3]))
-            alive &= mask
+    masks = [out for out in (p.filter(ctx) for p in profile.filters) if out is not None]
     if ctx.allowed is not None:
-        drop = alive & ~ctx.allowed
-        k = int(np.count_nonzero(drop))
-        if k:
-            filtered.append((ctx.allowed_reason, k, np.flatnonzero(drop)[:3]))
-            alive &= ctx.allowed
+        masks.append((ctx.allowed, ctx.allowed_reason))
+    for mask, reason in masks:
+        kept = mask.astype(bool) if alive is None else alive & mask   # a copy: a mask may be the state's own
+        now = int(np.count_nonzero(kept))
+        if now < left:
+            drop = ~kept if alive is None else alive & ~kept
+            filtered.append((reason, left - now, drop.nonzero()[0][:3]))
+            alive, left = kept, now
+    if alive is None:
+        alive = np.ones(n, dtype=bool)
     _avoid_bad_conditions(state, alive, filtered, ctx)
-    rows = np.flatnonzero(alive)
+    rows = alive.nonzero()[0]
     nf = int(rows.size)
     detail = ", ".join(f"{r}: {k}" for r, k, _ in filtered)
     path.append(f"filter: {n} nodes -> {nf} feasible" + (f" ({detail})" if detail else ""))
@@ -411,7 +410,7 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
 
     total = total_score(profile.scorers, ctx, rows)
     top = total.max()
-    tied = np.flatnonzero(total == top)
+    tied = (total == top).nonzero()[0]
     if tied.size == 1:
         pick = int(tied[0])
     elif profile.tie_break == "random":

@@ -66,7 +66,7 @@ def node_classes(s: CellState) -> NodeClasses:
     if nc.clock == s.clock:             # every change of a row ticks the clock (touch)
         return nc
     nc.clock = s.clock
-    dirty = np.flatnonzero(nc.stamp != s.stamp)
+    dirty = (nc.stamp != s.stamp).nonzero()[0]
     if dirty.size:
         rows = dirty.tolist()
         if len(rows) == 1:               # the usual case, a decision changed one row: no [k, G + 2] array
@@ -88,7 +88,7 @@ def unknown_classes(cids: np.ndarray, rows: np.ndarray, known: np.ndarray) -> tu
     from ``rows``), where ``cids[i]`` is the class of ``rows[i]``. Costs O(len(rows)) plus
     the unknown ones, not O(all rows + all classes ever seen): a decision usually meets one
     new class (the row it changed last), and the row that represents it is at hand."""
-    miss = np.flatnonzero(~known[cids])
+    miss = (~known[cids]).nonzero()[0]
     if miss.size <= 1:                  # the usual case: none, or the row changed last
         return cids[miss], rows[miss]
     # Ids are dense (< len(known)), so a mark per id finds the distinct ones in O(len(rows))
