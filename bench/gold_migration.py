@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from suanli.processors.model import OFF_CLOCK_KINDS, input_time
 from suanli.processors.qos import primary_of, standby_id
 
 GOAL_MAX_MS = 30_000
@@ -246,10 +247,9 @@ class CellView:
     def _advance_clock(self, offset: int, kind: str, p: dict) -> None:
         """The cell clock as ``processors.core`` keeps it: the largest input time the log has
         shown (a JobRound's time is its reporter's and does not count)."""
-        if kind == "JobRound":
+        if kind in OFF_CLOCK_KINDS:
             return
-        at = p.get("submitted_at") if kind == "TaskSubmitted" else (
-            p.get("registered_at") if kind == "NodeRegistered" else p.get("at"))
+        at = input_time(kind, p)
         if at and (not self.clock or at > self.clock[-1][1]):
             self.clock.append((offset, at))
 

@@ -392,12 +392,9 @@ def gang_of(task: m.Task) -> Optional[tuple[str, int]]:
 
 
 def event_time(e: Any) -> int:
-    """The time an input carries: its ``at``, ``submitted_at`` or ``registered_at``."""
-    if isinstance(e, m.TaskSubmitted):
-        return e.submitted_at
-    if isinstance(e, m.NodeRegistered):
-        return e.registered_at
-    return getattr(e, "at", 0) or 0
+    """The time an input carries (``model.time_field``: its ``at``, ``submitted_at`` or
+    ``registered_at``; 0 when it has none)."""
+    return getattr(e, m.time_field(e.KIND), 0) or 0
 
 
 def _accels_fit(s: CellState, reqs: list[Request], placements: list[tuple[int, list[int]]]) -> bool:
@@ -1265,7 +1262,7 @@ def _decide(state: CellState, event: Any, position: Position) -> tuple[CellState
         return state, []
     if isinstance(event, m.JobRound):
         # a job's report: its ``at`` is the reporter's clock, not cell time, so the clock
-        # stays; an elastic job's round may resize it (elastic_jobs.py)
+        # stays (``model.OFF_CLOCK_KINDS``); an elastic job's round may resize it (elastic_jobs.py)
         evolve(state, event)
         d = _Decider(state, position, state.now)
         d.resize_job(event)

@@ -107,3 +107,20 @@ def test_node_of_a_registration():
     assert (node.gpu_count, node.gpu_model, node.gpu_memory_mib, node.zone) == (2, "T4", 16384, "z")
     assert [d.index for d in node.devices] == [0, 1] and node.devices[1].model == "T4"
     assert m.Node.from_json(node.to_json()) == node
+
+
+@pytest.mark.parametrize("kind", sorted(m.CELL_INPUT_KINDS))
+def test_every_cell_input_carries_its_time_in_the_field_the_table_names(kind):
+    """``model.time_field`` is where both the core (typed records) and readers of raw
+    records (``input_time``) find an input's time: a new kind that keeps its time elsewhere
+    must say so in ``TIME_FIELDS``, or the cell clock would silently skip it."""
+    cls = m.RECORDS[kind]
+    field = m.time_field(kind)
+    assert field in {f.name for f in dataclasses.fields(cls)}, f"{kind} has no {field!r}"
+    assert m.input_time(kind, {field: 1234}) == 1234
+    assert m.input_time(kind, {}) == 0
+
+
+def test_a_job_round_is_the_one_input_off_the_cell_clock():
+    assert m.OFF_CLOCK_KINDS == {m.JobRound.KIND}
+    assert m.OFF_CLOCK_KINDS <= m.CELL_INPUT_KINDS
