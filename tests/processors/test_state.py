@@ -164,3 +164,34 @@ def test_the_indexes_that_replace_walks_of_every_task_give_the_walks_answers_aft
     restored = CellState.from_snapshot(json.loads(json.dumps(f.state.to_snapshot(), sort_keys=True)))
     assert list(restored.tasks) == sorted(restored.tasks)                   # a restore holds them in id order
     assert _indexed(restored) == _walks(restored) == _walks(f.state)
+
+
+def test_registering_many_nodes_grows_the_arrays_in_place_and_keeps_every_write():
+    """Per-row arrays are views of buffers with spare rows (``_append_row``): writes made
+    between registrations survive the buffers' doubling, and arrays replaced wholesale (a
+    wider GPU row, a new accelerator column, an array a snapshot restore sets) are taken over."""
+    from suanli.processors.model import Accelerator
+    s = CellState("t", max_gpus=2)
+    want_cpu, want_fpga = [], []
+    for i in range(300):
+        gpus = 4 if i == 150 else i % 3                          # row 150 widens gpu_free
+        accels = (Accelerator(kind="FPGA", model="u", count=2),) if i >= 200 and i % 2 else ()
+        node = Node(node_id=f"n{i}", cpu_milli=1000 + i, memory_mib=2048, gpu_count=gpus,
+                    gpu_model="A10" if gpus else None, accelerators=accels)
+        s.add_node(node.node_id, node.cpu_milli, node.memory_mib, gpus, node.gpu_model, node)
+        want_cpu.append(1000 + i)
+        want_fpga.append(2 if accels else 0)
+        if i % 7 == 0:
+            s.allocate(f"t{i}", f"n{i}", [0] if gpus else [], 300 if gpus else 0, 10, 1)
+            want_cpu[i] -= 10
+        if i == 100:                                                 # replaced, as a snapshot restore does,
+            s.cpu_free = s.cpu_free.copy()                           # then written before the next row
+            s.cpu_free[3] -= 5
+            want_cpu[3] -= 5
+    assert s.cpu_free.tolist() == want_cpu and s.cpu_cap.tolist() == [1000 + i for i in range(300)]
+    assert s.gpu_free.shape == (300, 4) and s.gpu_free[150].tolist() == [1000] * 4
+    # allocated before the widening and several doublings (7: one GPU, 14: two), and after (154)
+    assert [s.gpu_free[r].tolist() for r in (7, 14, 154)] == [[700, -1, -1, -1], [700, 1000, -1, -1],
+                                                              [700, -1, -1, -1]]
+    assert s.accel_free[:, 0].tolist() == want_fpga and s.accel_cap[:, 0].tolist() == want_fpga
+    assert all(getattr(s, name).shape[0] == 300 for name in s._row_buffers)
