@@ -828,6 +828,9 @@ that carries its elastic policy)."""
 NODE_EVENT_KINDS: frozenset[str] = frozenset({NodeStatusChanged.KIND, TaskStatusChanged.KIND, NodeHeartbeat.KIND,
                                               NodeConditionChanged.KIND})
 """Cell inputs that name a node which must already be registered in the cell."""
+EVENT_KINDS: frozenset[str] = frozenset(name for name, cls in RECORDS.items() if hasattr(cls, "KIND"))
+"""Every event of the contract (records whose first field is ``event_id``)."""
+
 
 # ------------------------------------------------------------- an input's time, once
 TIME_FIELDS: dict[str, str] = {TaskSubmitted.KIND: "submitted_at", NodeRegistered.KIND: "registered_at"}
@@ -846,8 +849,6 @@ def input_time(kind: str, payload: Mapping[str, Any]) -> int:
     """The time a cell input's decoded ``payload`` carries (0 when it has none): what the
     core reads from the typed record (``core.event_time``), for readers of raw records."""
     return payload.get(time_field(kind)) or 0
-EVENT_KINDS: frozenset[str] = frozenset(name for name, cls in RECORDS.items() if hasattr(cls, "KIND"))
-"""Every event of the contract (records whose first field is ``event_id``)."""
 
 
 # =========================================================================== core types
