@@ -652,9 +652,11 @@ class CellState:
         """Ids of the tasks whose old copy, in a reserve-first move, still holds ``node_id``."""
         return sorted(t.task.task_id for t in self.moving_records() if t.moving_from and t.moving_from[0] == node_id)
 
-    def _refresh_gpu_row(self, row: int) -> None:
+    def _refresh_gpu_row(self, row: int, values: Optional[list[int]] = None) -> None:
+        """Recompute the row's GPU summaries (from ``values``, its free milli per device as a
+        list, when the caller has them)."""
         # a row holds a handful of devices: Python over its list beats numpy's per-call cost
-        real = [g for g in self.gpu_free[row].tolist() if g >= 0]
+        real = [g for g in (self.gpu_free[row].tolist() if values is None else values) if g >= 0]
         self.gpu_free_total[row] = sum(real)
         self.gpu_max_free[row] = max(real) if real else 0
         self.gpu_full_count[row] = real.count(GPU_MILLI)
@@ -675,8 +677,11 @@ class CellState:
             if j < 0 or self.accel_free[row, j] < count:
                 raise ValueError(f"{task_id}: {count} {kind} {model!r} do not fit on {node_id}")
             cols.append((j, count))
+        # the row's devices as a list: a handful of values, cheaper in Python than numpy indexing
+        free = self.gpu_free[row].tolist() if devices else []
+        count_here = int(self.gpu_count[row])
         for d in devices:
-            if d < 0 or d >= self.gpu_count[row] or self.gpu_free[row, d] < gpu_milli:
+            if d < 0 or d >= count_here or free[d] < gpu_milli:
                 raise ValueError(f"{task_id}: gpu[{d}] {gpu_milli} milli does not fit on {node_id}")
         if len(set(devices)) != len(devices):
             raise ValueError(f"{task_id}: duplicate devices {devices}")
@@ -685,8 +690,10 @@ class CellState:
         for j, count in cols:
             self.accel_free[row, j] -= count
         if devices:
-            self.gpu_free[row, devices] -= gpu_milli
-            self._refresh_gpu_row(row)
+            for d in devices:
+                free[d] -= gpu_milli
+            self.gpu_free[row] = free
+            self._refresh_gpu_row(row, free)
             self._tag_delta(row, len(devices), gpu_milli, +1)
         self.touch(row)
 
@@ -703,8 +710,11 @@ class CellState:
         self.cpu_free[row] = min(self.cpu_free[row] + cpu_milli, self.cpu_cap[row])
         self.mem_free[row] = min(self.mem_free[row] + memory_mib, self.mem_cap[row])
         if devices:
-            self.gpu_free[row, devices] = np.minimum(self.gpu_free[row, devices] + gpu_milli, GPU_MILLI)
-            self._refresh_gpu_row(row)
+            free = self.gpu_free[row].tolist()
+            for d in dict.fromkeys(devices):        # each device once, as numpy's fancy assignment did
+                free[d] = min(free[d] + gpu_milli, GPU_MILLI)
+            self.gpu_free[row] = free
+            self._refresh_gpu_row(row, free)
         self.touch(row)
 
     # ------------------------------------------------------- accelerators (C1)
