@@ -195,3 +195,14 @@ def test_registering_many_nodes_grows_the_arrays_in_place_and_keeps_every_write(
                                                               [700, -1, -1, -1]]
     assert s.accel_free[:, 0].tolist() == want_fpga and s.accel_cap[:, 0].tolist() == want_fpga
     assert all(getattr(s, name).shape[0] == 300 for name in s._row_buffers)
+
+
+def test_free_gives_each_named_device_back_once():
+    """``free`` changes each device it names once, as numpy's fancy assignment did before it
+    worked on the row as a list (a device named twice is not given back twice)."""
+    s = CellState("t")
+    s.add_node("n", 4000, 4096, 2, "A10")
+    s.allocate("t1", "n", [0], 600, 1000, 1024)
+    s.free("n", [0, 0], 200, 1000, 1024)
+    assert s.gpu_free[0, :2].tolist() == [600, 1000]
+    assert (s.gpu_free_total[0], s.gpu_max_free[0], s.gpu_full_count[0]) == (1600, 1000, 1)
