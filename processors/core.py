@@ -394,7 +394,7 @@ def gang_of(task: m.Task) -> Optional[tuple[str, int]]:
 def event_time(e: Any) -> int:
     """The time an input carries (``model.time_field``: its ``at``, ``submitted_at`` or
     ``registered_at``; 0 when it has none)."""
-    return getattr(e, m.TIME_FIELDS.get(e.KIND, "at"), 0) or 0     # model.time_field, inlined: twice an input
+    return getattr(e, m.time_field(e.KIND), 0) or 0
 
 
 def _accels_fit(s: CellState, reqs: list[Request], placements: list[tuple[int, list[int]]]) -> bool:
@@ -495,10 +495,10 @@ class _Decider:
         """Row mask of the gold pool, None when the cell has none."""
         s, q = self.s, self.qos
 
-        def pool() -> tuple[Optional[np.ndarray]]:
+        def pool() -> Optional[np.ndarray]:
             mask = gold_pool(s.node_ids, [s.nodes[n].labels for n in s.node_ids], s.model_idx, q)
-            return (mask if mask.any() else None,)      # a tuple: the cache takes None for "not computed"
-        return s.derived(("gold_pool", s.n_nodes, s.node_gen, q.pool_label, q.gold_share), pool)[0]
+            return mask if mask.any() else None
+        return s.derived(("gold_pool", s.n_nodes, s.node_gen, q.pool_label, q.gold_share), pool)
 
     def pool_passes(self, tier: str) -> list[tuple[Optional[np.ndarray], str, Optional[str]]]:
         """The cycles a task of ``tier`` runs, in order: (allowed rows, reason for the rest,

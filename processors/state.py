@@ -85,6 +85,9 @@ _GROUPS: dict[str, Callable[[Task], Optional[str]]] = {
 }
 
 
+_UNCACHED = object()      # what the derived caches hold for a key not computed yet
+
+
 def _empty(n: int = 0) -> np.ndarray:
     return np.zeros(n, dtype=_I64)
 
@@ -279,8 +282,8 @@ class CellState:
         distribution's digest, new every refresh epoch): ``group`` holds at most ``keep`` of
         them and forgets the oldest half when full, so a long run's cache stays bounded."""
         cache = self._derived.setdefault(group, {})
-        value = cache.get(key)
-        if value is None:
+        value = cache.get(key, _UNCACHED)
+        if value is _UNCACHED:
             if len(cache) >= keep:
                 for old in list(cache)[: keep // 2]:
                     del cache[old]
@@ -288,11 +291,11 @@ class CellState:
         return value
 
     def derived(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """The cached value under ``key`` in the derived cache, computed once by ``compute``.
-        The key must hold everything the value depends on besides the state's own arrays
-        (which clear the cache when their shape changes)."""
-        value = self._derived.get(key)
-        if value is None:
+        """The cached value under ``key`` in the derived cache, computed once by ``compute``
+        (None is a value like any other). The key must hold everything the value depends on
+        besides the state's own arrays (which clear the cache when their shape changes)."""
+        value = self._derived.get(key, _UNCACHED)
+        if value is _UNCACHED:
             value = self._derived[key] = compute()
         return value
 
@@ -678,10 +681,10 @@ class CellState:
                 raise ValueError(f"{task_id}: {count} {kind} {model!r} do not fit on {node_id}")
             cols.append((j, count))
         # the row's devices as a list: a handful of values, cheaper in Python than numpy indexing
-        free = self.gpu_free[row].tolist() if devices else []
+        milli = self.gpu_free[row].tolist() if devices else []
         count_here = int(self.gpu_count[row])
         for d in devices:
-            if d < 0 or d >= count_here or free[d] < gpu_milli:
+            if d < 0 or d >= count_here or milli[d] < gpu_milli:
                 raise ValueError(f"{task_id}: gpu[{d}] {gpu_milli} milli does not fit on {node_id}")
         if len(set(devices)) != len(devices):
             raise ValueError(f"{task_id}: duplicate devices {devices}")
@@ -691,9 +694,9 @@ class CellState:
             self.accel_free[row, j] -= count
         if devices:
             for d in devices:
-                free[d] -= gpu_milli
-            self.gpu_free[row] = free
-            self._refresh_gpu_row(row, free)
+                milli[d] -= gpu_milli
+            self.gpu_free[row] = milli
+            self._refresh_gpu_row(row, milli)
             self._tag_delta(row, len(devices), gpu_milli, +1)
         self.touch(row)
 
@@ -710,11 +713,11 @@ class CellState:
         self.cpu_free[row] = min(self.cpu_free[row] + cpu_milli, self.cpu_cap[row])
         self.mem_free[row] = min(self.mem_free[row] + memory_mib, self.mem_cap[row])
         if devices:
-            free = self.gpu_free[row].tolist()
+            milli = self.gpu_free[row].tolist()
             for d in dict.fromkeys(devices):        # each device once, as numpy's fancy assignment did
-                free[d] = min(free[d] + gpu_milli, GPU_MILLI)
-            self.gpu_free[row] = free
-            self._refresh_gpu_row(row, free)
+                milli[d] = min(milli[d] + gpu_milli, GPU_MILLI)
+            self.gpu_free[row] = milli
+            self._refresh_gpu_row(row, milli)
         self.touch(row)
 
     # ------------------------------------------------------- accelerators (C1)

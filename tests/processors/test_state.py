@@ -206,3 +206,13 @@ def test_free_gives_each_named_device_back_once():
     s.free("n", [0, 0], 200, 1000, 1024)
     assert s.gpu_free[0, :2].tolist() == [600, 1000]
     assert (s.gpu_free_total[0], s.gpu_max_free[0], s.gpu_full_count[0]) == (1600, 1000, 1)
+
+
+def test_the_derived_caches_keep_a_none_value():
+    """None is a value like any other (the gold pool's "no pool"): computed once per key."""
+    s = CellState("t")
+    calls = []
+    for _ in range(3):
+        assert s.derived(("k",), lambda: calls.append(1)) is None
+        assert s.derived_recent("g", "k", lambda: calls.append(2)) is None
+    assert calls == [1, 2]
