@@ -39,7 +39,7 @@ import numpy as np
 
 from suanli.errors import StrategyError
 
-from . import rng
+from . import compiled, rng
 from .args import NoArgs, parse_args
 from .model import Request, TaskProfile  # noqa: F401  (Request re-exported: plugins take the request from here)
 from .state import CellState, TaskRecord
@@ -368,6 +368,33 @@ def total_score(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: np
     return total
 
 
+def _filter_pass_compiled(masks: list[tuple[np.ndarray, str]], n: int
+                          ) -> tuple[Optional[np.ndarray], list[tuple[str, int, np.ndarray]]]:
+    """``run_cycle``'s filter loop by the kernel (``kernels/src/cycle.rs`` ``filter_pass``):
+    the alive rows and the filtered list, the same as the loop's (alive all true when no
+    mask dropped a row). ``(None, [])`` when a mask is not a contiguous bool array of ``n``
+    rows: the caller's loop takes it then."""
+    alive = np.empty(n, dtype=bool)
+    samples = np.empty((len(masks), 3), dtype=np.int64)
+    try:
+        drops, _left = compiled.KERNELS.filter_pass([m for m, _ in masks], alive, samples)
+    except (BufferError, ValueError):
+        return None, []
+    return alive, [(masks[i][1], k, samples[i, :min(k, 3)]) for i, k in drops]
+
+
+def _rank_compiled(total: np.ndarray, k: int) -> Optional[tuple[np.ndarray, list[int]]]:
+    """(the positions of the best score, ascending; the ``k`` best positions by (score
+    desc, position asc)) by the kernel (``kernels/src/cycle.rs`` ``rank_scores``); None
+    for a NaN score, whose numpy path the caller keeps."""
+    tied = np.empty(total.size, dtype=np.int64)
+    best = np.empty(max(k, 1), dtype=np.int64)
+    nt, nb = compiled.KERNELS.rank_scores(total, k, tied, best)
+    if nt == 0:
+        return None
+    return tied[:nt], best[:nb].tolist()
+
+
 def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     """One scheduling cycle for one task. Pure: reads ``ctx.state``, changes nothing."""
     state = ctx.state
@@ -381,6 +408,7 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     path.append("pre-filter: ok")
 
     n = state.n_nodes
+    # The kernel makes the pass in one sweep per mask. The loop below is its reference:
     # ``alive`` is None while no filter has dropped a node (every row alive); ``left`` counts
     # its rows, so a filter costs one ``&`` and one count, and the dropped rows are only
     # found for a filter that dropped some (``.nonzero()[0]`` is ``np.flatnonzero`` for 1-D)
@@ -390,13 +418,16 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     masks = [out for out in (p.filter(ctx) for p in profile.filters) if out is not None]
     if ctx.allowed is not None:
         masks.append((ctx.allowed, ctx.allowed_reason))
-    for mask, reason in masks:
-        kept = mask.astype(bool) if alive is None else alive & mask   # a copy: a mask may be the state's own
-        now = int(np.count_nonzero(kept))
-        if now < left:
-            drop = ~kept if alive is None else alive & ~kept
-            filtered.append((reason, left - now, drop.nonzero()[0][:3]))
-            alive, left = kept, now
+    if compiled.KERNELS is not None:
+        alive, filtered = _filter_pass_compiled(masks, n)
+    if alive is None:                       # no kernel, or a mask it does not take
+        for mask, reason in masks:
+            kept = mask.astype(bool) if alive is None else alive & mask   # a copy: a mask may be the state's own
+            now = int(np.count_nonzero(kept))
+            if now < left:
+                drop = ~kept if alive is None else alive & ~kept
+                filtered.append((reason, left - now, drop.nonzero()[0][:3]))
+                alive, left = kept, now
     if alive is None:
         alive = np.ones(n, dtype=bool)
     _avoid_bad_conditions(state, alive, filtered, ctx)
@@ -409,8 +440,12 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
         return CycleResult(Status(Code.UNSCHEDULABLE, reason), None, filtered, [], 0, path)
 
     total = total_score(profile.scorers, ctx, rows)
-    top = total.max()
-    tied = (total == top).nonzero()[0]
+    k = min(profile.top_k, nf)
+    ranked = _rank_compiled(total, k) if compiled.KERNELS is not None else None
+    if ranked is not None:
+        tied, best = ranked
+    else:
+        tied, best = (total == total.max()).nonzero()[0], None
     if tied.size == 1:
         pick = int(tied[0])
     elif profile.tie_break == "random":
@@ -428,16 +463,20 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     row = int(rows[pick])
 
     # provenance candidates: top-K by score (ties: chosen first, then lowest row)
-    k = min(profile.top_k, nf)
-    if nf <= k:
-        idx = np.arange(nf)
-    elif profile.stable_candidates:
-        idx = stable_top(total, k, tied)
+    if best is not None and (profile.stable_candidates or nf <= k):
+        # the kernel's k best by (score desc, row asc) are stable_top's set (or every row)
+        # in the order the sort below gives them: the chosen row leads, displacing the last
+        order = [pick, *[i for i in best if i != pick][:max(k - 1, 0)]]
     else:
-        idx = np.argpartition(-total, k - 1)[:k]
-    order = sorted((int(i) for i in idx), key=lambda i: (i != pick, -total[i], i))
-    if pick not in order:
-        order = [pick] + order[:-1]
+        if nf <= k:
+            idx = np.arange(nf)
+        elif profile.stable_candidates:
+            idx = stable_top(total, k, tied)
+        else:
+            idx = np.argpartition(-total, k - 1)[:k]
+        order = sorted((int(i) for i in idx), key=lambda i: (i != pick, -total[i], i))
+        if pick not in order:
+            order = [pick] + order[:-1]
     cands = [(int(rows[i]), float(total[i])) for i in order]
     names = profile.scorer_names
     path.append(f"score: {names} top={state.node_ids[row]} ({total[pick]:g}); "

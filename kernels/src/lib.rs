@@ -25,6 +25,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
 use std::collections::HashMap;
 
 mod score;
+mod cycle;
 
 const SLOT_EID: usize = 0;
 const SLOT_TASK: usize = 1;
@@ -831,5 +832,7 @@ fn suanli_kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(score::bestfit_rows, m)?)?;
     m.add_function(wrap_pyfunction!(score::strand_rows, m)?)?;
     m.add_function(wrap_pyfunction!(score::fgd_raw_states, m)?)?;
+    m.add_function(wrap_pyfunction!(cycle::filter_pass, m)?)?;
+    m.add_function(wrap_pyfunction!(cycle::rank_scores, m)?)?;
     Ok(())
 }

@@ -84,10 +84,11 @@ class ScarcityArgs(TypicalArgs):
 class _Entry:
     """Scores of one task shape under one typical distribution and one set of plugin
     arguments, per node class (``processors/node_classes.py``) of one id generation."""
-    __slots__ = ("generation", "known", "score", "dev")
+    __slots__ = ("generation", "digest", "known", "score", "dev")
 
-    def __init__(self, generation: int):
+    def __init__(self, generation: int, digest: str):
         self.generation = generation
+        self.digest = digest               # the typical tasks' (the rest of the key is the plugin's and the task's)
         self.known = np.zeros(0, dtype=bool)
         self.score = np.zeros(0, dtype=np.float64)
         self.dev = np.zeros(0, dtype=np.int64)
@@ -216,7 +217,7 @@ class FGD(Plugin):
             if len(cache) >= _MAX_ENTRIES:
                 for old in list(cache)[: _MAX_ENTRIES // 2]:
                     del cache[old]
-            e = cache[k] = _Entry(nc.generation)
+            e = cache[k] = _Entry(nc.generation, tt.digest)
         e.grow(nc.count)
         cids = nc.ids[rows]
         classes, reps = unknown_classes(cids, rows, e.known)
@@ -300,11 +301,25 @@ class FGD(Plugin):
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
         e, cids = self._entry(ctx, rows)
+        if ctx.req.kind == "shared":
+            ctx.scratch[self] = e          # select_devices of the same cycle reads the chosen row's device here
         return e.score[cids]
 
     def select_devices(self, ctx: CycleContext, row: int) -> Optional[list[int]]:
         if ctx.req.kind != "shared":
             return None
+        s = ctx.state
+        e = ctx.scratch.get(self)
+        if e is not None:
+            # an entry is a pure function of its key: this plugin's arguments and this task's
+            # shape (both fixed for the context), the typical tasks, and the class ids'
+            # generation. With those the same and the row's class scored, _entry would
+            # return this very device.
+            nc = node_classes(s)
+            cid = int(nc.ids[row])
+            if (e.generation == nc.generation and cid < e.known.size and e.known[cid]
+                    and e.digest == self.typical(s).digest):
+                return [int(e.dev[cid])]
         e, cids = self._entry(ctx, np.array([row]))
         return [int(e.dev[cids[0]])]
 

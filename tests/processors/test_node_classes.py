@@ -7,6 +7,7 @@ import pytest
 
 from suanli.processors.framework import CycleContext
 from suanli.processors.model import Request
+from suanli.processors.frag import TypicalTasks
 from suanli.processors.node_classes import node_classes, unknown_classes
 from suanli.processors.plugins.fgd import FGD
 from suanli.processors.state import CellState
@@ -112,6 +113,36 @@ def test_fgd_scores_through_classes_equal_scores_computed_row_by_row(args):
         if dev is not None:
             for row in range(0, s.n_nodes, 7):
                 assert plugin.select_devices(ctx, row) == [int(dev[row])]
+
+
+def test_fgd_devices_read_from_the_cycles_scores_only_while_their_key_holds():
+    """``select_devices`` reuses the entry its cycle's ``score`` left in ``ctx.scratch``
+    while that entry's key holds: the same typical tasks (an observed histogram moves with
+    arrivals), the same class ids, the row's class scored. Otherwise it computes afresh, as
+    a new cycle would."""
+    s = _cell(40, seed=5)
+    rnd = random.Random(5)
+    for t in range(60):                        # partly used GPUs, so that the device choice matters
+        row = rnd.randrange(s.n_nodes)
+        fit = np.flatnonzero(s.gpu_free[row] >= 300)
+        if fit.size and s.cpu_free[row] >= 1000:
+            s.allocate(f"t{t}", s.node_ids[row], [int(rnd.choice(fit))], rnd.choice((100, 300, 200)), 1000, 1024)
+    plugin = FGD(typical=TYPICAL, mode="raw", gap_weight=0.5)
+    r = Request(1000, 1024, 1, 250, ())
+    ctx = CycleContext(s, r, "x", 0, {})
+    plugin.score(ctx, np.arange(s.n_nodes))
+    shared = [i for i in range(s.n_nodes) if (s.gpu_free[i] >= 250).any()]
+    before = {row: plugin.select_devices(ctx, row) for row in shared}
+    assert ctx.scratch[plugin].known.any()
+    assert before == {row: plugin.select_devices(CycleContext(s, r, "y", 0, {}), row) for row in shared}
+    # other typical tasks (as a refresh of the observed histogram would bring)
+    plugin.tt = TypicalTasks.from_list([{"cpu_milli": 0, "gpu_count": 1, "gpu_milli": 750, "count": 1}])
+    after = {row: plugin.select_devices(ctx, row) for row in shared}
+    assert after == {row: plugin.select_devices(CycleContext(s, r, "z", 0, {}), row) for row in shared}
+    assert after != before                    # the check can tell a stale entry
+    row = shared[0]
+    s.allocate("t-moved", s.node_ids[row], after[row], 700, 1000, 1024)   # a new class for the row
+    assert plugin.select_devices(ctx, row) == plugin.select_devices(CycleContext(s, r, "w", 0, {}), row)
 
 
 def test_one_rows_key_is_its_row_of_the_keys_array():

@@ -1,0 +1,184 @@
+//! The scheduling cycle's bookkeeping around the plugins (`processors/framework.py`
+//! `run_cycle`): the filter pass that narrows the feasible rows mask by mask, and the
+//! ranking of the scored rows (the best score's ties, and the provenance candidates).
+//!
+//! Each replaces a handful of numpy calls of 1-3 µs that a decision makes per filter and per
+//! ranking; the results are the numpy ones exactly (`tests/processors/test_cycle_kernels.py`
+//! runs both on random masks and scores). Arrays come in through the buffer protocol: bool
+//! (`?`), int64 and float64, C-contiguous; a wrong dtype raises `BufferError`, a wrong
+//! length or layout `ValueError` (nothing is written then).
+use pyo3::buffer::{Element, ElementType, PyBuffer, ReadOnlyCell};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use std::cell::Cell;
+use std::ffi::CStr;
+
+/// A numpy bool (`?`, one byte: 0 or 1); pyo3 has no `Element` for `bool`.
+#[derive(Copy, Clone)]
+#[repr(transparent)]
+pub struct Flag(u8);
+
+// SAFETY: a one-byte element, read only after checking the buffer's format is `?`.
+unsafe impl Element for Flag {
+    fn is_compatible_format(format: &CStr) -> bool {
+        ElementType::from_format(format) == ElementType::Bool
+    }
+}
+
+fn ro<'a, T: Element>(py: Python<'a>, buf: &'a PyBuffer<T>, what: &str, len: Option<usize>)
+    -> PyResult<&'a [ReadOnlyCell<T>]> {
+    let s = buf
+        .as_slice(py)
+        .ok_or_else(|| PyValueError::new_err(format!("{what}: not a C-contiguous array")))?;
+    match len {
+        Some(n) if s.len() != n => Err(PyValueError::new_err(format!("{what}: {} elements, expected {n}", s.len()))),
+        _ => Ok(s),
+    }
+}
+
+fn rw<'a, T: Element>(py: Python<'a>, buf: &'a PyBuffer<T>, what: &str, len: usize) -> PyResult<&'a [Cell<T>]> {
+    let s = buf
+        .as_mut_slice(py)
+        .ok_or_else(|| PyValueError::new_err(format!("{what}: not a writable C-contiguous array")))?;
+    if s.len() < len {
+        return Err(PyValueError::new_err(format!("{what}: {} elements, at least {len} expected", s.len())));
+    }
+    Ok(s)
+}
+
+/// Each byte of `w` as 1 when it is non-zero, else 0 (bit 0 of a byte ORs its 8 bits).
+#[inline]
+fn canon(w: u64) -> u64 {
+    let w = w | (w >> 4);
+    let w = w | (w >> 2);
+    (w | (w >> 1)) & 0x0101_0101_0101_0101
+}
+
+/// `alive &= (mask != 0)` byte by byte, eight at a time; returns how many stay 1. `alive`
+/// holds only 0 and 1 bytes, so a word's set bits count its live rows.
+fn and_count(alive: &mut [u8], mask: &[u8]) -> usize {
+    let whole = alive.len() - alive.len() % 8;
+    let (head, tail) = alive.split_at_mut(whole);
+    let mut kept = 0usize;
+    for (a8, m8) in head.chunks_exact_mut(8).zip(mask.chunks_exact(8)) {
+        let m = canon(u64::from_ne_bytes(m8.try_into().unwrap()));
+        let a = u64::from_ne_bytes((&*a8).try_into().unwrap()) & m;
+        a8.copy_from_slice(&a.to_ne_bytes());
+        kept += a.count_ones() as usize;
+    }
+    for (a, &m) in tail.iter_mut().zip(mask[whole..].iter()) {
+        *a &= (m != 0) as u8;
+        kept += *a as usize;
+    }
+    kept
+}
+
+/// The filter pass: `alive` (bool [n], written) is the conjunction of `masks` (bool [n]
+/// each, in order). Returns, for each mask that removed rows still alive before it,
+/// `(its index, how many it removed)`, and writes the first (at most 3) of those rows,
+/// ascending, into `samples[index]` (int64 [len(masks), 3]). That is `run_cycle`'s loop
+/// `kept = alive & mask; if count(kept) < left: record alive & ~kept`, in one pass per mask.
+/// Returns also how many rows are alive at the end.
+#[pyfunction]
+pub fn filter_pass(py: Python<'_>, masks: Vec<Bound<'_, PyAny>>, alive: &Bound<'_, PyAny>,
+                   samples: &Bound<'_, PyAny>) -> PyResult<(Vec<(usize, usize)>, usize)> {
+    let ab = PyBuffer::<Flag>::get(alive)?;
+    let n = ab.item_count();
+    let alive = rw(py, &ab, "alive", n)?;
+    let bufs = masks.iter().map(PyBuffer::<Flag>::get).collect::<PyResult<Vec<_>>>()?;
+    let mut slices = Vec::with_capacity(bufs.len());
+    for b in bufs.iter() {
+        slices.push(ro(py, b, "a mask", Some(n))?);
+    }
+    let sb = PyBuffer::<i64>::get(samples)?;
+    let samples = rw(py, &sb, "samples", 3 * slices.len())?;
+    // SAFETY: the GIL is held and the buffers are C-contiguous of n one-byte elements; the
+    // masks are only read, and `alive` is a buffer of our caller's that nothing else reads
+    // meanwhile. Plain byte slices let the per-mask sweep vectorise.
+    let alive: &mut [u8] = unsafe { std::slice::from_raw_parts_mut(alive.as_ptr() as *mut u8, n) };
+    alive.fill(1);
+    let mut left = n;
+    let mut drops = Vec::new();
+    for (i, m) in slices.iter().enumerate() {
+        let m: &[u8] = unsafe { std::slice::from_raw_parts(m.as_ptr() as *const u8, n) };
+        let kept = and_count(alive, m);
+        if kept < left {
+            // the first (at most 3) rows this mask removed: false in it, true in every mask
+            // before it (what `alive` was; it usually takes a few rows to find them)
+            let mut shown = 0;
+            for (r, &f) in m.iter().enumerate() {
+                if f == 0 && slices[..i].iter().all(|p| p[r].get().0 != 0) {
+                    samples[3 * i + shown].set(r as i64);
+                    shown += 1;
+                    if shown == 3 {
+                        break;
+                    }
+                }
+            }
+            drops.push((i, left - kept));
+            left = kept;
+        }
+    }
+    Ok((drops, left))
+}
+
+/// The ranking of a cycle's scores `total` (float64 [n], n > 0): writes the positions that
+/// hold the maximum, ascending, into `tied` (int64, >= n) and the `k` best positions by
+/// (score descending, position ascending) into `best` (int64, >= k), best first; returns
+/// `(how many tie, how many best)`. With a NaN score it returns `(0, 0)` (numpy's max is
+/// NaN then, and nothing equals it; the caller takes its numpy path).
+///
+/// The best `k` are `framework.stable_top`'s set in that order: the first `k` ties when
+/// `k` or more rows tie for the maximum, else the rows above the k-th largest value and
+/// the first of those equal to it. Comparisons are IEEE ones, as numpy's (-0.0 == 0.0).
+#[pyfunction]
+pub fn rank_scores(py: Python<'_>, total: &Bound<'_, PyAny>, k: usize, tied: &Bound<'_, PyAny>,
+                   best: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
+    let tb = PyBuffer::<f64>::get(total)?;
+    let total = ro(py, &tb, "total", None)?;
+    let n = total.len();
+    if n == 0 {
+        return Err(PyValueError::new_err("total: no scores to rank"));
+    }
+    let (ob, bb) = (PyBuffer::<i64>::get(tied)?, PyBuffer::<i64>::get(best)?);
+    let (tied, best) = (rw(py, &ob, "tied", n)?, rw(py, &bb, "best", k.min(n))?);
+    let mut top = f64::NEG_INFINITY;
+    for v in total.iter() {
+        let v = v.get();
+        if v.is_nan() {
+            return Ok((0, 0));
+        }
+        if v > top {
+            top = v;
+        }
+    }
+    let mut nt = 0;
+    for (i, v) in total.iter().enumerate() {
+        if v.get() == top {
+            tied[nt].set(i as i64);
+            nt += 1;
+        }
+    }
+    let k = k.min(n);
+    if nt >= k {
+        for j in 0..k {
+            best[j].set(tied[j].get());
+        }
+        return Ok((nt, k));
+    }
+    // a sorted buffer of the k best so far; a later position never beats an equal score
+    let mut kb: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
+    for (i, v) in total.iter().enumerate() {
+        let v = v.get();
+        if kb.len() == k && !(v > kb[k - 1].0) {
+            continue;
+        }
+        let at = kb.iter().position(|&(s, _)| v > s).unwrap_or(kb.len());
+        kb.insert(at, (v, i));
+        kb.truncate(k);
+    }
+    for (j, &(_, i)) in kb.iter().enumerate() {
+        best[j].set(i as i64);
+    }
+    Ok((nt, kb.len()))
+}

@@ -1,0 +1,120 @@
+"""The cycle's compiled bookkeeping (``kernels/src/cycle.rs``: the filter pass and the
+ranking of scores) against the numpy loop it replaces in ``framework.run_cycle``.
+
+A decision's filtered list, tie count and candidates are part of its bytes, so each check
+compares the kernel's answer with the reference written here (the loop ``run_cycle`` keeps
+for when the kernels are not built) on random masks and scores full of ties; the last check
+runs whole cycles with the kernels on and off.
+"""
+import random
+
+import numpy as np
+import pytest
+
+from suanli.processors import compiled, framework
+from suanli.processors.framework import _filter_pass_compiled, _rank_compiled, stable_top
+from suanli.processors.strategies import get_strategy
+
+from test_score_kernels import REQUESTS, busy_cell, numpy_only
+
+
+def reference_filter_pass(masks, n):
+    """``run_cycle``'s numpy loop: (alive, filtered)."""
+    alive, left, filtered = None, n, []
+    for mask, reason in masks:
+        kept = mask.astype(bool) if alive is None else alive & mask
+        now = int(np.count_nonzero(kept))
+        if now < left:
+            drop = ~kept if alive is None else alive & ~kept
+            filtered.append((reason, left - now, drop.nonzero()[0][:3]))
+            alive, left = kept, now
+    return (np.ones(n, dtype=bool) if alive is None else alive), filtered
+
+
+def random_masks(rnd: random.Random, n: int) -> list:
+    out = []
+    for i in range(rnd.randrange(0, 9)):
+        p = rnd.choice((0.0, 0.02, 0.5, 0.97, 1.0))          # none, few, half, most, all kept
+        out.append((np.array([rnd.random() < p for _ in range(n)], dtype=bool), f"reason {i}"))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_filter_pass_is_the_loops_alive_rows_and_filtered_list(seed):
+    rnd = random.Random(seed)
+    n = rnd.choice((0, 1, 2, 5, 64, 333))
+    masks = random_masks(rnd, n)
+    alive, filtered = _filter_pass_compiled(masks, n)
+    want_alive, want_filtered = reference_filter_pass(masks, n)
+    assert alive is not None and alive.dtype == bool
+    assert np.array_equal(alive, want_alive)
+    assert [(r, k, s.tolist()) for r, k, s in filtered] == [(r, k, s.tolist()) for r, k, s in want_filtered]
+    assert all(s.dtype == np.int64 for _, _, s in filtered)
+
+
+def test_a_mask_the_kernel_does_not_take_leaves_the_pass_to_the_loop():
+    ok = np.ones(4, dtype=bool)
+    for bad in (np.ones(4, dtype=np.int64), np.ones(8, dtype=bool)[::2], np.ones(5, dtype=bool)):
+        assert _filter_pass_compiled([(ok, "a"), (bad, "b")], 4) == (None, [])
+
+
+def reference_rank(total, k):
+    """numpy's tied positions, and stable_top's set (every position when k >= n) in
+    (score desc, position asc) order."""
+    tied = (total == total.max()).nonzero()[0]
+    n = total.size
+    idx = np.arange(n) if n <= k else stable_top(total, k, tied)
+    return tied, sorted((int(i) for i in idx), key=lambda i: (-total[i], i))[:k]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_ranking_is_numpys_ties_and_stable_tops_candidates(seed):
+    rnd = random.Random(seed)
+    n = rnd.choice((1, 2, 3, 5, 6, 40, 700))
+    values = rnd.choice(([0.0, -0.0, 1.5], [-np.inf, 2.0, 3.0], [7.0], [float(x) for x in range(20)],
+                         [-np.inf]))
+    total = np.array([rnd.choice(values) if rnd.random() < 0.7 else rnd.uniform(-50, 50) for _ in range(n)])
+    for k in (0, 1, 3, 5, n, n + 2):
+        tied, best = _rank_compiled(total, k)
+        want_tied, want_best = reference_rank(total, k)
+        assert tied.tolist() == want_tied.tolist()
+        assert best == want_best, (k, total)
+
+
+def test_a_nan_score_leaves_the_ranking_to_numpy():
+    assert _rank_compiled(np.array([1.0, np.nan, 2.0]), 2) is None
+
+
+def test_the_kernels_refuse_bad_arrays_with_nothing_written():
+    k = compiled.KERNELS
+    tied, best = np.full(3, 7, dtype=np.int64), np.full(2, 7, dtype=np.int64)
+    with pytest.raises(BufferError):
+        k.rank_scores(np.zeros(3, dtype=np.float32), 2, tied, best)
+    with pytest.raises(ValueError, match="no scores"):
+        k.rank_scores(np.zeros(0), 2, tied, best)
+    with pytest.raises(ValueError, match="at least 3"):
+        k.rank_scores(np.zeros(3), 2, tied[:2], best)
+    alive, samples = np.ones(3, dtype=bool), np.full((1, 3), 7, dtype=np.int64)
+    with pytest.raises(ValueError, match="expected 3"):
+        k.filter_pass([np.zeros(4, dtype=bool)], alive, samples)
+    assert (tied == 7).all() and (best == 7).all() and alive.all() and (samples == 7).all()
+
+
+@pytest.mark.parametrize("strategy,config", [("default", {}), ("default", {"version": "1.2.0"}),
+                                             ("fgd", {}), ("bestfit", {}), ("worst-fit", {}), ("gpu-clustering", {}),
+                                             ("random", {"seed": 3})])
+def test_whole_cycles_are_the_same_with_and_without_the_kernels(strategy, config, monkeypatch):
+    s = busy_cell(200, 5)
+    s.ready[::7] = False                       # a filter that drops rows on every task
+    profile = get_strategy(strategy, config).profile
+
+    def cycles():
+        out = []
+        for i, r in enumerate(REQUESTS):
+            res = framework.run_cycle(profile, framework.CycleContext(s, r, "x", i, {}))
+            out.append((res.status, res.plan, [(a, b, c.tolist()) for a, b, c in res.filtered],
+                        res.candidates, res.n_feasible, res.path))
+        return out
+    got = cycles()
+    assert sum(res[1] is not None for res in got) >= 5 and any(res[2] for res in got)
+    assert got == numpy_only(monkeypatch, cycles)
