@@ -19,6 +19,7 @@ device), ``acc[k, C]`` (model accepted by class c).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import json
@@ -40,8 +41,9 @@ class TypicalTasks:
     count: np.ndarray    # [C] int64 weights
     digest: str
 
-    @property
+    @functools.cached_property
     def total(self) -> int:
+        """The weights' sum (computed once: a scorer reads it on every new node class)."""
         return int(self.count.sum())
 
     @classmethod

@@ -19,7 +19,6 @@ import numpy as np
 from .state import CellState
 
 _KEY = "node-classes"
-_I64 = np.int64
 
 
 class NodeClasses:
@@ -29,7 +28,7 @@ class NodeClasses:
     def __init__(self, n: int, width: int, generation: int):
         self.ids = np.full(n, -1, dtype=np.int64)
         self.stamp = np.full(n, -1, dtype=np.int64)
-        self.table: dict[bytes, int] = {}
+        self.table: dict[tuple[int, ...], int] = {}
         self.width = width
         # changes whenever ids may have been renumbered: per-class caches key on it
         self.generation = generation
@@ -40,16 +39,15 @@ class NodeClasses:
         return len(self.table)
 
 
-def _state_keys(s: CellState, rows: np.ndarray) -> np.ndarray:
-    """[k, G + 2] int64: free CPU, free milli per device (-1 = none), model index."""
-    return np.ascontiguousarray(np.column_stack([s.cpu_free[rows], s.gpu_free[rows], s.model_idx[rows]]),
-                                dtype=np.int64)
+def _state_keys(s: CellState, rows: np.ndarray) -> list[tuple[int, ...]]:
+    """Per row: (free CPU, free milli per device (-1 = none)..., model index), as ints."""
+    keys = np.column_stack([s.cpu_free[rows], s.gpu_free[rows], s.model_idx[rows]])
+    return [tuple(k) for k in keys.tolist()]
 
 
-def _state_key(s: CellState, row: int) -> bytes:
-    """``_state_keys(s, [row])[0].tobytes()``, without building the array."""
-    return (_I64(s.cpu_free[row]).tobytes() + s.gpu_free[row].astype(_I64, copy=False).tobytes()
-            + _I64(s.model_idx[row]).tobytes())
+def _state_key(s: CellState, row: int) -> tuple[int, ...]:
+    """``_state_keys(s, [row])[0]``, without building the array."""
+    return (int(s.cpu_free[row]), *s.gpu_free[row].tolist(), int(s.model_idx[row]))
 
 
 def node_classes(s: CellState) -> NodeClasses:
@@ -72,7 +70,7 @@ def node_classes(s: CellState) -> NodeClasses:
         if len(rows) == 1:               # the usual case, a decision changed one row: no [k, G + 2] array
             keys = [_state_key(s, rows[0])]
         else:
-            keys = [k.tobytes() for k in _state_keys(s, dirty)]
+            keys = _state_keys(s, dirty)
         table, ids = nc.table, nc.ids
         for row, k in zip(rows, keys):
             cid = table.get(k)

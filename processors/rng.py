@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import zlib
 
+from . import compiled
+
 _MASK = (1 << 64) - 1
 
 
@@ -21,7 +23,13 @@ def splitmix64(x: int) -> int:
 
 
 def mix(*values: int) -> int:
-    """Fold integers into one 64-bit hash."""
+    """Fold integers into one 64-bit hash (by the compiled ``mix64`` when it is built and
+    every value fits in 128 bits; this loop is its reference)."""
+    if compiled.KERNELS is not None:
+        try:
+            return compiled.KERNELS.mix64(values)
+        except OverflowError:
+            pass
     h = 0x243F6A8885A308D3
     for v in values:
         h = splitmix64(h ^ (v & _MASK))

@@ -182,3 +182,27 @@ pub fn rank_scores(py: Python<'_>, total: &Bound<'_, PyAny>, k: usize, tied: &Bo
     }
     Ok((nt, kb.len()))
 }
+
+#[inline]
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// `processors/rng.py` `mix`: fold integers into one 64-bit hash with SplitMix64, each
+/// value taken modulo 2**64 (two's complement for a negative one). A value outside
+/// [-2**63, 2**64) raises `OverflowError` (the caller's loop takes any size).
+#[pyfunction]
+pub fn mix64(values: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<u64> {
+    let mut h: u64 = 0x243F_6A88_85A3_08D3;
+    for v in values.iter() {
+        let x = match v.extract::<i64>() {
+            Ok(i) => i as u64,
+            Err(_) => v.extract::<u64>()?,
+        };
+        h = splitmix64(h ^ x);
+    }
+    Ok(h)
+}

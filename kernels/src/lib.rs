@@ -834,5 +834,6 @@ fn suanli_kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(score::fgd_raw_states, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::filter_pass, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::rank_scores, m)?)?;
+    m.add_function(wrap_pyfunction!(cycle::mix64, m)?)?;
     Ok(())
 }
