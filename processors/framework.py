@@ -224,11 +224,12 @@ def default_devices(state: CellState, row: int, req: Request) -> list[int]:
     with at least ``gpu_milli`` free."""
     if req.kind == "cpu":
         return []
-    g = state.gpu_free[row]
-    fit = (g >= req.gpu_milli).nonzero()[0]
+    g = state.gpu_free[row].tolist()           # a handful of devices: a list beats numpy calls
+    milli = req.gpu_milli
+    fit = [d for d, free in enumerate(g) if free >= milli]
     if req.kind == "shared":
-        return [int(fit[np.argmin(g[fit])])] if fit.size else []
-    return [int(d) for d in fit[: req.gpu_count]] if fit.size >= req.gpu_count else []
+        return [min(fit, key=g.__getitem__)] if fit else []       # the first of the least free
+    return fit[: req.gpu_count] if len(fit) >= req.gpu_count else []
 
 
 # --------------------------------------------------------------------------- profile
@@ -318,6 +319,10 @@ def _avoid_bad_conditions(state: CellState, alive: np.ndarray,
     measured light on IO (``io_intensity`` below ``profiles.io_heavy``) does not mind a
     CONGESTED node (congestion is of its network or disks): only IO-heavy tasks, and tasks
     not measured yet, are kept off it."""
+    # every node NORMAL (the usual case): known without a pass while no condition changed
+    if state.derived_recent("all-normal", (state.condition_gen, state.n_nodes),
+                            lambda: bool(state.condition_ok.all()), keep=4):
+        return
     bad = alive & ~state.condition_ok
     if not bad.any():
         return

@@ -886,24 +886,25 @@ class Request:
     models: tuple[str, ...] = ()
     gpu_mem: int = 0
     accels: tuple[AccelAsk, ...] = ()
+    # derived once (a decision reads them a dozen times), outside init, repr and equality
+    kind: str = field(init=False, repr=False, compare=False)
+    gpu_total: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.gpu_count <= 0 or self.gpu_milli <= 0:
+            kind = "cpu"
+        elif self.gpu_count == 1 and self.gpu_milli < GPU_MILLI:
+            kind = "shared"
+        else:
+            kind = "whole"
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "gpu_total", self.gpu_count * self.gpu_milli if kind != "cpu" else 0)
 
     @property
     def has_device_needs(self) -> bool:
         """Whether it asks non-GPU accelerators or a GPU memory: the only requests the
         accelerator filters, allocations and refusals ever act on."""
         return bool(self.accels) or self.gpu_mem > 0
-
-    @property
-    def kind(self) -> str:
-        if self.gpu_count <= 0 or self.gpu_milli <= 0:
-            return "cpu"
-        if self.gpu_count == 1 and self.gpu_milli < GPU_MILLI:
-            return "shared"
-        return "whole"
-
-    @property
-    def gpu_total(self) -> int:
-        return self.gpu_count * self.gpu_milli if self.kind != "cpu" else 0
 
     @classmethod
     def of(cls, res: TaskResources) -> "Request":

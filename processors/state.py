@@ -187,6 +187,7 @@ class CellState:
         self.last_heartbeat = _empty()                   # ms of the last heartbeat; -1 = never (not watched)
         self.condition: list[str] = []                   # NORMAL | HOT | CONGESTED | DEGRADED, per row
         self.condition_ok = np.zeros(0, dtype=bool)      # condition == NORMAL
+        self.condition_gen = 0          # bumped by every set_condition (a cache key, not persisted)
         self.gpu_free = np.full((0, max_gpus), -1, dtype=_I64)
         # derived per-row GPU summaries, maintained incrementally
         self.gpu_free_total = _empty()
@@ -408,6 +409,7 @@ class CellState:
         row = self.node_index[node_id]
         self.condition[row] = condition
         self.condition_ok[row] = condition == NORMAL
+        self.condition_gen += 1
         self.touch(row)
 
     def gang_members(self, gang: str) -> list[str]:

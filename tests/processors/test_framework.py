@@ -131,3 +131,52 @@ def test_stable_top_is_the_k_best_by_score_then_lowest_position():
         tied = np.flatnonzero(total == total.max())
         want = sorted(range(n), key=lambda i: (-total[i], i))[:k]
         assert sorted(stable_top(total, k, tied).tolist()) == sorted(want)
+
+
+def test_a_condition_change_reaches_the_next_cycle_after_an_all_normal_one():
+    """The cycle learns "every node NORMAL" once per condition change (a cached answer);
+    a node turning HOT after that is kept off at the very next cycle, and back on when
+    it is NORMAL again."""
+    from suanli.processors.framework import run_cycle
+    from suanli.processors.strategies import get_strategy
+    s = CellState("c")
+    for i in range(4):
+        s.add_node(f"n{i}", 8000, 16000, 1, "A10")
+    profile = get_strategy("bestfit").profile
+
+    def feasible():
+        res = run_cycle(profile, CycleContext(s, Request(1000, 1024, 1, 1000), "t", 0, {}))
+        return res.n_feasible, [r for r, _, _ in res.filtered]
+    assert feasible() == (4, [])
+    s.set_condition("n2", "HOT")
+    assert feasible() == (3, ["node HOT (telemetry)"])
+    s.set_condition("n2", "NORMAL")
+    assert feasible() == (4, [])
+
+
+def test_default_devices_are_the_best_fit_ones():
+    """A shared task: the first of the devices with the least free milli that still fit it;
+    a whole-GPU task: the lowest-index devices with enough free; none when too few fit."""
+    import random
+
+    from suanli.processors.framework import default_devices
+    rnd = random.Random(4)
+    s = CellState("d")
+    for i in range(60):
+        s.add_node(f"n{i}", 64000, 256000, rnd.choice((1, 2, 4, 8)), "A10")
+        for d in range(int(s.gpu_count[i])):
+            s.gpu_free[i, d] = rnd.choice((0, 100, 250, 600, 1000, 1000))
+    for row in range(s.n_nodes):
+        g = s.gpu_free[row]
+        for req in (Request(0, 0, 1, 250), Request(0, 0, 1, 600), Request(0, 0, 2, 1000), Request(0, 0, 1, 1000),
+                    Request(0, 0, 0, 0)):
+            fit = [d for d in range(g.size) if g[d] >= req.gpu_milli]
+            if req.kind == "cpu":
+                want = []
+            elif req.kind == "shared":
+                least = min((int(g[d]) for d in fit), default=None)
+                want = [next(d for d in fit if g[d] == least)] if fit else []
+            else:
+                want = fit[: req.gpu_count] if len(fit) >= req.gpu_count else []
+            got = default_devices(s, row, req)
+            assert got == want and all(type(d) is int for d in got), (row, req, g.tolist())
