@@ -23,7 +23,7 @@ _KEY = "node-classes"
 
 class NodeClasses:
     """Class ids of a state's rows (``ids[row]``), ``count`` classes seen so far."""
-    __slots__ = ("ids", "stamp", "table", "width", "generation", "clock")
+    __slots__ = ("ids", "stamp", "table", "width", "generation", "clock", "seen", "cuts")
 
     def __init__(self, n: int, width: int, generation: int):
         self.ids = np.full(n, -1, dtype=np.int64)
@@ -33,6 +33,10 @@ class NodeClasses:
         # changes whenever ids may have been renumbered: per-class caches key on it
         self.generation = generation
         self.clock = -1                  # the state's clock when the ids were last refreshed
+        # how far into the state's ``touched`` rows the ids are refreshed, and in which cut
+        # of that list (-1: none yet, so the first refresh scans the stamps)
+        self.seen = 0
+        self.cuts = -1
 
     @property
     def count(self) -> int:
@@ -51,7 +55,9 @@ def _state_key(s: CellState, row: int) -> tuple[int, ...]:
 
 
 def node_classes(s: CellState) -> NodeClasses:
-    """The state's node classes, brought up to date with its stamps.
+    """The state's node classes, brought up to date with its stamps: the rows the state
+    touched since the last call (``CellState.touched``), or a pass over every stamp when
+    that list was cut meanwhile or the ids are new.
 
     Renumbers from scratch (a new ``generation``) when the node count or the device width
     changed, or when retired classes outnumber live rows four to one (ids are never reused
@@ -64,20 +70,26 @@ def node_classes(s: CellState) -> NodeClasses:
     if nc.clock == s.clock:             # every change of a row ticks the clock (touch)
         return nc
     nc.clock = s.clock
-    dirty = (nc.stamp != s.stamp).nonzero()[0]
-    if dirty.size:
-        rows = dirty.tolist()
+    touched = s.touched
+    if nc.cuts == s.touched_cuts and nc.seen <= len(touched):
+        # the rows touched since the last refresh (a decision: one or two), ascending as
+        # the scan below would give them; a row whose stamp is already seen is no change
+        rows = sorted({r for r in touched[nc.seen:] if nc.stamp[r] != s.stamp[r]})
+    else:
+        rows = (nc.stamp != s.stamp).nonzero()[0].tolist()
+    nc.seen, nc.cuts = len(touched), s.touched_cuts
+    if rows:
         if len(rows) == 1:               # the usual case, a decision changed one row: no [k, G + 2] array
             keys = [_state_key(s, rows[0])]
         else:
-            keys = _state_keys(s, dirty)
-        table, ids = nc.table, nc.ids
+            keys = _state_keys(s, np.array(rows, dtype=np.int64))
+        table, ids, stamp, now = nc.table, nc.ids, nc.stamp, s.stamp
         for row, k in zip(rows, keys):
             cid = table.get(k)
             if cid is None:
                 cid = table[k] = len(table)
             ids[row] = cid
-        nc.stamp[dirty] = s.stamp[dirty]
+            stamp[row] = now[row]
     return nc
 
 

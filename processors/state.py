@@ -64,6 +64,7 @@ SNAPSHOT_VERSION = 4        # 4: reservation tokens hold GPUs in gpu_free; 3: Qo
 # arrivals whose shapes the state logs at least (CellState.note_arrival_shape); FGD's
 # ``refresh_every`` may not exceed it, so an epoch's cutoff is always within the log
 SHAPE_LOG_KEEP = 100_000
+TOUCHED_KEEP = 4096           # rows CellState.touched holds before it is cut
 
 _I64 = np.int64
 
@@ -200,6 +201,11 @@ class CellState:
         self.accel_mem = np.zeros((0, 0), dtype=_I64)      # MiB per device, as registered
         # change stamps: stamp[row] = value of self.clock when the row last changed
         self.stamp = _empty()
+        # the rows touch()ed since the list was last cut, in order (not persisted): a reader
+        # (node_classes) that keeps its place in it finds the rows changed since without a
+        # pass over the stamps; ``touched_cuts`` counts the cuts, after which it rescans
+        self.touched: list[int] = []
+        self.touched_cuts = 0
         # spare rows behind the per-row arrays above (name -> buffer): each array is a view of
         # its buffer's first n_nodes rows, so registering a node costs O(1) amortised, not a
         # copy of every array (which made a 20,000-node cell's registration quadratic)
@@ -312,6 +318,11 @@ class CellState:
     def touch(self, row: int) -> None:
         self.clock += 1
         self.stamp[row] = self.clock
+        touched = self.touched
+        touched.append(row)
+        if len(touched) > TOUCHED_KEEP:
+            touched.clear()
+            self.touched_cuts += 1
 
     def model_id(self, model: str) -> int:
         try:

@@ -36,6 +36,34 @@ def test_rows_share_a_class_exactly_when_their_states_are_equal():
             assert (ids[a] == ids[b]) == _same_state(s, a, b)
 
 
+@pytest.mark.parametrize("keep", [4096, 3])
+def test_classes_follow_every_change_through_the_touched_rows_and_after_a_cut(keep, monkeypatch):
+    """``node_classes`` refreshes the rows the state touched since its last call; when the
+    list was cut meanwhile (here every few touches) it scans the stamps. Either way, after
+    any run of changes, rows share a class exactly when their states are equal."""
+    from suanli.processors import state as state_module
+    monkeypatch.setattr(state_module, "TOUCHED_KEEP", keep)
+    rnd = random.Random(keep)
+    s = _cell(30, seed=2)
+    live = []
+    for step in range(150):
+        for _ in range(rnd.randrange(0, 4)):     # 0-3 changes between two reads
+            if live and rnd.random() < 0.4:
+                s.free(*live.pop(rnd.randrange(len(live))))
+                continue
+            row = rnd.randrange(s.n_nodes)
+            fit = np.flatnonzero(s.gpu_free[row] >= 500)
+            devs = [int(fit[0])] if fit.size else []
+            if s.cpu_free[row] >= 1000:
+                s.allocate(f"t{step}-{row}", s.node_ids[row], devs, 500 if devs else 0, 1000, 1024)
+                live.append((s.node_ids[row], devs, 500 if devs else 0, 1000, 1024))
+        ids = node_classes(s).ids
+        for a in range(s.n_nodes):
+            for b in range(a, s.n_nodes):
+                assert (ids[a] == ids[b]) == _same_state(s, a, b), step
+    assert (s.touched_cuts > 0) == (keep == 3)
+
+
 def test_a_changed_row_gets_a_new_class_and_returns_to_its_old_one_when_freed():
     s = _cell()
     row = int(np.flatnonzero(s.gpu_count > 0)[0])
