@@ -11,13 +11,12 @@ each node costs a copy of the ones before it.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 from typing import Any
 
 from suanli.bench import synthetic
+from suanli.bench.per_size import per_size_main
 from suanli.processors.core import decide
 from suanli.processors.model import NodeRegistered, TaskSubmitted, from_avro
 from suanli.processors.state import CellState
@@ -50,22 +49,12 @@ def registration_seconds(node_count: int, tasks: int = 2000) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m suanli.bench.registration", description=__doc__.split("\n")[0])
-    ap.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000, 20000], help="cell sizes")
-    ap.add_argument("--tasks", type=int, default=2000, help="placements before the snapshot")
-    ap.add_argument("--json", help="also write the figures to this file")
-    argv = sys.argv[1:] if argv is None else argv
-    args = ap.parse_args(argv)
-    rows = []
-    for n in args.nodes:
-        row = registration_seconds(n, args.tasks)
-        rows.append(row)
-        print(f"{n:>6} nodes: register {row['register_seconds']:.3f} s ({row['register_us_per_node']} us/node), "
-              f"restore {row['restore_seconds']:.3f} s ({row['restore_us_per_node']} us/node)", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"command": "python -m suanli.bench.registration " + " ".join(argv), "rows": rows}, f, indent=1)
-    return 0
+    return per_size_main(
+        "python -m suanli.bench.registration", __doc__, argv, [1000, 5000, 20000],
+        ("--tasks", 2000, "placements before the snapshot"), registration_seconds,
+        lambda row: (f"{row['nodes']:>6} nodes: register {row['register_seconds']:.3f} s "
+                     f"({row['register_us_per_node']} us/node), restore {row['restore_seconds']:.3f} s "
+                     f"({row['restore_us_per_node']} us/node)"))
 
 
 if __name__ == "__main__":
