@@ -1,7 +1,7 @@
-"""bench/node_classes.py: the figures are produced and the CLI writes its JSON (nothing about speed)."""
+"""bench/class_refresh.py: the figures are produced and the CLI writes its JSON (nothing about speed)."""
 import json
 
-from suanli.bench.node_classes import main, refresh_us
+from suanli.bench.class_refresh import main, refresh_us
 
 
 def test_refresh_figures_are_produced_for_a_small_cell():

@@ -5,7 +5,7 @@ allocation on a random row followed by ``processors.node_classes.node_classes`` 
 does at every decision), and the allocation alone, and reports the difference per round:
 the refresh. It should not grow with ``n``: a decision changes one row.
 
-    python -m suanli.bench.node_classes --nodes 1213 5000 20000 --json bench/node-classes.json
+    python -m suanli.bench.class_refresh --nodes 1213 5000 20000 --json bench/node-classes.json
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def refresh_us(node_count: int, changes: int = 3000) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     return per_size_main(
-        "python -m suanli.bench.node_classes", __doc__, argv, [1213, 5000, 20000],
+        "python -m suanli.bench.class_refresh", __doc__, argv, [1213, 5000, 20000],
         ("--changes", 3000, "rounds timed per size"), refresh_us,
         lambda row: (f"{row['nodes']:>6} nodes: refresh after one change {row['refresh_us']} us "
                      f"(the allocation alone {row['allocate_us']} us)"))
