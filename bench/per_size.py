@@ -29,5 +29,5 @@ def per_size_main(prog: str, doc: str, argv: list[str] | None, default_nodes: li
         print(line(row), flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": f"python -m {prog.split()[-1]} " + " ".join(argv), "rows": rows}, f, indent=1)
+            json.dump({"command": f"{prog} " + " ".join(argv), "rows": rows}, f, indent=1)
     return 0

@@ -382,7 +382,7 @@ def _filter_pass_compiled(masks: list[tuple[np.ndarray, str]], n: int
     alive = np.empty(n, dtype=bool)
     samples = np.empty((len(masks), 3), dtype=np.int64)
     try:
-        drops, _left = compiled.KERNELS.filter_pass([m for m, _ in masks], alive, samples)
+        drops = compiled.KERNELS.filter_pass([m for m, _ in masks], alive, samples)
     except (BufferError, ValueError):
         return None, []
     return alive, [(masks[i][1], k, samples[i, :min(k, 3)]) for i, k in drops]

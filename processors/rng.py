@@ -24,7 +24,7 @@ def splitmix64(x: int) -> int:
 
 def mix(*values: int) -> int:
     """Fold integers into one 64-bit hash (by the compiled ``mix64`` when it is built and
-    every value fits in 128 bits; this loop is its reference)."""
+    every value is in [-2**63, 2**64); this loop is its reference and takes any int)."""
     if compiled.KERNELS is not None:
         try:
             return compiled.KERNELS.mix64(values)

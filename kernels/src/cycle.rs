@@ -78,10 +78,9 @@ fn and_count(alive: &mut [u8], mask: &[u8]) -> usize {
 /// `(its index, how many it removed)`, and writes the first (at most 3) of those rows,
 /// ascending, into `samples[index]` (int64 [len(masks), 3]). That is `run_cycle`'s loop
 /// `kept = alive & mask; if count(kept) < left: record alive & ~kept`, in one pass per mask.
-/// Returns also how many rows are alive at the end.
 #[pyfunction]
 pub fn filter_pass(py: Python<'_>, masks: Vec<Bound<'_, PyAny>>, alive: &Bound<'_, PyAny>,
-                   samples: &Bound<'_, PyAny>) -> PyResult<(Vec<(usize, usize)>, usize)> {
+                   samples: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
     let ab = PyBuffer::<Flag>::get(alive)?;
     let n = ab.item_count();
     let alive = rw(py, &ab, "alive", n)?;
@@ -119,7 +118,7 @@ pub fn filter_pass(py: Python<'_>, masks: Vec<Bound<'_, PyAny>>, alive: &Bound<'
             left = kept;
         }
     }
-    Ok((drops, left))
+    Ok(drops)
 }
 
 /// The ranking of a cycle's scores `total` (float64 [n], n > 0): writes the positions that
