@@ -443,7 +443,7 @@ class _Decider:
             # lists, not generators: a decision builds these on every placement
             cands = tuple([m.Candidate(node_id=ids[r], score=sc, rank=i)
                            for i, (r, sc) in enumerate(res.candidates, 1)])
-            filt = tuple([m.FilterOutcome(reason=reason, nodes=k, sample=tuple([ids[r] for r in sample.tolist()]))
+            filt = tuple([m.FilterOutcome(reason=reason, nodes=k, sample=tuple([ids[r] for r in sample]))
                           for reason, k, sample in res.filtered])
         return m.Provenance(input=m.LogPosition(topic=t, partition=p, offset=o),
                             strategy=(strategy or self.strategy).decision_ref,
@@ -1253,6 +1253,25 @@ def decide(state: CellState, event: Any, position: Position) -> tuple[CellState,
     return state, outs
 
 
+def _submitted(state: CellState, event: m.TaskSubmitted, d: "_Decider") -> tuple[CellState, list[Any]]:
+    """A submission: refused (RejectedInput) if no node could ever serve it, ignored if its
+    task is known, else folded and scheduled."""
+    if is_standby(event.task_id):
+        raise RejectedInput(f"TaskSubmitted {event.task_id!r}: task ids ending in {STANDBY_SUFFIX!r} are "
+                            "reserved for gold standby copies (qos.py); submit it under another id")
+    if event.task_id in state.tasks or event.task_id in state.forgotten:
+        return state, []
+    res = event.resources
+    if res.accelerators or res.gpu_memory_mib:     # only such asks can be refused: no Request built twice
+        why = refusal(state, event, m.Request.of(res))
+        if why is not None:
+            raise RejectedInput(why)     # no registered node could ever serve it (accelerators.py)
+    _task_submitted(state, event)        # evolve's fold of it (it frees nothing: no reservation refill)
+    prewarm.on_submitted(state, state.tasks[event.task_id].task, d.strategy.args.prewarm)
+    d.schedule(event.task_id, retry=False)
+    return state, d.outs
+
+
 def _decide(state: CellState, event: Any, position: Position) -> tuple[CellState, list[Any]]:
     topic, partition, offset = position
     key = f"{topic}/{partition}"
@@ -1260,7 +1279,13 @@ def _decide(state: CellState, event: Any, position: Position) -> tuple[CellState
     if last is not None and offset <= last:
         return state, []
     state.offsets[key] = offset
-    if type(event).__name__ not in m.CELL_INPUT_KINDS:
+    kind = type(event)
+    if kind is m.TaskSubmitted:          # the most common input first: one test, not six
+        at = event.submitted_at or 0     # its event_time
+        if at > state.now:
+            state.now = at
+        return _submitted(state, event, _Decider(state, position, at))
+    if kind.__name__ not in m.CELL_INPUT_KINDS:
         return state, []
     if isinstance(event, m.JobRound):
         # a job's report: its ``at`` is the reporter's clock, not cell time, so the clock
@@ -1292,22 +1317,6 @@ def _decide(state: CellState, event: Any, position: Position) -> tuple[CellState
         evolve(state, event)
         return state, []
     d = _Decider(state, position, event_time(event))
-
-    if isinstance(event, m.TaskSubmitted):
-        if is_standby(event.task_id):
-            raise RejectedInput(f"TaskSubmitted {event.task_id!r}: task ids ending in {STANDBY_SUFFIX!r} are "
-                                "reserved for gold standby copies (qos.py); submit it under another id")
-        if event.task_id in state.tasks or event.task_id in state.forgotten:
-            return state, []
-        res = event.resources
-        if res.accelerators or res.gpu_memory_mib:     # only such asks can be refused: no Request built twice
-            why = refusal(state, event, m.Request.of(res))
-            if why is not None:
-                raise RejectedInput(why)     # no registered node could ever serve it (accelerators.py)
-        evolve(state, event)
-        prewarm.on_submitted(state, state.tasks[event.task_id].task, d.strategy.args.prewarm)
-        d.schedule(event.task_id, retry=False)
-        return state, d.outs
 
     if isinstance(event, m.CellTick):
         d.tick()

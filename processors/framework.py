@@ -136,7 +136,7 @@ class Plan:
 class CycleResult:
     status: Status
     plan: Optional[Plan]
-    filtered: list[tuple[str, int, np.ndarray]]   # (reason, count, first rows)
+    filtered: list[tuple[str, int, list[int]]]   # (reason, count, first rows)
     candidates: list[tuple[int, float]]           # (row, score), best first
     n_feasible: int
     path: list[str]
@@ -309,7 +309,7 @@ def _normalize(s: np.ndarray) -> np.ndarray:
 
 
 def _avoid_bad_conditions(state: CellState, alive: np.ndarray,
-                          filtered: list[tuple[str, int, np.ndarray]], ctx: Optional[CycleContext] = None) -> None:
+                          filtered: list[tuple[str, int, list[int]]], ctx: Optional[CycleContext] = None) -> None:
     """Telemetry conditions (HOT, CONGESTED, DEGRADED, from NodeConditionChanged): after the
     filters, drop the feasible nodes in a bad condition while feasible NORMAL nodes remain,
     each condition as its own filter reason ("node HOT (telemetry)"). When only bad ones are
@@ -335,7 +335,7 @@ def _avoid_bad_conditions(state: CellState, alive: np.ndarray,
     rows = np.flatnonzero(bad)
     for cond in sorted({state.condition[r] for r in rows.tolist()}):
         these = rows[[state.condition[r] == cond for r in rows.tolist()]]
-        filtered.append((f"node {cond} (telemetry)", int(these.size), these[:3]))
+        filtered.append((f"node {cond} (telemetry)", int(these.size), these[:3].tolist()))
     alive &= ~bad
 
 
@@ -374,7 +374,7 @@ def total_score(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: np
 
 
 def _filter_pass_compiled(masks: list[tuple[np.ndarray, str]], n: int
-                          ) -> tuple[Optional[np.ndarray], list[tuple[str, int, np.ndarray]]]:
+                          ) -> tuple[Optional[np.ndarray], list[tuple[str, int, list[int]]]]:
     """``run_cycle``'s filter loop by the kernel (``kernels/src/cycle.rs`` ``filter_pass``):
     the alive rows and the filtered list, the same as the loop's (alive all true when no
     mask dropped a row). ``(None, [])`` when a mask is not a contiguous bool array of ``n``
@@ -385,7 +385,10 @@ def _filter_pass_compiled(masks: list[tuple[np.ndarray, str]], n: int
         drops = compiled.KERNELS.filter_pass([m for m, _ in masks], alive, samples)
     except (BufferError, ValueError):
         return None, []
-    return alive, [(masks[i][1], k, samples[i, :min(k, 3)]) for i, k in drops]
+    if not drops:
+        return alive, []
+    first = samples.tolist()          # one conversion for every filter's sample
+    return alive, [(masks[i][1], k, first[i][:k]) for i, k in drops]
 
 
 def _rank_compiled(total: np.ndarray, k: int) -> Optional[tuple[np.ndarray, list[int]]]:
@@ -419,7 +422,7 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     # found for a filter that dropped some (``.nonzero()[0]`` is ``np.flatnonzero`` for 1-D)
     alive: Optional[np.ndarray] = None
     left = n
-    filtered: list[tuple[str, int, np.ndarray]] = []
+    filtered: list[tuple[str, int, list[int]]] = []
     masks = [out for out in (p.filter(ctx) for p in profile.filters) if out is not None]
     if ctx.allowed is not None:
         masks.append((ctx.allowed, ctx.allowed_reason))
@@ -431,7 +434,7 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
             now = int(np.count_nonzero(kept))
             if now < left:
                 drop = ~kept if alive is None else alive & ~kept
-                filtered.append((reason, left - now, drop.nonzero()[0][:3]))
+                filtered.append((reason, left - now, drop.nonzero()[0][:3].tolist()))
                 alive, left = kept, now
     if alive is None:
         alive = np.ones(n, dtype=bool)

@@ -82,3 +82,42 @@ def test_node_names_option(tmp_path):
         fp.run_experiment(n, p, "gpu-packing", 42, node_names="alphabetical")
     r = fp.run_protocol(n, p, ["bestfit"], [42], workers=1, node_names="csv")
     assert r["node_names"] == "csv"
+
+
+@pytest.mark.parametrize("seed, size, digest", [(42, 10771, "0cecfb43a106f6ce"), (7, 10715, "ce0e7555426b26ec")])
+def test_the_workload_is_the_order_the_dict_workload_had(seed, size, digest):
+    """Pinned to what ``workload`` built before it came from ``workload_order`` (the
+    digest of its task and event ids, from the code of b88e04e), and the experiment's
+    decoded records are those dicts decoded."""
+    import hashlib
+
+    from suanli.processors.model import TaskSubmitted, from_avro
+
+    nodes_csv, pods_csv = DATA / "openb_node_list_gpu_node.csv", DATA / "openb_pod_list_default.csv"
+    _nodes, pods, _typical, capacity = fp.load_inputs(nodes_csv, pods_csv)
+    w = fp.workload(pods, capacity, seed)
+    ids = "\n".join(f"{t['task_id']} {t['event_id']}" for t in w)
+    assert (len(w), hashlib.sha256(ids.encode()).hexdigest()[:16]) == (size, digest)
+    records, gpus = fp.load_pod_records(nodes_csv, pods_csv)
+    order = fp.workload_order(list(gpus), capacity, seed)
+    assert len(order) == size and sum(c is not None for _, c in order) == size - len(pods)
+    decoded = [records[i] if c is None else fp.copy_of(records[i], c) for i, c in order]
+    assert decoded == [from_avro(TaskSubmitted, t) for t in w]
+
+
+def test_gc_paused_restores_the_collector_as_it_was():
+    import gc
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with fp.gc_paused():
+            assert not gc.isenabled()
+            raise RuntimeError("the block fails")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with fp.gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()                # off before: left off
+    finally:
+        gc.enable()
