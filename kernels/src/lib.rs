@@ -17,7 +17,7 @@
 //! refuses; for record sets also a compressed or older-format batch or a bad CRC) makes it
 //! return None, and the caller folds the whole batch the Python way.
 //!
-//! `score` (bestfit_rows, strand_rows, fgd_raw_states): the scheduler's per-row scoring
+//! `score` (bestfit_rows, strand_rows, fgd_raw_states, fgd_class_scores): the scheduler's per-row scoring
 //! arithmetic, bit for bit the numpy it replaces (see `score.rs`).
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -832,6 +832,7 @@ fn suanli_kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(score::bestfit_rows, m)?)?;
     m.add_function(wrap_pyfunction!(score::strand_rows, m)?)?;
     m.add_function(wrap_pyfunction!(score::fgd_raw_states, m)?)?;
+    m.add_function(wrap_pyfunction!(score::fgd_class_scores, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::filter_pass, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::rank_scores, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::mix64, m)?)?;

@@ -134,6 +134,127 @@ impl Typical<'_> {
     }
 }
 
+/// One FGD placement scorer in ``raw`` mode: the typical tasks, the access table and the
+/// task's shape, with scratch buffers for one node state at a time.
+struct FgdRaw<'a> {
+    tt: Typical<'a>,
+    acc_t: &'a [ReadOnlyCell<u8>],
+    cols: usize,
+    kind: u8,
+    req_cpu: i64,
+    req_milli: i64,
+    req_count: i64,
+    ign: bool,
+    gap_weight: f64,
+    wt: &'a [ReadOnlyCell<f64>],
+    quantum: f64,
+    tot: f64,
+    acc_col: Vec<bool>,
+    g2: Vec<i64>,
+    sc: Vec<f64>,
+}
+
+impl FgdRaw<'_> {
+    fn quant(&self, d: f64) -> f64 {
+        if self.quantum > 0.0 { (d / self.quantum).floor() } else { d }
+    }
+
+    /// (score, device) of one node state: free CPU `cpu_i`, free milli per device `g`,
+    /// model index `m` (in range: the caller checked). The device is -1 but for a shared task.
+    fn score(&mut self, cpu_i: i64, g: &[i64], m: i64) -> (f64, i64) {
+        let col = if m < 0 { self.cols as i64 + m } else { m } as usize;
+        self.acc_col.clear();
+        for ci in 0..self.tt.cpu.len() {
+            self.acc_col.push(self.acc_t[ci * self.cols + col].get() != 0);
+        }
+        let width = g.len();
+        self.g2.resize(width, 0);
+        let before = self.tt.node_frag(cpu_i, g, &self.acc_col, self.ign);
+        if self.kind == 1 {
+            // numpy: sc = where(fits, delta, -inf); the device with the best score,
+            // ties to the least free milli, then the lowest index (argmin's first)
+            let mut best = f64::NEG_INFINITY;
+            self.sc.clear();
+            for j in 0..width {
+                let fits = g[j] >= self.req_milli;
+                let s = if fits {
+                    self.g2.copy_from_slice(g);
+                    self.g2[j] -= self.req_milli;
+                    let after = self.tt.node_frag(cpu_i - self.req_cpu, &self.g2, &self.acc_col, self.ign);
+                    let mut delta = (before - after) as f64 / self.tot;
+                    if self.gap_weight != 0.0 {
+                        let a = self.wt[g[j].clamp(0, 1000) as usize].get();
+                        let b = self.wt[(g[j] - self.req_milli).clamp(0, 1000) as usize].get();
+                        delta = delta + self.gap_weight * (a - b);
+                    }
+                    self.quant(delta)
+                } else {
+                    f64::NEG_INFINITY
+                };
+                if s > best {
+                    best = s;
+                }
+                self.sc.push(s);
+            }
+            let (mut dev, mut key) = (0usize, i64::MAX);
+            for j in 0..width {
+                let kj = if g[j] >= self.req_milli && self.sc[j] == best { g[j] } else { i64::MAX };
+                if kj < key {
+                    key = kj;
+                    dev = j;
+                }
+            }
+            return (if width > 0 { self.sc[dev] } else { f64::NAN }, dev as i64);
+        }
+        self.g2.copy_from_slice(g);
+        if self.kind == 2 {
+            // the lowest-index devices with >= req_milli free (whole devices are alike)
+            let mut taken = 0;
+            for v in self.g2.iter_mut() {
+                if *v >= self.req_milli {
+                    taken += 1;
+                    if taken <= self.req_count {
+                        *v -= self.req_milli;
+                    }
+                }
+            }
+        }
+        let after = self.tt.node_frag(cpu_i - self.req_cpu, &self.g2, &self.acc_col, self.ign);
+        (self.quant((before - after) as f64 / self.tot), -1)
+    }
+}
+
+/// The typical tasks' four arrays, borrowed and checked: equal lengths, a total above 0.
+fn typical_of<'a>(py: Python<'a>, bufs: &'a [Ro<i64>; 4], total: i64) -> PyResult<Typical<'a>> {
+    let tt = Typical { cpu: bufs[0].slice(py, "tt.cpu")?, num: bufs[1].slice(py, "tt.num")?,
+                       milli: bufs[2].slice(py, "tt.milli")?, count: bufs[3].slice(py, "tt.count")? };
+    let c = tt.cpu.len();
+    if tt.num.len() != c || tt.milli.len() != c || tt.count.len() != c {
+        return Err(PyValueError::new_err("typical tasks: arrays of different lengths"));
+    }
+    if total == 0 {
+        return Err(PyValueError::new_err("typical tasks: total 0 (no fragmentation to score)"));
+    }
+    Ok(tt)
+}
+
+/// The access table's column count, checked against `c` typical tasks.
+fn acc_cols(ab: &Ro<u8>, c: usize) -> PyResult<usize> {
+    let shape = ab.buf.shape();
+    if shape.len() != 2 || shape[0] != c || shape[1] == 0 {
+        return Err(PyValueError::new_err(format!("acc: shape {shape:?}, expected [{c}, M+1]")));
+    }
+    Ok(shape[1])
+}
+
+/// Every model index in range (numpy's -1 reads the last column).
+fn models_in(midx: &[ReadOnlyCell<i64>], cols: usize) -> PyResult<()> {
+    if let Some(m) = midx.iter().map(|m| m.get()).find(|&m| m < -(cols as i64) || m >= cols as i64) {
+        return Err(PyIndexError::new_err(format!("model index {m} out of range for {cols} columns")));
+    }
+    Ok(())
+}
+
 /// FGD's `_score_states` in ``raw`` mode for k node states: the placement's drop in
 /// count-weighted fragmentation over `total`, (shared task) plus `gap_weight` times the drop
 /// in the gap's expected final waste (`wt`), floored by `quantum` when > 0; for a shared
@@ -152,25 +273,14 @@ pub fn fgd_raw_states(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Bound<
                       out_score: &Bound<'_, PyAny>, out_dev: &Bound<'_, PyAny>) -> PyResult<()> {
     let bufs = [Ro::<i64>::new(tt_cpu)?, Ro::<i64>::new(tt_num)?, Ro::<i64>::new(tt_milli)?,
                 Ro::<i64>::new(tt_count)?];
-    let tt = Typical { cpu: bufs[0].slice(py, "tt.cpu")?, num: bufs[1].slice(py, "tt.num")?,
-                       milli: bufs[2].slice(py, "tt.milli")?, count: bufs[3].slice(py, "tt.count")? };
+    let tt = typical_of(py, &bufs, total)?;
     let c = tt.cpu.len();
-    if tt.num.len() != c || tt.milli.len() != c || tt.count.len() != c {
-        return Err(PyValueError::new_err("typical tasks: arrays of different lengths"));
-    }
-    if total == 0 {
-        return Err(PyValueError::new_err("typical tasks: total 0 (no fragmentation to score)"));
-    }
     let (ab, cb, gb, mb, wb) = (Ro::<u8>::new(acc)?, Ro::<i64>::new(cpu)?, Ro::<i64>::new(gpu)?,
                                 Ro::<i64>::new(midx)?, Ro::<f64>::new(wt)?);
     let (acc_t, cpu, gpu, midx, wt) = (ab.slice(py, "acc")?, cb.slice(py, "cpu")?, gb.slice(py, "gpu")?,
                                        mb.slice(py, "midx")?, wb.slice(py, "wt")?);
     let k = cpu.len();
-    let shape = ab.buf.shape();
-    if shape.len() != 2 || shape[0] != c || shape[1] == 0 {
-        return Err(PyValueError::new_err(format!("acc: shape {shape:?}, expected [{c}, M+1]")));
-    }
-    let cols = shape[1];
+    let cols = acc_cols(&ab, c)?;
     let gshape = gb.buf.shape();
     if gshape.len() != 2 || gshape[0] != k || midx.len() != k {
         return Err(PyValueError::new_err(format!("gpu {gshape:?} / midx {} / cpu {k}: lengths differ", midx.len())));
@@ -182,86 +292,97 @@ pub fn fgd_raw_states(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Bound<
     let sb = PyBuffer::<f64>::get(out_score)?;
     let db = PyBuffer::<i64>::get(out_dev)?;
     let (os, od) = (out_slice(py, &sb, "out_score", k)?, out_slice(py, &db, "out_dev", k)?);
-
-    // every model index in range before anything is written (numpy's -1 reads the last column)
-    if let Some(m) = midx.iter().map(|m| m.get()).find(|&m| m < -(cols as i64) || m >= cols as i64) {
-        return Err(PyIndexError::new_err(format!("model index {m} out of range for {cols} columns")));
-    }
-    // the access column of each state: acc_col[c] = acc[c, col]
-    let mut acc_col: Vec<bool> = Vec::with_capacity(c);
+    models_in(midx, cols)?;
+    let mut f = FgdRaw { tt, acc_t, cols, kind, req_cpu, req_milli, req_count, ign, gap_weight, wt, quantum,
+                         tot: total as f64, acc_col: Vec::with_capacity(c), g2: vec![0; width],
+                         sc: Vec::with_capacity(width) };
     let mut g: Vec<i64> = vec![0; width];
-    let mut g2: Vec<i64> = vec![0; width];
-    let quant = |d: f64| if quantum > 0.0 { (d / quantum).floor() } else { d };
-    let tot = total as f64;
     for i in 0..k {
-        let m = midx[i].get();
-        let col = if m < 0 { cols as i64 + m } else { m };
-        acc_col.clear();
-        for ci in 0..c {
-            acc_col.push(acc_t[ci * cols + col as usize].get() != 0);
-        }
         for j in 0..width {
             g[j] = gpu[i * width + j].get();
         }
-        let cpu_i = cpu[i].get();
-        let before = tt.node_frag(cpu_i, &g, &acc_col, ign);
-        match kind {
-            1 => {
-                // numpy: sc = where(fits, delta, -inf); the device with the best score,
-                // ties to the least free milli, then the lowest index (argmin's first)
-                let mut best = f64::NEG_INFINITY;
-                let mut sc: Vec<f64> = Vec::with_capacity(width);
-                for j in 0..width {
-                    let fits = g[j] >= req_milli;
-                    let s = if fits {
-                        g2.copy_from_slice(&g);
-                        g2[j] -= req_milli;
-                        let after = tt.node_frag(cpu_i - req_cpu, &g2, &acc_col, ign);
-                        let mut delta = (before - after) as f64 / tot;
-                        if gap_weight != 0.0 {
-                            let a = wt[g[j].clamp(0, 1000) as usize].get();
-                            let b = wt[(g[j] - req_milli).clamp(0, 1000) as usize].get();
-                            delta = delta + gap_weight * (a - b);
-                        }
-                        quant(delta)
-                    } else {
-                        f64::NEG_INFINITY
-                    };
-                    if s > best {
-                        best = s;
-                    }
-                    sc.push(s);
-                }
-                let (mut dev, mut key) = (0usize, i64::MAX);
-                for j in 0..width {
-                    let kj = if g[j] >= req_milli && sc[j] == best { g[j] } else { i64::MAX };
-                    if kj < key {
-                        key = kj;
-                        dev = j;
-                    }
-                }
-                os[i].set(if width > 0 { sc[dev] } else { f64::NAN });
-                od[i].set(dev as i64);
-            }
-            _ => {
-                g2.copy_from_slice(&g);
-                if kind == 2 {
-                    // the lowest-index devices with >= req_milli free (whole devices are alike)
-                    let mut taken = 0;
-                    for v in g2.iter_mut() {
-                        if *v >= req_milli {
-                            taken += 1;
-                            if taken <= req_count {
-                                *v -= req_milli;
-                            }
-                        }
-                    }
-                }
-                let after = tt.node_frag(cpu_i - req_cpu, &g2, &acc_col, ign);
-                os[i].set(quant((before - after) as f64 / tot));
-                od[i].set(-1);
-            }
-        }
+        let (score, dev) = f.score(cpu[i].get(), &g, midx[i].get());
+        os[i].set(score);
+        od[i].set(dev);
     }
     Ok(())
+}
+
+/// FGD's per-class read of one cycle (`plugins/fgd.py` `_entry` and `score`) in one pass:
+/// for each of `rows`, its class `ids[row]`; a class `known` does not mark is scored now
+/// from that row's state (`cpu_free[row]`, `gpu_free[row]`, `model_idx[row]`: any row of a
+/// class has its state), its score put in `score_tbl` (and, for a shared task, its device in
+/// `dev_tbl`) and marked known; `out[i]` is the class's score. Returns how many classes
+/// were scored. A class's score is a pure function of its state, so the order in which
+/// classes are met does not change any value: these are `fgd_raw_states`' numbers.
+///
+/// `known` is a bool array viewed as uint8. Everything is checked (shapes, rows, class
+/// ids, model indices) before anything is written.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn fgd_class_scores(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Bound<'_, PyAny>,
+                        tt_milli: &Bound<'_, PyAny>, tt_count: &Bound<'_, PyAny>, total: i64,
+                        acc: &Bound<'_, PyAny>, cpu_free: &Bound<'_, PyAny>, gpu_free: &Bound<'_, PyAny>,
+                        model_idx: &Bound<'_, PyAny>, ids: &Bound<'_, PyAny>, rows: &Bound<'_, PyAny>,
+                        known: &Bound<'_, PyAny>, score_tbl: &Bound<'_, PyAny>, dev_tbl: &Bound<'_, PyAny>,
+                        kind: u8, req_cpu: i64, req_milli: i64, req_count: i64, ign: bool, gap_weight: f64,
+                        wt: &Bound<'_, PyAny>, quantum: f64, out: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let bufs = [Ro::<i64>::new(tt_cpu)?, Ro::<i64>::new(tt_num)?, Ro::<i64>::new(tt_milli)?,
+                Ro::<i64>::new(tt_count)?];
+    let tt = typical_of(py, &bufs, total)?;
+    let c = tt.cpu.len();
+    let (ab, cb, gb, mb, ib, rb, wb) = (Ro::<u8>::new(acc)?, Ro::<i64>::new(cpu_free)?, Ro::<i64>::new(gpu_free)?,
+                                        Ro::<i64>::new(model_idx)?, Ro::<i64>::new(ids)?, Ro::<i64>::new(rows)?,
+                                        Ro::<f64>::new(wt)?);
+    let (acc_t, cpu, gpu, midx, ids, rows, wt) = (ab.slice(py, "acc")?, cb.slice(py, "cpu_free")?,
+                                                  gb.slice(py, "gpu_free")?, mb.slice(py, "model_idx")?,
+                                                  ib.slice(py, "ids")?, rb.slice(py, "rows")?, wb.slice(py, "wt")?);
+    let n = cpu.len();
+    let cols = acc_cols(&ab, c)?;
+    let gshape = gb.buf.shape();
+    if gshape.len() != 2 || gshape[0] != n || midx.len() != n || ids.len() != n {
+        return Err(PyValueError::new_err(format!("gpu_free {gshape:?} / model_idx {} / ids {} / cpu_free {n}: \
+                                                  lengths differ", midx.len(), ids.len())));
+    }
+    let width = gshape[1];
+    if gap_weight != 0.0 && kind == 1 && wt.len() != 1001 {
+        return Err(PyValueError::new_err("wt: the gap waste table has 1001 entries"));
+    }
+    let (kb, sb, db, ob) = (PyBuffer::<u8>::get(known)?, PyBuffer::<f64>::get(score_tbl)?,
+                            PyBuffer::<i64>::get(dev_tbl)?, PyBuffer::<f64>::get(out)?);
+    let classes = kb.item_count();
+    let (kn, st, dt) = (out_slice(py, &kb, "known", classes)?, out_slice(py, &sb, "score_tbl", classes)?,
+                        out_slice(py, &db, "dev_tbl", classes)?);
+    let o = out_slice(py, &ob, "out", rows.len())?;
+    rows_in(rows, n)?;
+    for r in rows {
+        let id = ids[r.get() as usize].get();
+        if id < 0 || id as usize >= classes {
+            return Err(PyIndexError::new_err(format!("class id {id} out of range for {classes} classes")));
+        }
+    }
+    models_in(midx, cols)?;
+    let mut f = FgdRaw { tt, acc_t, cols, kind, req_cpu, req_milli, req_count, ign, gap_weight, wt, quantum,
+                         tot: total as f64, acc_col: Vec::with_capacity(c), g2: vec![0; width],
+                         sc: Vec::with_capacity(width) };
+    let mut g: Vec<i64> = vec![0; width];
+    let mut scored = 0usize;
+    for (i, r) in rows.iter().enumerate() {
+        let row = r.get() as usize;
+        let id = ids[row].get() as usize;
+        if kn[id].get() == 0 {
+            for j in 0..width {
+                g[j] = gpu[row * width + j].get();
+            }
+            let (score, dev) = f.score(cpu[row].get(), &g, midx[row].get());
+            st[id].set(score);
+            if kind == 1 {
+                dt[id].set(dev);
+            }
+            kn[id].set(1);
+            scored += 1;
+        }
+        o[i].set(st[id].get());
+    }
+    Ok(scored)
 }

@@ -30,7 +30,7 @@ from ..args import DEFAULT, arg, explicit
 from ..frag import (TypicalTasks, frag_after_shared, gap_waste_table, node_frag, shape_key,
                     typical_from_counts)
 from ..framework import REGISTRY, CycleContext, Plugin
-from ..node_classes import node_classes, unknown_classes
+from ..node_classes import NodeClasses, node_classes, unknown_classes
 from ..state import GPU_MILLI, SHAPE_LOG_KEEP, CellState
 
 
@@ -200,11 +200,9 @@ class FGD(Plugin):
     def _acc(self, state: CellState, tt: TypicalTasks) -> np.ndarray:
         return state.derived_recent("fgd-acc", (tt.digest, len(state.models)), lambda: tt.access_table(state))
 
-    def _entry(self, ctx: CycleContext, rows: np.ndarray) -> tuple[_Entry, np.ndarray]:
-        """(entry, class ids of ``rows``): the entry has a score for every class among
-        ``rows``; classes not seen before are scored now, once each."""
-        s, r = ctx.state, ctx.req
-        tt = self.typical(s)
+    def _entry_of(self, s: CellState, r, tt: TypicalTasks) -> tuple[_Entry, NodeClasses]:
+        """This plugin's entry for the task shape ``r`` under ``tt``, of the current class
+        ids' generation and grown to their count; and the classes."""
         # every argument that changes a score is in the key: plugins with different
         # settings (a blend, a PolicyChanged) may share one state's cache
         a = self.args
@@ -219,6 +217,14 @@ class FGD(Plugin):
                     del cache[old]
             e = cache[k] = _Entry(nc.generation, tt.digest)
         e.grow(nc.count)
+        return e, nc
+
+    def _entry(self, ctx: CycleContext, rows: np.ndarray) -> tuple[_Entry, np.ndarray]:
+        """(entry, class ids of ``rows``): the entry has a score for every class among
+        ``rows``; classes not seen before are scored now, once each."""
+        s, r = ctx.state, ctx.req
+        tt = self.typical(s)
+        e, nc = self._entry_of(s, r, tt)
         cids = nc.ids[rows]
         classes, reps = unknown_classes(cids, rows, e.known)
         if classes.size:
@@ -228,6 +234,30 @@ class FGD(Plugin):
                 e.dev[classes] = dev
             e.known[classes] = True
         return e, cids
+
+    def _scores_compiled(self, ctx: CycleContext, rows: np.ndarray) -> Optional[tuple[_Entry, np.ndarray]]:
+        """(entry, the scores of ``rows``) as ``_entry`` and ``e.score[cids]`` give them, in
+        one kernel pass (``kernels/src/score.rs`` ``fgd_class_scores``: the rows' class
+        ids, the unknown classes scored from their rows' states, the gather). None where
+        the kernel does not apply (not raw mode, no typical tasks yet, an array it does not
+        take: nothing is written then): the caller takes the numpy path."""
+        s, r = ctx.state, ctx.req
+        tt = self.typical(s)
+        if self.mode != "raw" or tt.total == 0:
+            return None
+        e, nc = self._entry_of(s, r, tt)
+        kind, gw = _KIND_CODE[r.kind], self.args.gap_weight
+        wt = s.derived_recent("fgd-waste", tt.digest, lambda: gap_waste_table(tt)) if gw and kind == 1 else _NO_TABLE
+        out = np.empty(rows.size)
+        try:
+            compiled.KERNELS.fgd_class_scores(
+                tt.cpu, tt.num, tt.milli, tt.count, tt.total, self._acc(s, tt).view(np.uint8),
+                s.cpu_free, s.gpu_free, s.model_idx, nc.ids, compiled.int64_rows(rows), e.known.view(np.uint8),
+                e.score, e.dev, kind, r.cpu, r.gpu_milli, r.gpu_count, self.ign, float(gw), wt,
+                float(self.args.quantum), out)
+        except (BufferError, ValueError):
+            return None
+        return e, out
 
     def _score_states(self, s: CellState, tt: TypicalTasks, r, cpu: np.ndarray, gpu: np.ndarray,
                       midx: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
@@ -300,10 +330,15 @@ class FGD(Plugin):
         return np.floor(delta / q) if q > 0 else delta
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
-        e, cids = self._entry(ctx, rows)
+        done = self._scores_compiled(ctx, rows) if compiled.KERNELS is not None else None
+        if done is not None:
+            e, out = done
+        else:
+            e, cids = self._entry(ctx, rows)
+            out = e.score[cids]
         if ctx.req.kind == "shared":
             ctx.scratch[self] = e          # select_devices of the same cycle reads the chosen row's device here
-        return e.score[cids]
+        return out
 
     def select_devices(self, ctx: CycleContext, row: int) -> Optional[list[int]]:
         if ctx.req.kind != "shared":

@@ -153,3 +153,68 @@ def test_a_model_index_out_of_range_is_refused_before_any_state_is_scored():
         k.fgd_raw_states(tt, np.ones(1, i64), tt, np.ones(1, i64), 1, acc, np.full(2, 8000, i64), gpu,
                          np.array([0, 2], dtype=i64), 1, 1000, 500, 1, False, 0.0, np.zeros(0), 0.0, score, dev)
     assert (score == 7.0).all() and (dev == 7).all()
+
+
+def _fgd_cycles(plugin: FGD, s: CellState, picks: list[np.ndarray]) -> list[tuple]:
+    """Each request's score over each set of rows, a row's state changed between requests
+    (so every call meets classes its entry has not scored), and the entries' tables after."""
+    out = []
+    rnd = random.Random(5)
+    for r in REQUESTS:
+        for rows in picks:
+            ctx = CycleContext(s, r, "x", 0, {})
+            out.append((r, rows.size, plugin.score(ctx, rows).tobytes(), ctx.scratch.get(plugin) is not None))
+        row = rnd.randrange(s.n_nodes)
+        if s.cpu_free[row] >= 500:
+            s.allocate(f"c{row}-{len(out)}", s.node_ids[row], [], 0, 500, 0)
+    for e in s._derived["fgd-scores"].values():
+        known = e.known.nonzero()[0]
+        out.append((known.tolist(), e.score[known].tobytes(), e.dev[known].tolist()))
+    return out
+
+
+@pytest.mark.parametrize("args", [
+    {"mode": "raw"},
+    {"mode": "raw", "gap_weight": 0.5, "device_tie": "bestfit"},
+    {"mode": "raw", "ignore_noaccess": True, "quantum": 10.0},
+])
+@pytest.mark.parametrize("seed", range(3))
+def test_fgd_class_scores_are_the_entry_path_bit_for_bit(args, seed, monkeypatch):
+    """``fgd_class_scores`` (the kernel that reads a cycle's FGD scores through the node
+    classes) against ``_entry`` with numpy: the same scores for every row, the same
+    classes scored, with the same scores and devices, on rows in any order and repeated."""
+
+    def run() -> list[tuple]:
+        s = busy_cell(220, 20 + seed)
+        n = s.n_nodes
+        picks = [np.arange(n), np.array(sorted(random.Random(seed).sample(range(n), 71))),
+                 np.array([random.Random(seed + 1).randrange(n) for _ in range(30)], dtype=np.int32),
+                 np.zeros(0, dtype=np.int64)]
+        return _fgd_cycles(FGD(typical=TYPICAL, **args), s, picks)
+    got = run()
+    want = numpy_only(monkeypatch, run)
+    assert len(got) > len(REQUESTS) * 4 and got == want
+
+
+def test_fgd_class_scores_refuse_a_bad_class_id_with_nothing_written():
+    k, i64 = compiled.KERNELS, np.int64
+    tt = np.array([1000], dtype=i64)
+    acc = np.ones((1, 2), dtype=bool).view(np.uint8)
+    cpu, gpu, midx = np.full(2, 8000, i64), np.full((2, 2), 1000, i64), np.zeros(2, i64)
+    known, score, dev, out = np.zeros(2, dtype=bool), np.full(2, 7.0), np.full(2, 7, i64), np.full(2, 7.0)
+    args = (tt, np.ones(1, i64), tt, np.ones(1, i64), 1, acc, cpu, gpu, midx)
+    tail = (1, 1000, 500, 1, False, 0.0, np.zeros(0), 0.0)
+    with pytest.raises(IndexError, match="class id 2 out of range"):
+        k.fgd_class_scores(*args, np.array([0, 2], i64), np.arange(2, dtype=i64), known.view(np.uint8),
+                           score, dev, *tail, out)
+    with pytest.raises(IndexError, match="row 2 out of range"):
+        k.fgd_class_scores(*args, np.zeros(2, i64), np.array([0, 2], i64), known.view(np.uint8),
+                           score, dev, *tail, out)
+    with pytest.raises(ValueError, match="lengths differ"):
+        k.fgd_class_scores(*args, np.zeros(3, i64), np.arange(2, dtype=i64), known.view(np.uint8),
+                           score, dev, *tail, out)
+    assert not known.any() and (score == 7.0).all() and (dev == 7).all() and (out == 7.0).all()
+    # one class for both rows: scored once, read twice
+    assert k.fgd_class_scores(*args, np.zeros(2, i64), np.arange(2, dtype=i64), known.view(np.uint8),
+                              score, dev, *tail, out) == 1
+    assert known.tolist() == [True, False] and out[0] == out[1] == score[0] and dev[0] >= 0
