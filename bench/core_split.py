@@ -5,7 +5,7 @@ wraps the scheduling cycle (``framework.run_cycle``), the scorers, the filters a
 per-class work with a timer each, runs the core bench's workload (``bench/core.py``: the
 first sixth of the tasks warm up unmeasured), and prints each part's microseconds per
 decision; ``--fgd`` times one FGD-protocol experiment (``default``, seed 42) instead. Nested
-parts are included in their callers (``fgd._entry`` in ``fgd.score``, that in
+parts are included in their callers (FGD's class scores in ``fgd.score``, that in
 ``total_score``, that in ``run_cycle``). A timer costs about half a microsecond a call, so
 the total runs a little slower than the core bench.
 """
@@ -31,8 +31,9 @@ def _parts() -> list[tuple[Any, str, str]]:
     filters = [(getattr(basic, n), "filter", "filters") for n in basic.FILTERS]
     return [(framework, "run_cycle", "run_cycle"), (framework, "total_score", "total_score"),
             (framework, "stable_top", "candidates (stable_top)"), (framework, "_avoid_bad_conditions", "conditions"),
-            (fgd.FGD, "score", "fgd.score"), (fgd.FGD, "_entry", "fgd._entry"),
-            (fgd, "node_classes", "fgd: node classes"), (fgd, "unknown_classes", "fgd: unknown classes"),
+            (fgd.FGD, "score", "fgd.score"), (fgd.FGD, "_entry_of", "fgd: entry lookup"),
+            (fgd, "node_classes", "fgd: node classes"), (fgd.FGD, "_scores_compiled", "fgd: class scores (kernel)"),
+            (fgd.FGD, "_entry", "fgd._entry (numpy path)"), (fgd, "unknown_classes", "fgd: unknown classes"),
             (fgd.FGD, "_score_states", "fgd: new classes scored"), (fgd.FGD, "select_devices", "fgd.select_devices"),
             (basic.BestFitRaw, "score", "bestfit.score"), (strand.CpuStrand, "score", "strand.score"),
             (fgd.Scarcity, "score", "scarcity.score"), (model_locality.ModelLocality, "score", "model_locality.score"),

@@ -38,7 +38,10 @@ def _cell(nodes: int, tasks: int) -> CellState:
 
 
 def rows(nodes: int = 5000, tasks: int = 3000) -> dict[str, Any]:
-    """Rows a per-row FGD scorer evaluates against the classes scored now."""
+    """Rows a per-row FGD scorer evaluates against the classes scored now. Counted on the
+    numpy path (``_entry``), which scores the very classes the kernel path does
+    (``fgd_class_scores``: each class not yet known, once)."""
+    from suanli.processors import compiled
     from suanli.processors.plugins import fgd
 
     seen = {"calls": 0, "rows": 0, "classes": 0}
@@ -54,10 +57,12 @@ def rows(nodes: int = 5000, tasks: int = 3000) -> dict[str, Any]:
         return score_states(self, s, tt, r, cpu, gpu, midx)
 
     fgd.FGD._entry, fgd.FGD._score_states = counting_entry, counting_states
+    kernels, compiled.KERNELS = compiled.KERNELS, None
     try:
         _cell(nodes, tasks)
     finally:
         fgd.FGD._entry, fgd.FGD._score_states = entry, score_states
+        compiled.KERNELS = kernels
     return {"nodes": nodes, "decisions": tasks, "rows_asked_for": seen["rows"],
             "classes_scored": seen["classes"], "calls": seen["calls"]}
 

@@ -1222,3 +1222,73 @@ def _record_converter(names: tuple[str, ...]) -> Callable[[Any], Any]:
 def kind_of(value: Any) -> str:
     """The event kind (Avro record name) of an event value."""
     return type(value).KIND
+
+
+# =========================================================================== constructors
+_HAS_FACTORY = object()      # the default of a parameter whose field has a default_factory
+_GENERATED_INITS: dict[type, Callable[..., None]] = {}     # what dataclass wrote, for the tests
+
+
+def _slot_init(cls: type) -> Callable[..., None]:
+    """An ``__init__`` for the frozen slotted dataclass ``cls`` that sets each field through
+    its slot descriptor (``cls.<field>.__set__``), otherwise the one ``dataclass`` wrote:
+    the same parameters (positional, then keyword-only), defaults, default factories,
+    ``init=False`` fields with a default, ``__post_init__`` and TypeErrors.
+
+    Why: a frozen dataclass's ``__init__`` writes ``object.__setattr__(self, name, value)``
+    per field, which looks the name up on every write; the descriptor's ``__set__`` is the
+    same write at half the cost. Records are made on every decision (about ten per
+    placement: the placement, its provenance, candidates and filter outcomes) and on every
+    decode. A class this does not cover (an ``InitVar``, a field that is not a slot) keeps
+    its generated ``__init__``: :func:`_fast_inits` skips it."""
+    scope: dict[str, Any] = {"_HAS_FACTORY": _HAS_FACTORY}
+    positional, keyword, body = [], [], []
+    for f in dataclasses.fields(cls):
+        name = f.name
+        if not name.isidentifier() or name == "self":
+            raise ModelError(f"{cls.__name__}: field {name!r} cannot be a parameter")
+        scope[f"_set_{name}"] = cls.__dict__[name].__set__
+        has_default, has_factory = f.default is not dataclasses.MISSING, f.default_factory is not dataclasses.MISSING
+        if has_default:
+            scope[f"_dflt_{name}"] = f.default
+        if has_factory:
+            scope[f"_fac_{name}"] = f.default_factory
+        if not f.init:
+            if has_factory:
+                body.append(f"_set_{name}(self, _fac_{name}())")
+            elif has_default:
+                body.append(f"_set_{name}(self, _dflt_{name})")
+            continue
+        param = name + ("=_dflt_" + name if has_default else "=_HAS_FACTORY" if has_factory else "")
+        (keyword if f.kw_only else positional).append(param)
+        if has_factory:
+            body.append(f"if {name} is _HAS_FACTORY: {name} = _fac_{name}()")
+        body.append(f"_set_{name}(self, {name})")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    params = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
+    lines = "".join(f"    {line}\n" for line in body or ["pass"])
+    exec(f"def __init__({params}):\n{lines}", scope)      # noqa: S102 - names checked above
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__doc__ = cls.__init__.__doc__
+    return init
+
+
+def _fast_inits(classes: typing.Iterable[type]) -> None:
+    """Give each frozen slotted dataclass among ``classes`` its :func:`_slot_init`."""
+    for cls in classes:
+        params = getattr(cls, "__dataclass_params__", None)
+        if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+            continue
+        every = cls.__dataclass_fields__.values()
+        if any(f._field_type is not dataclasses._FIELD and f._field_type is not dataclasses._FIELD_CLASSVAR
+               for f in every):
+            continue            # an InitVar: the generated __init__ passes it to __post_init__
+        if not all(isinstance(cls.__dict__.get(f.name), type(Task.task_id)) for f in dataclasses.fields(cls)):
+            continue
+        _GENERATED_INITS[cls] = cls.__init__
+        cls.__init__ = _slot_init(cls)
+
+
+_fast_inits([*RECORDS.values(), *(v for v in list(globals().values()) if isinstance(v, type))])
