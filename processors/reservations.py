@@ -156,7 +156,8 @@ def _unhold(s: Any, row: int, d: int, milli: int) -> None:
 
 def _on_node(s: Any, node: str) -> list[dict[str, Any]]:
     b = book(s)
-    return [b["tokens"][rid] for rid in b["by_node"].get(node, ())]
+    rids = b["by_node"].get(node)
+    return [b["tokens"][rid] for rid in rids] if rids else []
 
 
 def _free_cpu_mem(s: Any, row: int, cpu: int, mem: int) -> None:

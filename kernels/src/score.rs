@@ -316,8 +316,8 @@ pub fn fgd_raw_states(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Bound<
 /// were scored. A class's score is a pure function of its state, so the order in which
 /// classes are met does not change any value: these are `fgd_raw_states`' numbers.
 ///
-/// `known` is a bool array viewed as uint8. Everything is checked (shapes, rows, class
-/// ids, model indices) before anything is written.
+/// `known` is a bool array viewed as uint8. Everything is checked (shapes, rows, and the
+/// class ids and model indices of those rows) before anything is written.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn fgd_class_scores(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Bound<'_, PyAny>,
@@ -354,23 +354,32 @@ pub fn fgd_class_scores(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Boun
     let (kn, st, dt) = (out_slice(py, &kb, "known", classes)?, out_slice(py, &sb, "score_tbl", classes)?,
                         out_slice(py, &db, "dev_tbl", classes)?);
     let o = out_slice(py, &ob, "out", rows.len())?;
-    rows_in(rows, n)?;
     for r in rows {
-        let id = ids[r.get() as usize].get();
+        let r = r.get();
+        if r < 0 || r as usize >= n {
+            return Err(PyIndexError::new_err(format!("row {r} out of range for {n} nodes")));
+        }
+        let id = ids[r as usize].get();
         if id < 0 || id as usize >= classes {
             return Err(PyIndexError::new_err(format!("class id {id} out of range for {classes} classes")));
         }
+        let m = midx[r as usize].get();          // only these rows' model indices are read
+        if m < -(cols as i64) || m >= cols as i64 {
+            return Err(PyIndexError::new_err(format!("model index {m} out of range for {cols} columns")));
+        }
     }
-    models_in(midx, cols)?;
     let mut f = FgdRaw { tt, acc_t, cols, kind, req_cpu, req_milli, req_count, ign, gap_weight, wt, quantum,
                          tot: total as f64, acc_col: Vec::with_capacity(c), g2: vec![0; width],
                          sc: Vec::with_capacity(width) };
     let mut g: Vec<i64> = vec![0; width];
     let mut scored = 0usize;
     for (i, r) in rows.iter().enumerate() {
+        // SAFETY: every row is < n and every id of those rows < classes (checked above), and
+        // ids, known and score_tbl hold n, classes and classes elements: the hot loop of a
+        // cycle reads about a thousand rows, and the bounds checks were half its cost
         let row = r.get() as usize;
-        let id = ids[row].get() as usize;
-        if kn[id].get() == 0 {
+        let id = unsafe { ids.get_unchecked(row) }.get() as usize;
+        if unsafe { kn.get_unchecked(id) }.get() == 0 {
             for j in 0..width {
                 g[j] = gpu[row * width + j].get();
             }
@@ -382,7 +391,7 @@ pub fn fgd_class_scores(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Boun
             kn[id].set(1);
             scored += 1;
         }
-        o[i].set(st[id].get());
+        o[i].set(unsafe { st.get_unchecked(id) }.get());
     }
     Ok(scored)
 }

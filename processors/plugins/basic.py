@@ -96,13 +96,18 @@ class GpuModel(Plugin):
     name = "GpuModel"
 
     def filter(self, ctx):
-        r = ctx.req
+        r, s = ctx.req, ctx.state
         if r.kind == "cpu":
             return None
         mm = ctx.model_mask()
+        # a node's GPU count and model are fixed when it first registers (a re-registration
+        # keeps its resources), so a mask per count, models and cell size holds; read-only,
+        # as every filter's mask
         if mm is None:
-            return ctx.state.gpu_count >= r.gpu_count, "too few GPUs"
-        return mm & (ctx.state.gpu_count >= r.gpu_count), "model mismatch"
+            return s.derived(("gpu-count-mask", r.gpu_count, s.n_nodes), lambda: s.gpu_count >= r.gpu_count), \
+                "too few GPUs"
+        return s.derived(("gpu-model-mask", r.models, len(s.models), r.gpu_count, s.n_nodes),
+                         lambda: mm & (s.gpu_count >= r.gpu_count)), "model mismatch"
 
 
 @REGISTRY.register

@@ -213,6 +213,10 @@ def test_fgd_class_scores_refuse_a_bad_class_id_with_nothing_written():
     with pytest.raises(ValueError, match="lengths differ"):
         k.fgd_class_scores(*args, np.zeros(3, i64), np.arange(2, dtype=i64), known.view(np.uint8),
                            score, dev, *tail, out)
+    bad_model = (*args[:-1], np.array([0, 2], i64))                 # row 1's model index: 2 of 2 columns
+    with pytest.raises(IndexError, match="model index 2 out of range"):
+        k.fgd_class_scores(*bad_model, np.zeros(2, i64), np.arange(2, dtype=i64), known.view(np.uint8),
+                           score, dev, *tail, out)
     assert not known.any() and (score == 7.0).all() and (dev == 7).all() and (out == 7.0).all()
     # one class for both rows: scored once, read twice
     assert k.fgd_class_scores(*args, np.zeros(2, i64), np.arange(2, dtype=i64), known.view(np.uint8),
