@@ -41,6 +41,7 @@ Pure: no clock, no I/O. Only the measured links are state of their own
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
@@ -136,7 +137,9 @@ class Topology:
     whose ``condition`` / ``health`` / ``node_status`` weigh the queries (None: no penalties)."""
 
     def __init__(self, owner: Optional["CellState"] = None, weights: Optional[Weights] = None):
-        self.owner = owner
+        # a weak reference: the state holds its topology, and a strong one back would make
+        # every state a reference cycle, freed only by the cyclic collector's full passes
+        self._owner = weakref.ref(owner) if owner is not None else None
         self.weights = weights or Weights()
         self.version = 0
         self.node_ids: list[str] = []                      # row order
@@ -327,6 +330,11 @@ class Topology:
             self._cache.clear()
             self._cache_version = self.version
         return self._cache.get(key)
+
+    @property
+    def owner(self) -> Optional["CellState"]:
+        """The owning state (None: none, or it is gone)."""
+        return self._owner() if self._owner is not None else None
 
     def _store(self, key: Any, value: Any) -> Any:
         if len(self._cache) > 512:

@@ -219,3 +219,30 @@ def test_bench_layout_and_a_small_run(tmp_path):
     # the goal is the benchmark's figure to report, not a timed assertion here (it failed
     # on a loaded machine): only that it is computed
     assert isinstance(res["goal_met"], bool) and res["goal_path_ms"] == 10.0
+
+
+def test_a_state_is_freed_by_reference_counting_alone():
+    """No reference cycle through the topology (its owner is a weak reference): a state is
+    freed when its last reference goes, without the cyclic collector (which the FGD
+    protocol's experiments pause, replay/fgd_protocol.py gc_paused)."""
+    import gc
+    import weakref
+
+    from suanli.bench import synthetic
+    from suanli.processors.model import NodeRegistered, TaskSubmitted, from_avro
+
+    s = CellState("c")
+    for i, n in enumerate(synthetic.nodes(30)):
+        decide(s, from_avro(NodeRegistered, n), ("log", 0, i))
+    for i, t in enumerate(synthetic.tasks(40)):
+        decide(s, from_avro(TaskSubmitted, t), ("log", 0, 100 + i))
+    assert s.topology.owner is s and s.topology.penalties() == {}
+    gone = weakref.ref(s)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        del s
+        assert gone() is None
+    finally:
+        if was:
+            gc.enable()
