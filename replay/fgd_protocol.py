@@ -112,14 +112,22 @@ def opaque_names(nodes: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]
     within 0.2 with opaque ones, while BestFit, DotProd and FGD move by 0.2 at most. A per-seed
     naming averages the 10-seed mean over namings instead of betting on one.
     """
-    perm = list(range(len(nodes)))
+    return [{**n, "node_id": nid, "event_id": f"{n['cell']}/node/{nid}"}
+            for n, nid in zip(nodes, opaque_ids(len(nodes), seed))]
+
+
+def opaque_records(nodes: tuple[NodeRegistered, ...], seed: int) -> tuple[NodeRegistered, ...]:
+    """:func:`opaque_names` on decoded records."""
+    return tuple(replace(n, node_id=nid, event_id=f"{n.cell}/node/{nid}")
+                 for n, nid in zip(nodes, opaque_ids(len(nodes), seed)))
+
+
+def opaque_ids(count: int, seed: int) -> list[str]:
+    """:func:`opaque_names`' ids, in registration order."""
+    perm = list(range(count))
     random.Random(f"node-names/{seed}").shuffle(perm)
-    width = max(4, len(str(len(nodes) - 1)))
-    out = []
-    for n, k in zip(nodes, perm):
-        nid = f"node-{k:0{width}d}"
-        out.append({**n, "node_id": nid, "event_id": f"{n['cell']}/node/{nid}"})
-    return out
+    width = max(4, len(str(count - 1)))
+    return [f"node-{k:0{width}d}" for k in perm]
 
 
 def policy_config(policy: str, seed: int, typical: list[dict[str, Any]]) -> dict[str, Any]:
@@ -153,6 +161,18 @@ def _pod_records(nodes_csv: str, pods_csv: str, stamp: tuple) -> tuple[tuple[Tas
     return tuple(from_avro(TaskSubmitted, p) for p in pods), tuple(gpu_request(p) for p in pods)
 
 
+@lru_cache(maxsize=8)
+def _node_records(nodes_csv: str, pods_csv: str, stamp: tuple) -> tuple[NodeRegistered, ...]:
+    nodes, _pods, _typical, _capacity = _inputs(nodes_csv, pods_csv, stamp)
+    return tuple(from_avro(NodeRegistered, n) for n in nodes)
+
+
+def load_node_records(nodes_csv: str, pods_csv: str) -> tuple[NodeRegistered, ...]:
+    """The node list as NodeRegistered records, decoded once per process and file version
+    (as :func:`load_pod_records`)."""
+    return _node_records(str(nodes_csv), str(pods_csv), _stamp(nodes_csv, pods_csv))
+
+
 def load_pod_records(nodes_csv: str, pods_csv: str) -> tuple[tuple[TaskSubmitted, ...], tuple[int, ...]]:
     """The pod list as TaskSubmitted records and their GPU requests (milli), in the list's
     order: decoded once per process and file version, like :func:`load_inputs`' parse (the
@@ -184,16 +204,17 @@ def _run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int, full:
 
     t0 = time.perf_counter()
     _label, spec = parse_policy(policy)
-    nodes, _pods, typical, capacity = load_inputs(nodes_csv, pods_csv)
+    _nodes, _pods, typical, capacity = load_inputs(nodes_csv, pods_csv)
     records, gpus = load_pod_records(nodes_csv, pods_csv)
     order = workload_order(list(gpus), capacity, seed)
+    nodes = load_node_records(nodes_csv, pods_csv)
     if node_names == "shuffled":
-        nodes = opaque_names(nodes, seed)
+        nodes = opaque_records(nodes, seed)
 
     state = CellState("openb")
     off = 0
     for n in nodes:
-        state, _ = decide(state, from_avro(NodeRegistered, n), (TOPIC, 0, off))
+        state, _ = decide(state, n, (TOPIC, 0, off))
         off += 1
     # the paper's simulator never preempts: its LS (gold) pods must not evict BE (bronze) ones here
     cfg = {**policy_config(spec["strategy"], seed, typical), "qos": {"preempt": False}, **spec["config"]}

@@ -121,3 +121,15 @@ def test_gc_paused_restores_the_collector_as_it_was():
         assert not gc.isenabled()                # off before: left off
     finally:
         gc.enable()
+
+
+def test_the_decoded_opaque_nodes_are_the_opaque_dicts_decoded():
+    from suanli.processors.model import NodeRegistered, from_avro
+
+    nodes_csv, pods_csv = DATA / "openb_node_list_gpu_node.csv", DATA / "openb_pod_list_default.csv"
+    nodes = fp.load_inputs(nodes_csv, pods_csv)[0]
+    records = fp.load_node_records(nodes_csv, pods_csv)
+    assert list(records) == [from_avro(NodeRegistered, n) for n in nodes]
+    for seed in (42, 43):
+        assert list(fp.opaque_records(records, seed)) == [from_avro(NodeRegistered, n)
+                                                          for n in fp.opaque_names(nodes, seed)]
