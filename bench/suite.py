@@ -136,7 +136,7 @@ def markdown(r: dict[str, Any]) -> str:
     rp = r["replay"]
     lines.append(f"| replay events/s ({rp['events']} events) | {rp['events_per_s']} | |")
     for x in r["fgd_experiment"]:
-        lines.append(f"| one FGD-protocol experiment, {x['policy']} (s) | {x['seconds']} | target <= 1 s; numpy loop ~1.2 s |")
+        lines.append(f"| one FGD-protocol experiment, {x['policy']} (s) | {x['seconds']} | target <= 1 s |")
     a = r["audit"]
     if "p95_ms_by_task" in a:
         lines.append(f"| audit query p95 by task / by node (all tenants) / by node (one tenant) after "
