@@ -154,7 +154,21 @@ struct FgdRaw<'a> {
     sc: Vec<f64>,
 }
 
-impl FgdRaw<'_> {
+impl<'a> FgdRaw<'a> {
+    /// `req`: the task's CPU, GPU milli and GPU count. `width`: devices per node state.
+    #[allow(clippy::too_many_arguments)]
+    fn new(tt: Typical<'a>, acc_t: &'a [ReadOnlyCell<u8>], cols: usize, kind: u8, req: [i64; 3], ign: bool,
+           gap_weight: f64, wt: &'a [ReadOnlyCell<f64>], quantum: f64, total: i64, width: usize)
+           -> PyResult<Self> {
+        if gap_weight != 0.0 && kind == 1 && wt.len() != 1001 {
+            return Err(PyValueError::new_err("wt: the gap waste table has 1001 entries"));
+        }
+        let c = tt.cpu.len();
+        Ok(FgdRaw { tt, acc_t, cols, kind, req_cpu: req[0], req_milli: req[1], req_count: req[2], ign, gap_weight,
+                    wt, quantum, tot: total as f64, acc_col: Vec::with_capacity(c), g2: vec![0; width],
+                    sc: Vec::with_capacity(width) })
+    }
+
     fn quant(&self, d: f64) -> f64 {
         if self.quantum > 0.0 { (d / self.quantum).floor() } else { d }
     }
@@ -286,16 +300,12 @@ pub fn fgd_raw_states(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Bound<
         return Err(PyValueError::new_err(format!("gpu {gshape:?} / midx {} / cpu {k}: lengths differ", midx.len())));
     }
     let width = gshape[1];
-    if gap_weight != 0.0 && kind == 1 && wt.len() != 1001 {
-        return Err(PyValueError::new_err("wt: the gap waste table has 1001 entries"));
-    }
+    let mut f = FgdRaw::new(tt, acc_t, cols, kind, [req_cpu, req_milli, req_count], ign, gap_weight, wt, quantum,
+                            total, width)?;
     let sb = PyBuffer::<f64>::get(out_score)?;
     let db = PyBuffer::<i64>::get(out_dev)?;
     let (os, od) = (out_slice(py, &sb, "out_score", k)?, out_slice(py, &db, "out_dev", k)?);
     models_in(midx, cols)?;
-    let mut f = FgdRaw { tt, acc_t, cols, kind, req_cpu, req_milli, req_count, ign, gap_weight, wt, quantum,
-                         tot: total as f64, acc_col: Vec::with_capacity(c), g2: vec![0; width],
-                         sc: Vec::with_capacity(width) };
     let mut g: Vec<i64> = vec![0; width];
     for i in 0..k {
         for j in 0..width {
@@ -345,9 +355,8 @@ pub fn fgd_class_scores(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Boun
                                                   lengths differ", midx.len(), ids.len())));
     }
     let width = gshape[1];
-    if gap_weight != 0.0 && kind == 1 && wt.len() != 1001 {
-        return Err(PyValueError::new_err("wt: the gap waste table has 1001 entries"));
-    }
+    let mut f = FgdRaw::new(tt, acc_t, cols, kind, [req_cpu, req_milli, req_count], ign, gap_weight, wt, quantum,
+                            total, width)?;
     let (kb, sb, db, ob) = (PyBuffer::<u8>::get(known)?, PyBuffer::<f64>::get(score_tbl)?,
                             PyBuffer::<i64>::get(dev_tbl)?, PyBuffer::<f64>::get(out)?);
     let classes = kb.item_count();
@@ -368,9 +377,6 @@ pub fn fgd_class_scores(py: Python<'_>, tt_cpu: &Bound<'_, PyAny>, tt_num: &Boun
             return Err(PyIndexError::new_err(format!("model index {m} out of range for {cols} columns")));
         }
     }
-    let mut f = FgdRaw { tt, acc_t, cols, kind, req_cpu, req_milli, req_count, ign, gap_weight, wt, quantum,
-                         tot: total as f64, acc_col: Vec::with_capacity(c), g2: vec![0; width],
-                         sc: Vec::with_capacity(width) };
     let mut g: Vec<i64> = vec![0; width];
     let mut scored = 0usize;
     for (i, r) in rows.iter().enumerate() {
