@@ -23,8 +23,8 @@ handed to the FGD-based strategies through their PolicyChanged config.
 
 A policy is a strategy name or ``NAME:key=value[:key=value]`` (``strategy_config.parse_policy``);
 the keys override the protocol's config (``seed``, ``typical_tasks``). Results are keyed
-by the policy as written. The parsed node and pod lists are cached per process (a
-10-seed run parses them once, before forking its workers).
+by the policy as written. The parsed node and pod lists, and their decoded records, are
+cached per process (a 10-seed run parses and decodes them once, before forking its workers).
 """
 from __future__ import annotations
 
@@ -287,7 +287,9 @@ def run_protocol(nodes_csv: str, pods_csv: str, policies: list[str], seeds: list
     out: dict[str, Any] = {"protocol": "fgd", "workload": Path(pods_csv).stem,
                            "node_names": node_names, "policies": {}}
     ctx = mp.get_context("fork") if sys.platform != "win32" else mp.get_context()
-    load_inputs(nodes_csv, pods_csv)      # parse once here; forked workers inherit the cache
+    load_inputs(nodes_csv, pods_csv)      # parse and decode once here; forked workers inherit the caches
+    load_pod_records(nodes_csv, pods_csv)
+    load_node_records(nodes_csv, pods_csv)
     # One pool for every policy, forked before the bar's display thread starts.
     pool = ctx.Pool(workers) if workers > 1 else None
     try:
