@@ -193,7 +193,17 @@ def test_twenty_silenced_nodes_go_down_and_their_tasks_are_placed_again_elsewher
     down_nodes = {d["node_id"] for d in f["down"]}
     assert down_nodes == silenced, {"not down": silenced - down_nodes, "down, not silenced": down_nodes - silenced}
     lat = f["down_latency_ms"]
-    assert DOWN_AFTER_MS <= lat["min"] and lat["max"] <= DOWN_AFTER_MS + TICK_MS, f["down"]
+    # each DOWN is decided at the first tick at or after its deadline (last heartbeat + 15 s):
+    # the latency is 15 s plus how far that tick fell past the deadline, under one period
+    # while the ticker keeps time; on a loaded machine a tick can come a few ms late, so the
+    # exact check is against the ticks the log holds, and the period bound is a loose one
+    ticks = sorted((o, p["at"]) for o, k, p in inputs if k == "CellTick")
+    tick_at = dict(ticks)
+    for d in f["down"]:
+        deadline = d["last_heartbeat_at"] + DOWN_AFTER_MS
+        assert tick_at.get(d["input_offset"]) == d["decided_at"] >= deadline, d
+        assert all(at < deadline for o, at in ticks if o < d["input_offset"]), d     # no earlier tick could
+    assert DOWN_AFTER_MS <= lat["min"] and lat["max"] <= DOWN_AFTER_MS + 2 * TICK_MS, f["down"]
     assert f["heartbeat_mismatches"] == [], f["down"]
     assert f["lost_mismatch"] == [] and f["release_mismatch"] == [] and f["placed_on_unhealthy"] == []
     assert f["double_placements"] == []
