@@ -40,6 +40,7 @@ import numpy as np
 from suanli.errors import StrategyError
 
 from . import compiled, rng
+from .node_classes import node_classes
 from .args import NoArgs, parse_args
 from .model import Request, TaskProfile  # noqa: F401  (Request re-exported: plugins take the request from here)
 from .state import CellState, TaskRecord
@@ -166,6 +167,16 @@ class Plugin:
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def per_class(self, ctx: CycleContext) -> bool:
+        """Whether ``score(ctx, rows)`` is, row by row, a function of ``ctx`` and of the row's
+        node class alone (``processors/node_classes.py``: its free CPU, free milli per
+        device and GPU model), whatever other rows are scored with it. A cycle may then score
+        one row of each class among the feasible ones and spread the values over the rest
+        (``class_total_score``): the same totals, for a few dozen rows instead of thousands.
+        False unless a plugin says so; a plugin whose score reads anything else of a node
+        (its memory, labels, caches, name) must not."""
+        return False
 
     def select_devices(self, ctx: CycleContext, row: int) -> Optional[list[int]]:
         return None
@@ -373,6 +384,32 @@ def total_score(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: np
     return total
 
 
+# below this many feasible rows a cycle scores every row: finding the classes would cost
+# about what it saves
+CLASS_SCORING_MIN_ROWS = 64
+
+
+def class_total_score(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
+    """``total_score(scorers, ctx, rows)``, element for element, computed once per node
+    class among ``rows`` when every scorer says its score is a function of the class
+    (``Plugin.per_class``): the classes' first rows are scored (ascending, as ``rows`` is)
+    and each row reads its class's total. The arithmetic per element is the same (the
+    weighted sum in the same order; a normalised scorer's min and max are over the same set
+    of values), so the totals are the same bits. Scores every row instead without the
+    kernels, with a scorer that reads more of a node, with few rows, or when the classes
+    are more than half the rows."""
+    if (compiled.KERNELS is None or rows.size < CLASS_SCORING_MIN_ROWS
+            or not all(p.per_class(ctx) for p, _ in scorers)):
+        return total_score(scorers, ctx, rows)
+    nc = node_classes(ctx.state)
+    n = rows.size
+    reps, slot = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    k = compiled.KERNELS.class_rows(nc.ids, compiled.int64_rows(rows), nc.scratch(), reps, slot)
+    if 2 * k > n:
+        return total_score(scorers, ctx, rows)
+    return total_score(scorers, ctx, reps[:k])[slot]
+
+
 def _filter_pass_compiled(masks: list[tuple[np.ndarray, str]], n: int
                           ) -> tuple[Optional[np.ndarray], list[tuple[str, int, list[int]]]]:
     """``run_cycle``'s filter loop by the kernel (``kernels/src/cycle.rs`` ``filter_pass``):
@@ -447,7 +484,7 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
         reason = filtered[0][0] if filtered else "no nodes"
         return CycleResult(Status(Code.UNSCHEDULABLE, reason), None, filtered, [], 0, path)
 
-    total = total_score(profile.scorers, ctx, rows)
+    total = class_total_score(profile.scorers, ctx, rows)
     k = min(profile.top_k, nf)
     ranked = _rank_compiled(total, k) if compiled.KERNELS is not None else None
     if ranked is not None:

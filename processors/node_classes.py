@@ -23,7 +23,7 @@ _KEY = "node-classes"
 
 class NodeClasses:
     """Class ids of a state's rows (``ids[row]``), ``count`` classes seen so far."""
-    __slots__ = ("ids", "stamp", "table", "width", "generation", "clock", "seen", "cuts")
+    __slots__ = ("ids", "stamp", "table", "width", "generation", "clock", "seen", "cuts", "_marks")
 
     def __init__(self, n: int, width: int, generation: int):
         self.ids = np.full(n, -1, dtype=np.int64)
@@ -37,6 +37,14 @@ class NodeClasses:
         # of that list (-1: none yet, so the first refresh scans the stamps)
         self.seen = 0
         self.cuts = -1
+        self._marks = np.full(0, -1, dtype=np.int64)
+
+    def scratch(self) -> np.ndarray:
+        """-1 for every class id so far: the marks ``suanli_kernels.class_rows`` borrows
+        (and leaves -1), longer than every id (grown, doubling, with the table)."""
+        if self._marks.size < len(self.table):
+            self._marks = np.full(max(256, 2 * len(self.table)), -1, dtype=np.int64)
+        return self._marks
 
     @property
     def count(self) -> int:

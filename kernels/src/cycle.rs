@@ -1,6 +1,7 @@
 //! The scheduling cycle's bookkeeping around the plugins (`processors/framework.py`
 //! `run_cycle`): the filter pass that narrows the feasible rows mask by mask, and the
-//! ranking of the scored rows (the best score's ties, and the provenance candidates).
+//! ranking of the scored rows (the best score's ties, and the provenance candidates), and
+//! the node classes among the feasible rows, which the scorers then score once each.
 //!
 //! Each replaces a handful of numpy calls of 1-3 µs that a decision makes per filter and per
 //! ranking; the results are the numpy ones exactly (`tests/processors/test_cycle_kernels.py`
@@ -180,6 +181,57 @@ pub fn rank_scores(py: Python<'_>, total: &Bound<'_, PyAny>, k: usize, tied: &Bo
         best[j].set(i as i64);
     }
     Ok((nt, kb.len()))
+}
+
+/// The node classes among a cycle's feasible rows (`processors/framework.py`
+/// `class_total_score`): for `rows` (int64 [n]), whose classes are `ids[rows[i]]` (int64),
+/// writes one row of each class, the first of it in `rows`, into `reps` (int64, >= n) in
+/// order of first appearance, and each row's position among those classes into `slot`
+/// (int64, >= n); returns how many classes. So `reps` is ascending when `rows` is, and
+/// `x[slot[:n]]` spreads a value per class `x` over the rows.
+///
+/// `marks` (int64, longer than every class id) is scratch: it must hold -1 everywhere, and
+/// holds -1 everywhere again on return, an error's included. A row outside `ids`, or a
+/// class id that is negative (a row the classes have not seen) or not below `marks`'s length,
+/// raises `ValueError` (`reps` and `slot` may be partly written then, `marks` is clean).
+#[pyfunction]
+pub fn class_rows(py: Python<'_>, ids: &Bound<'_, PyAny>, rows: &Bound<'_, PyAny>, marks: &Bound<'_, PyAny>,
+                  reps: &Bound<'_, PyAny>, slot: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let (ib, rb) = (PyBuffer::<i64>::get(ids)?, PyBuffer::<i64>::get(rows)?);
+    let (ids, rows) = (ro(py, &ib, "ids", None)?, ro(py, &rb, "rows", None)?);
+    let n = rows.len();
+    let (mb, pb, sb) = (PyBuffer::<i64>::get(marks)?, PyBuffer::<i64>::get(reps)?, PyBuffer::<i64>::get(slot)?);
+    let marks = rw(py, &mb, "marks", 0)?;
+    let (reps, slot) = (rw(py, &pb, "reps", n)?, rw(py, &sb, "slot", n)?);
+    let mut k = 0usize;
+    let mut bad: Option<String> = None;
+    for (i, r) in rows.iter().enumerate() {
+        let r = r.get();
+        let Some(c) = usize::try_from(r).ok().and_then(|r| ids.get(r)).map(|c| c.get()) else {
+            bad = Some(format!("rows: row {r} is outside the {} rows of ids", ids.len()));
+            break;
+        };
+        let Some(m) = usize::try_from(c).ok().and_then(|c| marks.get(c)) else {
+            bad = Some(format!("ids: row {r} has class {c}, outside 0..{} (marks)", marks.len()));
+            break;
+        };
+        let mut at = m.get();
+        if at < 0 {
+            at = k as i64;
+            m.set(at);
+            reps[k].set(r);
+            k += 1;
+        }
+        slot[i].set(at);
+    }
+    // every class marked is one of reps' rows: clearing theirs leaves marks as it came
+    for rep in reps[..k].iter() {
+        marks[ids[rep.get() as usize].get() as usize].set(-1);
+    }
+    match bad {
+        Some(msg) => Err(PyValueError::new_err(msg)),
+        None => Ok(k),
+    }
 }
 
 #[inline]

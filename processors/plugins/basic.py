@@ -181,6 +181,9 @@ class BestFit(Plugin):
     def score(self, ctx, rows):
         return self._score(ctx, rows, 0.5)
 
+    def per_class(self, ctx) -> bool:
+        return True                     # free CPU and free GPU milli: both the class's
+
     def _score(self, ctx, rows, cpu_share: float):
         """``cpu_share`` weighs the CPU term, ``1 - cpu_share`` the GPU term."""
         s, r, a = ctx.state, ctx.req, self.args

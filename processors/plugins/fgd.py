@@ -329,6 +329,9 @@ class FGD(Plugin):
         q = self.args.quantum
         return np.floor(delta / q) if q > 0 else delta
 
+    def per_class(self, ctx: CycleContext) -> bool:
+        return True                     # scored per class by construction (_entry)
+
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
         done = self._scores_compiled(ctx, rows) if compiled.KERNELS is not None else None
         if done is not None:
@@ -413,6 +416,9 @@ class Scarcity(TypicalReader):
             out[:M] = ratio @ acc                                      # [M]
         s._derived["scarcity"] = (k, out)
         return out
+
+    def per_class(self, ctx: CycleContext) -> bool:
+        return True                     # the model's pressure: the model index is the class's
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
         r = ctx.req

@@ -96,6 +96,10 @@ class ModelLocality(Plugin):
     Args = ModelLocalityArgs
     args: ModelLocalityArgs
 
+    def per_class(self, ctx) -> bool:
+        # a node's own cache is not its class's; without a model to look for, every row is 0
+        return _cached_model(ctx) is None
+
     def score(self, ctx, rows):
         a = self.args
         if _cached_model(ctx) is None:         # most tasks: no model, or no node caches any

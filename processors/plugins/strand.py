@@ -60,6 +60,9 @@ class CpuStrand(TypicalReader):
             return cpu / gpu if gpu > 0 else 0.0
         return s.derived_recent("cpu-strand-rho", tt.digest, compute)
 
+    def per_class(self, ctx: CycleContext) -> bool:
+        return True                     # free CPU and free GPU milli: both the class's
+
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
         s, r, a = ctx.state, ctx.req, self.args
         rho = self.rho(s) * (a.cpu_slack if r.kind == "cpu" and a.cpu_slack else a.slack)

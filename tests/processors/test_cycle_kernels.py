@@ -118,3 +118,111 @@ def test_whole_cycles_are_the_same_with_and_without_the_kernels(strategy, config
     got = cycles()
     assert sum(res[1] is not None for res in got) >= 5 and any(res[2] for res in got)
     assert got == numpy_only(monkeypatch, cycles)
+
+
+# ------------------------------------------------------------------ node classes of a cycle
+def reference_class_rows(ids, rows):
+    """One row per class in order of first appearance, and each row's position among them."""
+    first: dict[int, int] = {}
+    reps, slot = [], []
+    for r in rows.tolist():
+        c = int(ids[r])
+        if c not in first:
+            first[c] = len(reps)
+            reps.append(r)
+        slot.append(first[c])
+    return reps, slot
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_class_rows_are_each_class_first_row_and_each_rows_class(seed):
+    rnd = np.random.default_rng(seed)
+    n = int(rnd.integers(1, 3000))
+    ids = rnd.integers(0, int(rnd.integers(1, 200)), n).astype(np.int64)
+    rows = np.flatnonzero(rnd.random(n) < rnd.random()).astype(np.int64)
+    marks = np.full(256, -1, dtype=np.int64)
+    reps, slot = np.full(rows.size, 7, dtype=np.int64), np.full(rows.size, 7, dtype=np.int64)
+    k = compiled.KERNELS.class_rows(ids, rows, marks, reps, slot)
+    want_reps, want_slot = reference_class_rows(ids, rows)
+    assert k == len(want_reps)
+    assert reps[:k].tolist() == want_reps and slot.tolist() == want_slot
+    assert (marks == -1).all()                              # the scratch is left as it came
+    assert (np.diff(reps[:k]) > 0).all()                    # ascending rows give ascending reps
+
+
+def test_class_rows_refuse_rows_and_ids_out_of_range_and_leave_the_marks_clean():
+    k = compiled.KERNELS
+    ids, marks = np.array([0, 1, 0, -1, 9], dtype=np.int64), np.full(4, -1, dtype=np.int64)
+    reps, slot = np.empty(5, dtype=np.int64), np.empty(5, dtype=np.int64)
+    with pytest.raises(ValueError, match="row 5 is outside"):
+        k.class_rows(ids, np.array([0, 1, 5], dtype=np.int64), marks, reps, slot)
+    assert (marks == -1).all()
+    with pytest.raises(ValueError, match="row 3 has class -1"):
+        k.class_rows(ids, np.array([0, 1, 3], dtype=np.int64), marks, reps, slot)
+    assert (marks == -1).all()
+    with pytest.raises(ValueError, match="row 4 has class 9"):
+        k.class_rows(ids, np.array([1, 4], dtype=np.int64), marks, reps, slot)
+    assert (marks == -1).all()
+    with pytest.raises(ValueError, match="at least 3"):
+        k.class_rows(ids, np.array([0, 1, 2], dtype=np.int64), marks, reps[:2], slot)
+    with pytest.raises(BufferError):
+        k.class_rows(ids.astype(np.int32), np.array([0], dtype=np.int64), marks, reps, slot)
+
+
+def shaped_cell(n: int, seed: int):
+    """``n`` nodes of three shapes with light random work: far fewer node classes than
+    rows, so a cycle scores per class (``busy_cell``'s states are mostly distinct)."""
+    from suanli.processors.state import CellState
+    rnd = random.Random(seed)
+    s = CellState("k")
+    shapes = [(96000, 8, "V100"), (64000, 4, "A10"), (32000, 0, None)]
+    for i in range(n):
+        cpu, g, model = shapes[i % 3]
+        s.add_node(f"n{i:04d}", cpu, 256000 + 1024 * (i % 5), g, model)
+    for t in range(n // 4):
+        row = rnd.randrange(n)
+        r = rnd.choice(REQUESTS[:4])
+        fit = np.flatnonzero(s.gpu_free[row] >= r.gpu_milli) if r.kind != "cpu" else np.zeros(0, dtype=np.int64)
+        if s.cpu_free[row] < r.cpu or (r.kind != "cpu" and fit.size < r.gpu_count):
+            continue
+        devs = [int(d) for d in fit[: r.gpu_count]] if r.kind != "cpu" else []
+        s.allocate(f"t{t}", s.node_ids[row], devs, r.gpu_milli if devs else 0, r.cpu, r.mem)
+    return s
+
+
+@pytest.mark.parametrize("strategy,config,classed", [
+    ("default", {}, True), ("default", {"version": "1.2.0"}, True), ("fgd", {}, True), ("bestfit", {}, True),
+    ("worst-fit", {}, False)])
+def test_cycles_scored_per_node_class_are_the_cycles_scored_per_row(strategy, config, classed, monkeypatch):
+    """The same statuses, plans, filtered lists, candidates (scores included) and paths
+    whether the scorers see one row per class or every row; and the class path was taken
+    where every scorer says it may be (worst-fit's does not: every row, every time)."""
+    s = shaped_cell(600, 2)
+    s.ready[::11] = False
+    profile = get_strategy(strategy, config).profile
+    taken = []
+    real = compiled.KERNELS.class_rows
+
+    def counting(ids, rows, marks, reps, slot):
+        k = real(ids, rows, marks, reps, slot)
+        taken.append((rows.size, k))
+        return k
+
+    def cycles():
+        out = []
+        for i, r in enumerate(REQUESTS):
+            res = framework.run_cycle(profile, framework.CycleContext(s, r, "x", i, {}))
+            out.append((res.status, res.plan, res.filtered, res.candidates, res.n_feasible, res.path))
+        return out
+    with monkeypatch.context() as m:
+        m.setattr(compiled.KERNELS, "class_rows", counting)
+        got = cycles()
+    with monkeypatch.context() as m:
+        m.setattr(framework, "CLASS_SCORING_MIN_ROWS", 10 ** 9)
+        per_row = cycles()
+    assert got == per_row
+    assert sum(res[1] is not None for res in got) >= 5
+    if classed:
+        assert any(2 * k <= n for n, k in taken), taken      # scored per class, not the fallback
+    else:
+        assert taken == []

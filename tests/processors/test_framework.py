@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from suanli.errors import StrategyConfigError
-from suanli.processors import CellState
+from suanli.processors import CellState, framework
 from suanli.processors.args import NoArgs, explicit
-from suanli.processors.framework import REGISTRY, CycleContext, Plugin, PluginRegistry, Profile, Request
+from suanli.processors.framework import REGISTRY, CycleContext, Plugin, PluginRegistry, Profile, Request, class_total_score
 from suanli.processors.plugins.basic import FILTERS, NormaliserArgs
 from suanli.processors.plugins.fgd import FGD, FGDArgs
 from suanli.processors.plugins.latency import LatencyArgs, Link
@@ -180,3 +180,34 @@ def test_default_devices_are_the_best_fit_ones():
                 want = fit[: req.gpu_count] if len(fit) >= req.gpu_count else []
             got = default_devices(s, row, req)
             assert got == want and all(type(d) is int for d in got), (row, req, g.tolist())
+
+
+def test_a_scorer_that_does_not_say_it_is_per_class_sees_every_row():
+    """``class_total_score`` scores one row per node class only when every scorer says its
+    score is a function of the class (``Plugin.per_class``, False unless overridden)."""
+    class Seen(Plugin):
+        name = "Seen"
+        per_class_says = False
+
+        def __init__(self):
+            super().__init__()
+            self.sizes = []
+
+        def per_class(self, ctx):
+            return self.per_class_says
+
+        def score(self, ctx, rows):
+            self.sizes.append(rows.size)
+            return ctx.state.cpu_free[rows].astype(np.float64)
+
+    s = CellState("k")
+    for i in range(200):
+        s.add_node(f"n{i:03d}", 64000, 1024, 0, None)       # one node class
+    ctx, rows = CycleContext(s, Request(1000, 10, 0, 0), "t", 0, {}), np.arange(200)
+    assert not Plugin.per_class(Seen(), ctx)
+    p = Seen()
+    assert class_total_score([(p, 1.0)], ctx, rows).tolist() == [64000.0] * 200 and p.sizes == [200]
+    p.per_class_says = True
+    assert class_total_score([(p, 2.0)], ctx, rows).tolist() == [128000.0] * 200 and p.sizes == [200, 1]
+    assert framework.CLASS_SCORING_MIN_ROWS > 1
+    assert class_total_score([(p, 1.0)], ctx, rows[:3]).size == 3 and p.sizes[-1] == 3   # few rows: every one

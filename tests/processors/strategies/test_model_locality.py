@@ -98,3 +98,20 @@ def test_v140_ignores_local_points():
     st = S.get_strategy("default", {**CFG})
     ml = [p for p, _ in st.profile.scorers if p.name == "ModelLocality"][0]
     assert ml.args.local_points == 1000.0
+
+
+def test_a_cell_scored_per_node_class_still_finds_the_holder():
+    """80 identical nodes are one node class once the cell is empty again, so a cycle would
+    score one row of them for every other (``framework.class_total_score``); a task with a
+    model must still see which of them holds it: ModelLocality reads a node's own cache, and
+    says so (``per_class``), so that cycle scores every row."""
+    f = Feed(strategy="default", config=CFG)
+    for i in range(80):
+        edge_node(f, f"n{i:02d}", "s1" if i < 40 else "s2")
+    a = _placed(model_task(f, "a", "llama@2", size_gib=20, site="s2"))[0]
+    assert a["node_id"] >= "n40"                       # not the first row of the class
+    f.status("a", "COMPLETED", at=5)
+    b = _placed(model_task(f, "b", "llama@2", size_gib=20, at=600_000))[0]
+    assert b["node_id"] == a["node_id"]
+    plain = _placed(model_task(f, "c", None, at=600_001))[0]      # no model: the class path's pick
+    assert plain["provenance"]["notes"] == []
