@@ -33,7 +33,7 @@ def _parts() -> list[tuple[Any, str, str]]:
             (framework, "stable_top", "candidates (stable_top)"), (framework, "_avoid_bad_conditions", "conditions"),
             (fgd.FGD, "score", "fgd.score"), (fgd.FGD, "_entry_of", "fgd: entry lookup"),
             (fgd, "node_classes", "fgd: node classes"), (fgd.FGD, "_scores_compiled", "fgd: class scores (kernel)"),
-            (fgd.FGD, "_entry", "fgd._entry (numpy path)"), (fgd, "unknown_classes", "fgd: unknown classes"),
+            (fgd.FGD, "_fill", "fgd._fill (numpy path)"), (fgd, "unknown_classes", "fgd: unknown classes"),
             (fgd.FGD, "_score_states", "fgd: new classes scored"), (fgd.FGD, "select_devices", "fgd.select_devices"),
             (basic.BestFitRaw, "score", "bestfit.score"), (strand.CpuStrand, "score", "strand.score"),
             (fgd.Scarcity, "score", "scarcity.score"), (model_locality.ModelLocality, "score", "model_locality.score"),

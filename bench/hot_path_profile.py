@@ -39,29 +39,31 @@ def _cell(nodes: int, tasks: int) -> CellState:
 
 def rows(nodes: int = 5000, tasks: int = 3000) -> dict[str, Any]:
     """Rows a per-row FGD scorer evaluates against the classes scored now. Counted on the
-    numpy path (``_entry``), which scores the very classes the kernel path does
-    (``fgd_class_scores``: each class not yet known, once)."""
+    numpy path (``_fill``), which scores the very classes the kernel path does
+    (``fgd_class_scores``: each class not yet known, once). Without the kernels a cycle
+    hands FGD every feasible row (with them, one row per node class:
+    ``framework.class_total_score``), so ``rows_asked_for`` is the per-row count."""
     from suanli.processors import compiled
     from suanli.processors.plugins import fgd
 
     seen = {"calls": 0, "rows": 0, "classes": 0}
-    entry, score_states = fgd.FGD._entry, fgd.FGD._score_states
+    fill, score_states = fgd.FGD._fill, fgd.FGD._score_states
 
-    def counting_entry(self, ctx, rows_):            # noqa: ANN001 - a pass-through
+    def counting_fill(self, ctx, rows_, *rest):       # noqa: ANN001 - a pass-through
         seen["calls"] += 1
         seen["rows"] += int(rows_.size)
-        return entry(self, ctx, rows_)
+        return fill(self, ctx, rows_, *rest)
 
     def counting_states(self, s, tt, r, cpu, gpu, midx):   # noqa: ANN001
         seen["classes"] += int(cpu.size)
         return score_states(self, s, tt, r, cpu, gpu, midx)
 
-    fgd.FGD._entry, fgd.FGD._score_states = counting_entry, counting_states
+    fgd.FGD._fill, fgd.FGD._score_states = counting_fill, counting_states
     kernels, compiled.KERNELS = compiled.KERNELS, None
     try:
         _cell(nodes, tasks)
     finally:
-        fgd.FGD._entry, fgd.FGD._score_states = entry, score_states
+        fgd.FGD._fill, fgd.FGD._score_states = fill, score_states
         compiled.KERNELS = kernels
     return {"nodes": nodes, "decisions": tasks, "rows_asked_for": seen["rows"],
             "classes_scored": seen["classes"], "calls": seen["calls"]}

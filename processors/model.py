@@ -1291,4 +1291,5 @@ def _fast_inits(classes: typing.Iterable[type]) -> None:
         cls.__init__ = _slot_init(cls)
 
 
-_fast_inits([*RECORDS.values(), *(v for v in list(globals().values()) if isinstance(v, type))])
+# the records and their parts: every class this module defines (imported ones keep theirs)
+_fast_inits(v for v in list(globals().values()) if isinstance(v, type) and v.__module__ == __name__)

@@ -222,9 +222,14 @@ class FGD(Plugin):
     def _entry(self, ctx: CycleContext, rows: np.ndarray) -> tuple[_Entry, np.ndarray]:
         """(entry, class ids of ``rows``): the entry has a score for every class among
         ``rows``; classes not seen before are scored now, once each."""
+        tt = self.typical(ctx.state)
+        e, nc = self._entry_of(ctx.state, ctx.req, tt)
+        return e, self._fill(ctx, rows, tt, e, nc)
+
+    def _fill(self, ctx: CycleContext, rows: np.ndarray, tt: TypicalTasks, e: _Entry, nc: NodeClasses) -> np.ndarray:
+        """``_entry``'s work once the entry is at hand: scores the classes among ``rows``
+        that ``e`` does not know yet, and returns the rows' class ids."""
         s, r = ctx.state, ctx.req
-        tt = self.typical(s)
-        e, nc = self._entry_of(s, r, tt)
         cids = nc.ids[rows]
         classes, reps = unknown_classes(cids, rows, e.known)
         if classes.size:
@@ -233,19 +238,19 @@ class FGD(Plugin):
             if dev is not None:
                 e.dev[classes] = dev
             e.known[classes] = True
-        return e, cids
+        return cids
 
-    def _scores_compiled(self, ctx: CycleContext, rows: np.ndarray) -> Optional[tuple[_Entry, np.ndarray]]:
-        """(entry, the scores of ``rows``) as ``_entry`` and ``e.score[cids]`` give them, in
-        one kernel pass (``kernels/src/score.rs`` ``fgd_class_scores``: the rows' class
-        ids, the unknown classes scored from their rows' states, the gather). None where
-        the kernel does not apply (not raw mode, no typical tasks yet, an array it does not
-        take: nothing is written then): the caller takes the numpy path."""
-        s, r = ctx.state, ctx.req
-        tt = self.typical(s)
+    def _scores_compiled(self, ctx: CycleContext, rows: np.ndarray, tt: TypicalTasks, e: _Entry,
+                         nc: NodeClasses) -> Optional[np.ndarray]:
+        """The scores of ``rows`` as ``_fill`` and ``e.score[cids]`` give them (``e``:
+        ``_entry_of``'s entry for ``tt``), in one kernel pass (``kernels/src/score.rs``
+        ``fgd_class_scores``: the rows' class ids, the unknown classes scored from their
+        rows' states, the gather). None where the kernel does not apply (not raw mode, no
+        typical tasks yet, an array it does not take: nothing is written then): the caller
+        takes the numpy path."""
         if self.mode != "raw" or tt.total == 0:
             return None
-        e, nc = self._entry_of(s, r, tt)
+        s, r = ctx.state, ctx.req
         kind, gw = _KIND_CODE[r.kind], self.args.gap_weight
         wt = s.derived_recent("fgd-waste", tt.digest, lambda: gap_waste_table(tt)) if gw and kind == 1 else _NO_TABLE
         out = np.empty(rows.size)
@@ -257,7 +262,7 @@ class FGD(Plugin):
                 float(self.args.quantum), out)
         except (BufferError, ValueError):
             return None
-        return e, out
+        return out
 
     def _score_states(self, s: CellState, tt: TypicalTasks, r, cpu: np.ndarray, gpu: np.ndarray,
                       midx: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
@@ -333,12 +338,11 @@ class FGD(Plugin):
         return True                     # scored per class by construction (_entry)
 
     def score(self, ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
-        done = self._scores_compiled(ctx, rows) if compiled.KERNELS is not None else None
-        if done is not None:
-            e, out = done
-        else:
-            e, cids = self._entry(ctx, rows)
-            out = e.score[cids]
+        tt = self.typical(ctx.state)
+        e, nc = self._entry_of(ctx.state, ctx.req, tt)
+        out = self._scores_compiled(ctx, rows, tt, e, nc) if compiled.KERNELS is not None else None
+        if out is None:
+            out = e.score[self._fill(ctx, rows, tt, e, nc)]
         if ctx.req.kind == "shared":
             ctx.scratch[self] = e          # select_devices of the same cycle reads the chosen row's device here
         return out
