@@ -156,21 +156,18 @@ def _stamp(*files: str) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=8)
-def _pod_records(nodes_csv: str, pods_csv: str, stamp: tuple) -> tuple[tuple[TaskSubmitted, ...], tuple[int, ...]]:
-    _nodes, pods, _typical, _capacity = _inputs(nodes_csv, pods_csv, stamp)
-    return tuple(from_avro(TaskSubmitted, p) for p in pods), tuple(gpu_request(p) for p in pods)
-
-
-@lru_cache(maxsize=8)
-def _node_records(nodes_csv: str, pods_csv: str, stamp: tuple) -> tuple[NodeRegistered, ...]:
-    nodes, _pods, _typical, _capacity = _inputs(nodes_csv, pods_csv, stamp)
-    return tuple(from_avro(NodeRegistered, n) for n in nodes)
+def _records(nodes_csv: str, pods_csv: str, stamp: tuple
+             ) -> tuple[tuple[NodeRegistered, ...], tuple[TaskSubmitted, ...], tuple[int, ...]]:
+    """(node records, pod records, the pods' GPU requests) of :func:`_inputs`' lists."""
+    nodes, pods, _typical, _capacity = _inputs(nodes_csv, pods_csv, stamp)
+    return (tuple(from_avro(NodeRegistered, n) for n in nodes), tuple(from_avro(TaskSubmitted, p) for p in pods),
+            tuple(gpu_request(p) for p in pods))
 
 
 def load_node_records(nodes_csv: str, pods_csv: str) -> tuple[NodeRegistered, ...]:
     """The node list as NodeRegistered records, decoded once per process and file version
     (as :func:`load_pod_records`)."""
-    return _node_records(str(nodes_csv), str(pods_csv), _stamp(nodes_csv, pods_csv))
+    return _records(str(nodes_csv), str(pods_csv), _stamp(nodes_csv, pods_csv))[0]
 
 
 def load_pod_records(nodes_csv: str, pods_csv: str) -> tuple[tuple[TaskSubmitted, ...], tuple[int, ...]]:
@@ -179,7 +176,7 @@ def load_pod_records(nodes_csv: str, pods_csv: str) -> tuple[tuple[TaskSubmitted
     records are frozen; the core only reads them). Why: decoding 8,000 records costs a
     tenth of an experiment, and a protocol run repeats the same pods for every seed and
     policy."""
-    return _pod_records(str(nodes_csv), str(pods_csv), _stamp(nodes_csv, pods_csv))
+    return _records(str(nodes_csv), str(pods_csv), _stamp(nodes_csv, pods_csv))[1:]
 
 
 def run_experiment(nodes_csv: str, pods_csv: str, policy: str, seed: int,
@@ -288,8 +285,7 @@ def run_protocol(nodes_csv: str, pods_csv: str, policies: list[str], seeds: list
                            "node_names": node_names, "policies": {}}
     ctx = mp.get_context("fork") if sys.platform != "win32" else mp.get_context()
     load_inputs(nodes_csv, pods_csv)      # parse and decode once here; forked workers inherit the caches
-    load_pod_records(nodes_csv, pods_csv)
-    load_node_records(nodes_csv, pods_csv)
+    load_pod_records(nodes_csv, pods_csv)           # the node records with them
     # One pool for every policy, forked before the bar's display thread starts.
     pool = ctx.Pool(workers) if workers > 1 else None
     try:

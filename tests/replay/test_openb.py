@@ -139,8 +139,7 @@ def test_a_protocol_run_decodes_its_inputs_before_forking(tmp_path):
     """The parent decodes the lists (its forked workers inherit the records): with two
     workers it runs no experiment itself, so its caches are filled by run_protocol alone."""
     n, p = _small(tmp_path)
-    fp._pod_records.cache_clear()
-    fp._node_records.cache_clear()
+    fp._records.cache_clear()
     r = fp.run_protocol(n, p, ["bestfit"], [42, 43], workers=2)
     assert len(r["policies"]["bestfit"]["unallocated_gpu_pct"]["per_seed"]) == 2
-    assert fp._pod_records.cache_info().currsize == fp._node_records.cache_info().currsize == 1
+    assert fp._records.cache_info().currsize == 1
