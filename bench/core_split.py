@@ -6,7 +6,7 @@ per-class work with a timer each, runs the core bench's workload (``bench/core.p
 first sixth of the tasks warm up unmeasured), and prints each part's microseconds per
 decision; ``--fgd`` times one FGD-protocol experiment (``default``, seed 42) instead. Nested
 parts are included in their callers (FGD's class scores in ``fgd.score``, that in
-``total_score``, that in the scores part (``class_total_score``), that in ``run_cycle``). A timer costs about half a microsecond a call, so
+``total_score``, that in the scores part (``class_scores``), that in ``run_cycle``). A timer costs about half a microsecond a call, so
 the total runs a little slower than the core bench.
 """
 from __future__ import annotations
@@ -30,7 +30,8 @@ def _parts() -> list[tuple[Any, str, str]]:
     """(owner, attribute, label) of each timed function."""
     filters = [(getattr(basic, n), "filter", "filters") for n in basic.FILTERS]
     return [(framework, "run_cycle", "run_cycle"),
-            (framework, "class_total_score", "scores (the classes found, scored, spread over the rows)"),
+            (framework, "class_scores", "scores (the classes found and scored)"),
+            (framework, "_rank_compiled", "ranking"), (framework, "_spread_ranked", "ranking (spread from the classes)"),
             (framework, "total_score", "total_score"),
             (framework, "stable_top", "candidates (stable_top)"), (framework, "_avoid_bad_conditions", "conditions"),
             (fgd.FGD, "score", "fgd.score"), (fgd.FGD, "_entry_of", "fgd: entry lookup"),

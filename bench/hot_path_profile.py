@@ -42,7 +42,7 @@ def rows(nodes: int = 5000, tasks: int = 3000) -> dict[str, Any]:
     numpy path (``_fill``), which scores the very classes the kernel path does
     (``fgd_class_scores``: each class not yet known, once). Without the kernels a cycle
     hands FGD every feasible row (with them, one row per node class:
-    ``framework.class_total_score``), so ``rows_asked_for`` is the per-row count."""
+    ``framework.class_scores``), so ``rows_asked_for`` is the per-row count."""
     from suanli.processors import compiled
     from suanli.processors.plugins import fgd
 

@@ -173,7 +173,7 @@ class Plugin:
         node class alone (``processors/node_classes.py``: its free CPU, free milli per
         device and GPU model), whatever other rows are scored with it. A cycle may then score
         one row of each class among the feasible ones and spread the values over the rest
-        (``class_total_score``): the same totals, for a few dozen rows instead of thousands.
+        (``class_scores``): the same totals, for a few dozen rows instead of thousands.
         False unless a plugin says so; a plugin whose score reads anything else of a node
         (its memory, labels, caches, name) must not."""
         return False
@@ -389,25 +389,30 @@ def total_score(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: np
 CLASS_SCORING_MIN_ROWS = 64
 
 
-def class_total_score(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
-    """``total_score(scorers, ctx, rows)``, element for element, computed once per node
-    class among ``rows`` when every scorer says its score is a function of the class
-    (``Plugin.per_class``): the classes' first rows are scored (ascending, as ``rows`` is)
-    and each row reads its class's total. The arithmetic per element is the same (the
-    weighted sum in the same order; a normalised scorer's min and max are over the same set
-    of values), so the totals are the same bits. Scores every row instead without the
-    kernels, with a scorer that reads more of a node, with few rows, or when the classes
-    are more than half the rows."""
-    if (compiled.KERNELS is None or rows.size < CLASS_SCORING_MIN_ROWS
-            or not all(p.per_class(ctx) for p, _ in scorers)):
-        return total_score(scorers, ctx, rows)
+def class_scores(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: np.ndarray
+                 ) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """``(values, slot)`` with ``values[slot]`` equal to ``total_score(scorers, ctx, rows)``
+    element for element: the totals of the node classes among ``rows`` and each row's class
+    position when every scorer says its score is a function of the class
+    (``Plugin.per_class``); ``(the totals of every row, None)`` without the kernels, with a
+    scorer that reads more of a node, with few rows, or when the classes are more than half
+    the rows.
+
+    The classes' first rows (ascending, as ``rows`` is) are scored. The arithmetic per
+    element is the same (the weighted sum in the same order; a normalised scorer's min and
+    max are over the same set of values), so the totals are the same bits."""
+    if compiled.KERNELS is None or rows.size < CLASS_SCORING_MIN_ROWS:
+        return total_score(scorers, ctx, rows), None
+    for p, _ in scorers:
+        if not p.per_class(ctx):
+            return total_score(scorers, ctx, rows), None
     nc = node_classes(ctx.state)
     n = rows.size
     reps, slot = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     k = compiled.KERNELS.class_rows(nc.ids, compiled.int64_rows(rows), nc.scratch(), reps, slot)
     if 2 * k > n:
-        return total_score(scorers, ctx, rows)
-    return total_score(scorers, ctx, reps[:k])[slot]
+        return total_score(scorers, ctx, rows), None
+    return total_score(scorers, ctx, reps[:k]), slot
 
 
 def _filter_pass_compiled(masks: list[tuple[np.ndarray, str]], n: int
@@ -438,6 +443,18 @@ def _rank_compiled(total: np.ndarray, k: int) -> Optional[tuple[np.ndarray, list
     if nt == 0:
         return None
     return tied[:nt], best[:nb].tolist()
+
+
+def _spread_ranked(values: np.ndarray, slot: np.ndarray, k: int
+                   ) -> tuple[np.ndarray, Optional[tuple[np.ndarray, list[int]]]]:
+    """(``values[slot]``, its ``_rank_compiled`` answer), both by the kernel
+    (``rank_spread``: the spread and the ranking in one call)."""
+    n = slot.size
+    total, tied, best = np.empty(n), np.empty(n, dtype=np.int64), np.empty(max(k, 1), dtype=np.int64)
+    nt, nb = compiled.KERNELS.rank_spread(values, slot, k, total, tied, best)
+    if nt == 0:
+        return total, None
+    return total, (tied[:nt], best[:nb].tolist())
 
 
 def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
@@ -484,9 +501,13 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
         reason = filtered[0][0] if filtered else "no nodes"
         return CycleResult(Status(Code.UNSCHEDULABLE, reason), None, filtered, [], 0, path)
 
-    total = class_total_score(profile.scorers, ctx, rows)
+    values, slot = class_scores(profile.scorers, ctx, rows)
     k = min(profile.top_k, nf)
-    ranked = _rank_compiled(total, k) if compiled.KERNELS is not None else None
+    if slot is not None:                    # scored per class (so the kernels are built)
+        total, ranked = _spread_ranked(values, slot, k)
+    else:
+        total = values
+        ranked = _rank_compiled(total, k) if compiled.KERNELS is not None else None
     if ranked is not None:
         tied, best = ranked
     else:

@@ -142,19 +142,49 @@ pub fn rank_scores(py: Python<'_>, total: &Bound<'_, PyAny>, k: usize, tied: &Bo
     }
     let (ob, bb) = (PyBuffer::<i64>::get(tied)?, PyBuffer::<i64>::get(best)?);
     let (tied, best) = (rw(py, &ob, "tied", n)?, rw(py, &bb, "best", k.min(n))?);
+    Ok(rank(n, |i| total[i].get(), k, tied, best))
+}
+
+/// `rank_scores` of the scores `values[slot[i]]` (float64 [c] per node class, int64 [n] per
+/// row: `framework.class_scores`' answer), which it first writes into `total` (float64, >= n),
+/// all of it, a NaN's included. A slot outside `values` raises `ValueError` with nothing
+/// written. The ranking is `rank_scores`' on `total`, so the same ties and candidates.
+#[pyfunction]
+pub fn rank_spread(py: Python<'_>, values: &Bound<'_, PyAny>, slot: &Bound<'_, PyAny>, k: usize,
+                   total: &Bound<'_, PyAny>, tied: &Bound<'_, PyAny>, best: &Bound<'_, PyAny>)
+                   -> PyResult<(usize, usize)> {
+    let (vb, sb) = (PyBuffer::<f64>::get(values)?, PyBuffer::<i64>::get(slot)?);
+    let (values, slot) = (ro(py, &vb, "values", None)?, ro(py, &sb, "slot", None)?);
+    let n = slot.len();
+    if n == 0 {
+        return Err(PyValueError::new_err("slot: no scores to rank"));
+    }
+    if let Some(s) = slot.iter().map(|s| s.get()).find(|&s| s < 0 || s as usize >= values.len()) {
+        return Err(PyValueError::new_err(format!("slot: {s} is outside the {} values", values.len())));
+    }
+    let (xb, ob, bb) = (PyBuffer::<f64>::get(total)?, PyBuffer::<i64>::get(tied)?, PyBuffer::<i64>::get(best)?);
+    let (total, tied, best) = (rw(py, &xb, "total", n)?, rw(py, &ob, "tied", n)?, rw(py, &bb, "best", k.min(n))?);
+    for (t, s) in total.iter().zip(slot.iter()) {
+        t.set(values[s.get() as usize].get());
+    }
+    Ok(rank(n, |i| total[i].get(), k, tied, best))
+}
+
+/// The ranking both take, of `n > 0` scores read through `at`.
+fn rank(n: usize, at: impl Fn(usize) -> f64, k: usize, tied: &[Cell<i64>], best: &[Cell<i64>]) -> (usize, usize) {
     let mut top = f64::NEG_INFINITY;
-    for v in total.iter() {
-        let v = v.get();
+    for i in 0..n {
+        let v = at(i);
         if v.is_nan() {
-            return Ok((0, 0));
+            return (0, 0);
         }
         if v > top {
             top = v;
         }
     }
     let mut nt = 0;
-    for (i, v) in total.iter().enumerate() {
-        if v.get() == top {
+    for i in 0..n {
+        if at(i) == top {
             tied[nt].set(i as i64);
             nt += 1;
         }
@@ -164,23 +194,23 @@ pub fn rank_scores(py: Python<'_>, total: &Bound<'_, PyAny>, k: usize, tied: &Bo
         for j in 0..k {
             best[j].set(tied[j].get());
         }
-        return Ok((nt, k));
+        return (nt, k);
     }
     // a sorted buffer of the k best so far; a later position never beats an equal score
     let mut kb: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
-    for (i, v) in total.iter().enumerate() {
-        let v = v.get();
+    for i in 0..n {
+        let v = at(i);
         if kb.len() == k && !(v > kb[k - 1].0) {
             continue;
         }
-        let at = kb.iter().position(|&(s, _)| v > s).unwrap_or(kb.len());
-        kb.insert(at, (v, i));
+        let pos = kb.iter().position(|&(s, _)| v > s).unwrap_or(kb.len());
+        kb.insert(pos, (v, i));
         kb.truncate(k);
     }
     for (j, &(_, i)) in kb.iter().enumerate() {
         best[j].set(i as i64);
     }
-    Ok((nt, kb.len()))
+    (nt, kb.len())
 }
 
 /// The node classes among a cycle's feasible rows (`processors/framework.py`

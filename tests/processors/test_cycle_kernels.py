@@ -226,3 +226,30 @@ def test_cycles_scored_per_node_class_are_the_cycles_scored_per_row(strategy, co
         assert any(2 * k <= n for n, k in taken), taken      # scored per class, not the fallback
     else:
         assert taken == []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rank_spread_is_the_ranking_of_the_values_spread_over_the_rows(seed):
+    rnd = np.random.default_rng(seed)
+    c, n = int(rnd.integers(1, 40)), int(rnd.integers(1, 2000))
+    values = rnd.integers(0, 6, c).astype(np.float64)         # ties, between classes too
+    slot = rnd.integers(0, c, n).astype(np.int64)
+    k = int(rnd.integers(1, 12))
+    total, tied, best = np.full(n, 7.0), np.empty(n, dtype=np.int64), np.empty(k, dtype=np.int64)
+    nt, nb = compiled.KERNELS.rank_spread(values, slot, k, total, tied, best)
+    assert total.tolist() == values[slot].tolist()
+    want_tied, want_best = _rank_compiled(values[slot], k)
+    assert tied[:nt].tolist() == want_tied.tolist() and best[:nb].tolist() == want_best
+
+
+def test_rank_spread_writes_every_score_for_a_nan_and_refuses_a_bad_slot():
+    k = compiled.KERNELS
+    total, tied, best = np.full(3, 7.0), np.empty(3, dtype=np.int64), np.empty(2, dtype=np.int64)
+    assert k.rank_spread(np.array([1.0, np.nan]), np.array([0, 1, 0], dtype=np.int64), 2, total, tied, best) == (0, 0)
+    assert total[0] == total[2] == 1.0 and np.isnan(total[1])      # the numpy path takes it from here
+    total[:] = 7.0
+    with pytest.raises(ValueError, match="slot: 2 is outside the 2 values"):
+        k.rank_spread(np.array([1.0, 2.0]), np.array([0, 2, 1], dtype=np.int64), 2, total, tied, best)
+    with pytest.raises(ValueError, match="slot: -1"):
+        k.rank_spread(np.array([1.0, 2.0]), np.array([-1], dtype=np.int64), 1, total, tied, best)
+    assert (total == 7.0).all()

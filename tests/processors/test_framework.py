@@ -9,7 +9,7 @@ import pytest
 from suanli.errors import StrategyConfigError
 from suanli.processors import CellState, framework
 from suanli.processors.args import NoArgs, explicit
-from suanli.processors.framework import REGISTRY, CycleContext, Plugin, PluginRegistry, Profile, Request, class_total_score
+from suanli.processors.framework import REGISTRY, CycleContext, Plugin, PluginRegistry, Profile, Request, class_scores
 from suanli.processors.plugins.basic import FILTERS, NormaliserArgs
 from suanli.processors.plugins.fgd import FGD, FGDArgs
 from suanli.processors.plugins.latency import LatencyArgs, Link
@@ -183,7 +183,7 @@ def test_default_devices_are_the_best_fit_ones():
 
 
 def test_a_scorer_that_does_not_say_it_is_per_class_sees_every_row():
-    """``class_total_score`` scores one row per node class only when every scorer says its
+    """``class_scores`` scores one row per node class only when every scorer says its
     score is a function of the class (``Plugin.per_class``, False unless overridden)."""
     class Seen(Plugin):
         name = "Seen"
@@ -206,8 +206,11 @@ def test_a_scorer_that_does_not_say_it_is_per_class_sees_every_row():
     ctx, rows = CycleContext(s, Request(1000, 10, 0, 0), "t", 0, {}), np.arange(200)
     assert not Plugin.per_class(Seen(), ctx)
     p = Seen()
-    assert class_total_score([(p, 1.0)], ctx, rows).tolist() == [64000.0] * 200 and p.sizes == [200]
+    values, slot = class_scores([(p, 1.0)], ctx, rows)
+    assert slot is None and values.tolist() == [64000.0] * 200 and p.sizes == [200]
     p.per_class_says = True
-    assert class_total_score([(p, 2.0)], ctx, rows).tolist() == [128000.0] * 200 and p.sizes == [200, 1]
+    values, slot = class_scores([(p, 2.0)], ctx, rows)
+    assert values.tolist() == [128000.0] and slot.tolist() == [0] * 200 and p.sizes == [200, 1]
     assert framework.CLASS_SCORING_MIN_ROWS > 1
-    assert class_total_score([(p, 1.0)], ctx, rows[:3]).size == 3 and p.sizes[-1] == 3   # few rows: every one
+    values, slot = class_scores([(p, 1.0)], ctx, rows[:3])
+    assert slot is None and values.size == 3 and p.sizes[-1] == 3              # few rows: every one

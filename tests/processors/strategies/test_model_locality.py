@@ -102,7 +102,7 @@ def test_v140_ignores_local_points():
 
 def test_a_cell_scored_per_node_class_still_finds_the_holder():
     """80 identical nodes are one node class once the cell is empty again, so a cycle would
-    score one row of them for every other (``framework.class_total_score``); a task with a
+    score one row of them for every other (``framework.class_scores``); a task with a
     model must still see which of them holds it: ModelLocality reads a node's own cache, and
     says so (``per_class``), so that cycle scores every row."""
     f = Feed(strategy="default", config=CFG)
