@@ -40,9 +40,9 @@ import numpy as np
 from suanli.errors import StrategyError
 
 from . import compiled, rng
-from .node_classes import node_classes
 from .args import NoArgs, parse_args
 from .model import Request, TaskProfile  # noqa: F401  (Request re-exported: plugins take the request from here)
+from .node_classes import node_classes
 from .state import CellState, TaskRecord
 
 

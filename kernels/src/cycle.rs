@@ -214,7 +214,7 @@ fn rank(n: usize, at: impl Fn(usize) -> f64, k: usize, tied: &[Cell<i64>], best:
 }
 
 /// The node classes among a cycle's feasible rows (`processors/framework.py`
-/// `class_total_score`): for `rows` (int64 [n]), whose classes are `ids[rows[i]]` (int64),
+/// `class_scores`): for `rows` (int64 [n]), whose classes are `ids[rows[i]]` (int64),
 /// writes one row of each class, the first of it in `rows`, into `reps` (int64, >= n) in
 /// order of first appearance, and each row's position among those classes into `slot`
 /// (int64, >= n); returns how many classes. So `reps` is ascending when `rows` is, and
