@@ -1,5 +1,7 @@
-"""The cycle's compiled bookkeeping (``kernels/src/cycle.rs``: the filter pass and the
-ranking of scores) against the numpy loop it replaces in ``framework.run_cycle``.
+"""The cycle's compiled bookkeeping (``kernels/src/cycle.rs``: the filter pass, the
+ranking of scores, the node classes among the feasible rows and the spread of their totals)
+against the numpy loop it replaces in ``framework.run_cycle``, and the per-class contract
+(``Plugin.per_class``) that scoring one row per class relies on.
 
 A decision's filtered list, tie count and candidates are part of its bytes, so each check
 compares the kernel's answer with the reference written here (the loop ``run_cycle`` keeps
@@ -12,7 +14,9 @@ import numpy as np
 import pytest
 
 from suanli.processors import compiled, framework
-from suanli.processors.framework import _filter_pass_compiled, _rank_compiled, stable_top
+from suanli.processors.framework import REGISTRY, CycleContext, _filter_pass_compiled, _rank_compiled, stable_top
+from suanli.processors.node_classes import node_classes
+from suanli.processors.state import CellState
 from suanli.processors.strategies import get_strategy
 
 from test_score_kernels import REQUESTS, busy_cell, numpy_only
@@ -172,7 +176,6 @@ def test_class_rows_refuse_rows_and_ids_out_of_range_and_leave_the_marks_clean()
 def shaped_cell(n: int, seed: int):
     """``n`` nodes of three shapes with light random work: far fewer node classes than
     rows, so a cycle scores per class (``busy_cell``'s states are mostly distinct)."""
-    from suanli.processors.state import CellState
     rnd = random.Random(seed)
     s = CellState("k")
     shapes = [(96000, 8, "V100"), (64000, 4, "A10"), (32000, 0, None)]
@@ -253,3 +256,57 @@ def test_rank_spread_writes_every_score_for_a_nan_and_refuses_a_bad_slot():
     with pytest.raises(ValueError, match="slot: -1"):
         k.rank_spread(np.array([1.0, 2.0]), np.array([-1], dtype=np.int64), 1, total, tied, best)
     assert (total == 7.0).all()
+
+
+TYPICAL_FOR_TWINS = [{"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 250, "count": 5},
+                     {"cpu_milli": 8000, "gpu_count": 2, "gpu_milli": 1000, "count": 2},
+                     {"cpu_milli": 12000, "gpu_count": 1, "gpu_milli": 500, "gpu_models": ["A10"], "count": 2}]
+
+
+def twin_cell():
+    """Pairs of nodes in one node class (the same free CPU, free milli per device and model)
+    that differ in all else a plugin could read: memory, name order, site and zone."""
+    rnd = random.Random(9)
+    s = CellState("k")
+    shapes = [(96000, 8, "V100"), (64000, 4, "A10"), (32000, 0, None), (48000, 2, "T4")]
+    for i in range(24):
+        cpu, g, model = shapes[i % 4]
+        for twin, mem in (("a", 256000), ("b", 64000 + 512 * i)):
+            s.add_node(f"{twin}{i:02d}", cpu, mem, g, model)
+    for i in range(24):                                 # the same work on both twins
+        r = REQUESTS[rnd.randrange(4)]
+        for twin in ("a", "b"):
+            row = s.node_index[f"{twin}{i:02d}"]
+            fit = np.flatnonzero(s.gpu_free[row] >= r.gpu_milli) if r.kind != "cpu" else np.zeros(0, dtype=np.int64)
+            if r.kind != "cpu" and fit.size < r.gpu_count:
+                continue
+            devs = [int(d) for d in fit[: r.gpu_count]] if r.kind != "cpu" else []
+            s.allocate(f"t{i}{twin}", f"{twin}{i:02d}", devs, r.gpu_milli if devs else 0, r.cpu, 1024)
+    return s
+
+
+def test_every_plugin_that_says_it_is_per_class_scores_a_class_alike():
+    """The contract ``class_scores`` relies on, checked for every registered plugin whose
+    ``per_class`` says yes for a request: twins in one node class get the same score, bit for
+    bit. A plugin that starts reading memory, names or places must not say it."""
+    s = twin_cell()
+    ids = node_classes(s).ids
+    twins = [(s.node_index[f"a{i:02d}"], s.node_index[f"b{i:02d}"]) for i in range(24)]
+    assert all(ids[a] == ids[b] for a, b in twins)
+    typical_args = {"typical": TYPICAL_FOR_TWINS}
+    claimed = set()
+    for name in REGISTRY.names():
+        for args in (None, typical_args):
+            try:
+                p = REGISTRY.create(name, args)
+            except Exception:                   # noqa: BLE001 - a plugin that takes no typical tasks
+                continue
+            for i, r in enumerate(REQUESTS):
+                ctx = CycleContext(s, r, "x", i, {})
+                if not p.per_class(ctx):
+                    continue
+                claimed.add(name)
+                sc = np.asarray(p.score(ctx, np.arange(s.n_nodes)), dtype=np.float64)
+                assert all(sc[a].tobytes() == sc[b].tobytes() for a, b in twins), (name, args, r)
+    assert {"FGD", "BestFit", "BestFitRaw", "CpuStrand", "Scarcity", "ModelLocality"} <= claimed
+
