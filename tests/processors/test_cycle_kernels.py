@@ -265,7 +265,8 @@ TYPICAL_FOR_TWINS = [{"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 250, "coun
 
 def twin_cell():
     """Pairs of nodes in one node class (the same free CPU, free milli per device and model)
-    that differ in all else a plugin could read: memory, name order, site and zone."""
+    that differ in what a node-class key leaves out: their memory (total and free), names
+    and rows."""
     rnd = random.Random(9)
     s = CellState("k")
     shapes = [(96000, 8, "V100"), (64000, 4, "A10"), (32000, 0, None), (48000, 2, "T4")]
@@ -288,7 +289,7 @@ def twin_cell():
 def test_every_plugin_that_says_it_is_per_class_scores_a_class_alike():
     """The contract ``class_scores`` relies on, checked for every registered plugin whose
     ``per_class`` says yes for a request: twins in one node class get the same score, bit for
-    bit. A plugin that starts reading memory, names or places must not say it."""
+    bit. A plugin that starts reading memory or names must not say it."""
     s = twin_cell()
     ids = node_classes(s).ids
     twins = [(s.node_index[f"a{i:02d}"], s.node_index[f"b{i:02d}"]) for i in range(24)]
