@@ -70,6 +70,42 @@ def test_thousand_openb_tasks_on_the_full_cluster(stack):
     for service in services:
         assert service.pid() is None, f"{service.name} still running"  # stop() left nothing behind
     _report("e2e-1000", result)
+    _decided_as_if_scored_per_row(plane.s)
+
+
+def _decided_as_if_scored_per_row(settings) -> None:
+    """The live scheduler scored its cycles one row per node class (the openb cluster's
+    1,213 nodes fall into few classes; ``framework.class_scores``): its recorded decisions
+    must be, byte for byte, what the core decides with every feasible row scored, and the
+    inputs must have taken the class path."""
+    from suanli.processors import compiled, framework
+
+    cell_log = asyncio.run(read_topic(settings, f"{settings.namespace}.cells"))
+    decisions = asyncio.run(read_topic(settings, f"{settings.namespace}.decisions"))
+    recorded, placements = _distinct_decisions(decisions)
+    assert len(placements) > 900
+    classed = []
+    real = compiled.KERNELS.class_rows
+
+    def counting(ids, rows, marks, reps, slot):
+        k = real(ids, rows, marks, reps, slot)
+        classed.append(2 * k <= rows.size)
+        return k
+    with RegistryClient(settings.registry_url) as registry:
+        codec = Codec(registry)
+        records = decided_prefix(cell_log, (d.payload for d in decisions))
+        saved = framework.CLASS_SCORING_MIN_ROWS
+        compiled.KERNELS.class_rows = counting
+        try:
+            assert first_divergence(recorded, regenerate(codec, records)) is None
+            framework.CLASS_SCORING_MIN_ROWS = 10 ** 9          # every feasible row scored
+            divergence = first_divergence(recorded, regenerate(codec, records))
+        finally:
+            framework.CLASS_SCORING_MIN_ROWS = saved
+            compiled.KERNELS.class_rows = real
+        assert divergence is None, (f"decision #{divergence.index}: recorded {describe(codec, divergence.recorded)}, "
+                                    f"scored per row {describe(codec, divergence.regenerated)}")
+    assert sum(classed) > 500, f"{sum(classed)} of {len(classed)} cycles scored per class"
 
 
 def test_bad_input_is_dead_lettered_and_valid_input_scheduled(stack):
