@@ -31,7 +31,7 @@ def _parts() -> list[tuple[Any, str, str]]:
     filters = [(getattr(basic, n), "filter", "filters") for n in basic.FILTERS]
     return [(framework, "run_cycle", "run_cycle"),
             (framework, "class_scores", "scores (the classes found and scored)"),
-            (framework, "_rank_compiled", "ranking"), (framework, "_spread_ranked", "ranking (spread from the classes)"),
+            (framework, "_rank_compiled", "ranking"), (framework, "_rank_classes", "ranking (by class)"),
             (framework, "total_score", "total_score"),
             (framework, "stable_top", "candidates (stable_top)"), (framework, "_avoid_bad_conditions", "conditions"),
             (fgd.FGD, "score", "fgd.score"), (fgd.FGD, "_entry_of", "fgd: entry lookup"),

@@ -416,21 +416,23 @@ def class_scores(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: n
 
 
 def _filter_pass_compiled(masks: list[tuple[np.ndarray, str]], n: int
-                          ) -> tuple[Optional[np.ndarray], list[tuple[str, int, list[int]]]]:
+                          ) -> tuple[Optional[np.ndarray], list[tuple[str, int, list[int]]], Optional[np.ndarray]]:
     """``run_cycle``'s filter loop by the kernel (``kernels/src/cycle.rs`` ``filter_pass``):
-    the alive rows and the filtered list, the same as the loop's (alive all true when no
-    mask dropped a row). ``(None, [])`` when a mask is not a contiguous bool array of ``n``
-    rows: the caller's loop takes it then."""
+    the alive rows, the filtered list, the same as the loop's (alive all true when no mask
+    dropped a row), and the alive rows' positions (``alive.nonzero()[0]``). ``(None, [],
+    None)`` when a mask is not a contiguous bool array of ``n`` rows: the caller's loop
+    takes it then."""
     alive = np.empty(n, dtype=bool)
     samples = np.empty((len(masks), 3), dtype=np.int64)
+    rows = np.empty(n, dtype=np.int64)
     try:
-        drops = compiled.KERNELS.filter_pass([m for m, _ in masks], alive, samples)
+        nf, drops = compiled.KERNELS.filter_pass([m for m, _ in masks], alive, samples, rows)
     except (BufferError, ValueError):
-        return None, []
+        return None, [], None
     if not drops:
-        return alive, []
+        return alive, [], rows[:nf]
     first = samples.tolist()          # one conversion for every filter's sample
-    return alive, [(masks[i][1], k, first[i][:k]) for i, k in drops]
+    return alive, [(masks[i][1], k, first[i][:k]) for i, k in drops], rows[:nf]
 
 
 def _rank_compiled(total: np.ndarray, k: int) -> Optional[tuple[np.ndarray, list[int]]]:
@@ -445,16 +447,14 @@ def _rank_compiled(total: np.ndarray, k: int) -> Optional[tuple[np.ndarray, list
     return tied[:nt], best[:nb].tolist()
 
 
-def _spread_ranked(values: np.ndarray, slot: np.ndarray, k: int
-                   ) -> tuple[np.ndarray, Optional[tuple[np.ndarray, list[int]]]]:
-    """(``values[slot]``, its ``_rank_compiled`` answer), both by the kernel
-    (``rank_spread``: the spread and the ranking in one call)."""
-    n = slot.size
-    total, tied, best = np.empty(n), np.empty(n, dtype=np.int64), np.empty(max(k, 1), dtype=np.int64)
-    nt, nb = compiled.KERNELS.rank_spread(values, slot, k, total, tied, best)
+def _rank_classes(values: np.ndarray, slot: np.ndarray, k: int) -> Optional[tuple[np.ndarray, list[int]]]:
+    """``_rank_compiled``'s answer for the scores ``values[slot]``, by the kernel
+    (``rank_classes``) without spreading them over the rows; None for a NaN score."""
+    tied, best = np.empty(slot.size, dtype=np.int64), np.empty(max(k, 1), dtype=np.int64)
+    nt, nb = compiled.KERNELS.rank_classes(values, slot, k, tied, best)
     if nt == 0:
-        return total, None
-    return total, (tied[:nt], best[:nb].tolist())
+        return None
+    return tied[:nt], best[:nb].tolist()
 
 
 def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
@@ -480,8 +480,9 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
     masks = [out for out in (p.filter(ctx) for p in profile.filters) if out is not None]
     if ctx.allowed is not None:
         masks.append((ctx.allowed, ctx.allowed_reason))
+    rows: Optional[np.ndarray] = None
     if compiled.KERNELS is not None:
-        alive, filtered = _filter_pass_compiled(masks, n)
+        alive, filtered, rows = _filter_pass_compiled(masks, n)
     if alive is None:                       # no kernel, or a mask it does not take
         for mask, reason in masks:
             kept = mask.astype(bool) if alive is None else alive & mask   # a copy: a mask may be the state's own
@@ -492,8 +493,10 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
                 alive, left = kept, now
     if alive is None:
         alive = np.ones(n, dtype=bool)
+    reasons = len(filtered)
     _avoid_bad_conditions(state, alive, filtered, ctx)
-    rows = alive.nonzero()[0]
+    if rows is None or len(filtered) > reasons:       # no kernel, or telemetry dropped some
+        rows = alive.nonzero()[0]
     nf = int(rows.size)
     detail = ", ".join(f"{r}: {k}" for r, k, _ in filtered)
     path.append(f"filter: {n} nodes -> {nf} feasible" + (f" ({detail})" if detail else ""))
@@ -503,14 +506,17 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
 
     values, slot = class_scores(profile.scorers, ctx, rows)
     k = min(profile.top_k, nf)
+    # Scored per class, the rows' scores are ``values[slot]``; they are spread into ``total``
+    # only for a path below that reads every row's (a NaN score, legacy candidates).
+    total: Optional[np.ndarray] = values if slot is None else None
     if slot is not None:                    # scored per class (so the kernels are built)
-        total, ranked = _spread_ranked(values, slot, k)
+        ranked = _rank_classes(values, slot, k)
     else:
-        total = values
-        ranked = _rank_compiled(total, k) if compiled.KERNELS is not None else None
+        ranked = _rank_compiled(values, k) if compiled.KERNELS is not None else None
     if ranked is not None:
         tied, best = ranked
     else:
+        total = values if slot is None else values[slot]
         tied, best = (total == total.max()).nonzero()[0], None
     if tied.size == 1:
         pick = int(tied[0])
@@ -534,6 +540,8 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
         # in the order the sort below gives them: the chosen row leads, displacing the last
         order = [pick, *[i for i in best if i != pick][:max(k - 1, 0)]]
     else:
+        if total is None:
+            total = values[slot]
         if nf <= k:
             idx = np.arange(nf)
         elif profile.stable_candidates:
@@ -543,9 +551,10 @@ def run_cycle(profile: Profile, ctx: CycleContext) -> CycleResult:
         order = sorted((int(i) for i in idx), key=lambda i: (i != pick, -total[i], i))
         if pick not in order:
             order = [pick] + order[:-1]
-    cands = [(int(rows[i]), float(total[i])) for i in order]
+    score_of = values.__getitem__ if slot is None else (lambda i: values[slot[i]])
+    cands = [(int(rows[i]), float(score_of(i))) for i in order]
     names = profile.scorer_names
-    path.append(f"score: {names} top={state.node_ids[row]} ({total[pick]:g}); "
+    path.append(f"score: {names} top={state.node_ids[row]} ({score_of(pick):g}); "
                 f"{tied.size} tied, tie-break {profile.tie_break}")
 
     devices = None

@@ -1,13 +1,16 @@
 //! The scheduling cycle's bookkeeping around the plugins (`processors/framework.py`
-//! `run_cycle`): the filter pass that narrows the feasible rows mask by mask, and the
-//! ranking of the scored rows (the best score's ties, and the provenance candidates), and
-//! the node classes among the feasible rows, which the scorers then score once each.
+//! `run_cycle`): the filter pass that narrows the feasible rows mask by mask (and lists
+//! them), the ranking of the scored rows (the best score's ties, and the provenance
+//! candidates), and the node classes among the feasible rows, which the scorers then score
+//! once each and which are ranked as classes.
 //!
 //! Each replaces a handful of numpy calls of 1-3 µs that a decision makes per filter and per
 //! ranking; the results are the numpy ones exactly (`tests/processors/test_cycle_kernels.py`
 //! runs both on random masks and scores). Arrays come in through the buffer protocol: bool
 //! (`?`), int64 and float64, C-contiguous; a wrong dtype raises `BufferError`, a wrong
-//! length or layout `ValueError` (nothing is written then).
+//! length or layout `ValueError` (nothing is written then), and so does an output of
+//! `filter_pass`, `rank_classes` or `class_rows` that shares memory with an array the
+//! kernel reads (their loops read and write plain slices, which must not alias).
 use pyo3::buffer::{Element, ElementType, PyBuffer, ReadOnlyCell};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -47,6 +50,35 @@ fn rw<'a, T: Element>(py: Python<'a>, buf: &'a PyBuffer<T>, what: &str, len: usi
     Ok(s)
 }
 
+/// The plain values of a read-only buffer, for loops the compiler can vectorise.
+///
+/// SAFETY (of every use): the GIL is held for the whole call and no buffer a kernel writes
+/// overlaps one it reads (`disjoint` checks that), so nothing changes these values meanwhile.
+fn plain<T: Element>(s: &[ReadOnlyCell<T>]) -> &[T] {
+    // SAFETY: ReadOnlyCell<T> is a transparent wrapper of T; see above for aliasing.
+    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const T, s.len()) }
+}
+
+/// The plain values of a writable buffer (see `plain`).
+#[allow(clippy::mut_from_ref)]
+fn plain_mut<T: Element>(s: &[Cell<T>]) -> &mut [T] {
+    // SAFETY: Cell<T> is a transparent wrapper of T; the caller holds the only view of the
+    // buffer for the call (the GIL, and `disjoint` against the buffers it reads).
+    unsafe { std::slice::from_raw_parts_mut(s.as_ptr() as *mut T, s.len()) }
+}
+
+/// `ValueError` unless the written buffer `out` shares no byte with any of `ins`.
+fn disjoint<A, B>(what: &str, out: &[A], ins: &[&[B]]) -> PyResult<()> {
+    let (o0, o1) = (out.as_ptr() as usize, out.as_ptr() as usize + std::mem::size_of_val(out));
+    for s in ins {
+        let (i0, i1) = (s.as_ptr() as usize, s.as_ptr() as usize + std::mem::size_of_val(*s));
+        if o0 < i1 && i0 < o1 {
+            return Err(PyValueError::new_err(format!("{what}: shares memory with an input")));
+        }
+    }
+    Ok(())
+}
+
 /// Each byte of `w` as 1 when it is non-zero, else 0 (bit 0 of a byte ORs its 8 bits).
 #[inline]
 fn canon(w: u64) -> u64 {
@@ -75,13 +107,15 @@ fn and_count(alive: &mut [u8], mask: &[u8]) -> usize {
 }
 
 /// The filter pass: `alive` (bool [n], written) is the conjunction of `masks` (bool [n]
-/// each, in order). Returns, for each mask that removed rows still alive before it,
-/// `(its index, how many it removed)`, and writes the first (at most 3) of those rows,
-/// ascending, into `samples[index]` (int64 [len(masks), 3]). That is `run_cycle`'s loop
-/// `kept = alive & mask; if count(kept) < left: record alive & ~kept`, in one pass per mask.
+/// each, in order), and `rows` (int64, >= n) gets its true positions, ascending (numpy's
+/// `alive.nonzero()[0]`). Returns how many rows are alive and, for each mask that removed
+/// rows still alive before it, `(its index, how many it removed)`; it writes the first (at
+/// most 3) of those rows, ascending, into `samples[index]` (int64 [len(masks), 3]). That is
+/// `run_cycle`'s loop `kept = alive & mask; if count(kept) < left: record alive & ~kept`, in
+/// one pass per mask, and one more for the rows.
 #[pyfunction]
 pub fn filter_pass(py: Python<'_>, masks: Vec<Bound<'_, PyAny>>, alive: &Bound<'_, PyAny>,
-                   samples: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
+                   samples: &Bound<'_, PyAny>, rows: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<(usize, usize)>)> {
     let ab = PyBuffer::<Flag>::get(alive)?;
     let n = ab.item_count();
     let alive = rw(py, &ab, "alive", n)?;
@@ -92,6 +126,13 @@ pub fn filter_pass(py: Python<'_>, masks: Vec<Bound<'_, PyAny>>, alive: &Bound<'
     }
     let sb = PyBuffer::<i64>::get(samples)?;
     let samples = rw(py, &sb, "samples", 3 * slices.len())?;
+    let rb = PyBuffer::<i64>::get(rows)?;
+    let rows = plain_mut(rw(py, &rb, "rows", n)?);
+    disjoint("rows", rows, &[samples])?;
+    for m in slices.iter() {
+        disjoint("rows", rows, &[*m])?;
+    }
+    disjoint("rows", rows, &[alive])?;
     // SAFETY: the GIL is held and the buffers are C-contiguous of n one-byte elements; the
     // masks are only read, and `alive` is a buffer of our caller's that nothing else reads
     // meanwhile. Plain byte slices let the per-mask sweep vectorise.
@@ -119,7 +160,14 @@ pub fn filter_pass(py: Python<'_>, masks: Vec<Bound<'_, PyAny>>, alive: &Bound<'
             left = kept;
         }
     }
-    Ok(drops)
+    // every position is written at the next row, which moves on only for a live one
+    let mut nf = 0usize;
+    for (i, &a) in alive.iter().enumerate() {
+        // SAFETY: nf <= i < n <= rows.len()
+        unsafe { *rows.get_unchecked_mut(nf) = i as i64 };
+        nf += a as usize;
+    }
+    Ok((nf, drops))
 }
 
 /// The ranking of a cycle's scores `total` (float64 [n], n > 0): writes the positions that
@@ -146,31 +194,136 @@ pub fn rank_scores(py: Python<'_>, total: &Bound<'_, PyAny>, k: usize, tied: &Bo
 }
 
 /// `rank_scores` of the scores `values[slot[i]]` (float64 [c] per node class, int64 [n] per
-/// row: `framework.class_scores`' answer), which it first writes into `total` (float64, >= n),
-/// all of it, a NaN's included. A slot outside `values` raises `ValueError` with nothing
-/// written. The ranking is `rank_scores`' on `total`, so the same ties and candidates.
+/// row: `framework.class_scores`' answer) without spreading them over the rows: the same
+/// `tied` and `best`, and the same `(0, 0)` when a row's score is NaN. Only the classes some
+/// row has count (a class no row has is never a row's score; `class_rows` leaves none, and
+/// the kernel finds them only when the maximum or a NaN is such a class's). A slot outside
+/// `values` raises `ValueError` with nothing written; `tied` or `best` sharing memory with
+/// an input too.
+///
+/// One pass over `slot` checks it, one collects the tied rows, and, only when fewer than
+/// `k` rows tie, one more gives each group of equal values (`-0.0 == 0.0` included, as
+/// `rank` never puts a later row before an equal score) its first `k` rows in row order;
+/// the groups in descending order of value then give the `k` best.
 #[pyfunction]
-pub fn rank_spread(py: Python<'_>, values: &Bound<'_, PyAny>, slot: &Bound<'_, PyAny>, k: usize,
-                   total: &Bound<'_, PyAny>, tied: &Bound<'_, PyAny>, best: &Bound<'_, PyAny>)
-                   -> PyResult<(usize, usize)> {
+pub fn rank_classes(py: Python<'_>, values: &Bound<'_, PyAny>, slot: &Bound<'_, PyAny>, k: usize,
+                    tied: &Bound<'_, PyAny>, best: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
     let (vb, sb) = (PyBuffer::<f64>::get(values)?, PyBuffer::<i64>::get(slot)?);
-    let (values, slot) = (ro(py, &vb, "values", None)?, ro(py, &sb, "slot", None)?);
+    let (values, slot) = (plain(ro(py, &vb, "values", None)?), plain(ro(py, &sb, "slot", None)?));
     let n = slot.len();
     if n == 0 {
         return Err(PyValueError::new_err("slot: no scores to rank"));
     }
-    if let Some(s) = slot.iter().map(|s| s.get()).find(|&s| s < 0 || s as usize >= values.len()) {
-        return Err(PyValueError::new_err(format!("slot: {s} is outside the {} values", values.len())));
+    let c = values.len();
+    // a negative slot is a huge u64: one vectorised maximum checks both bounds
+    if slot.iter().fold(0u64, |m, &s| m.max(s as u64)) >= c as u64 {
+        let s = slot.iter().find(|&&s| s as u64 >= c as u64).unwrap();
+        return Err(PyValueError::new_err(format!("slot: {s} is outside the {c} values")));
     }
-    let (xb, ob, bb) = (PyBuffer::<f64>::get(total)?, PyBuffer::<i64>::get(tied)?, PyBuffer::<i64>::get(best)?);
-    let (total, tied, best) = (rw(py, &xb, "total", n)?, rw(py, &ob, "tied", n)?, rw(py, &bb, "best", k.min(n))?);
-    for (t, s) in total.iter().zip(slot.iter()) {
-        t.set(values[s.get() as usize].get());
+    let (ob, bb) = (PyBuffer::<i64>::get(tied)?, PyBuffer::<i64>::get(best)?);
+    let (tied, best) = (plain_mut(rw(py, &ob, "tied", n)?), plain_mut(rw(py, &bb, "best", k.min(n))?));
+    disjoint("tied", tied, &[slot])?;
+    disjoint("tied", tied, &[values])?;
+    disjoint("best", best, &[slot, tied])?;
+    disjoint("best", best, &[values])?;
+    let k = k.min(n);
+    // which classes rows have: every one, unless a NaN or the maximum says to look
+    let mut used: Option<Vec<bool>> = None;
+    let mut top = highest(values, None);
+    if top.is_nan() {
+        used = Some(classes_used(slot, c));
+        top = highest(values, used.as_deref());
+        if top.is_nan() {
+            return Ok((0, 0));
+        }
     }
-    Ok(rank(n, |i| total[i].get(), k, tied, best))
+    let mut nt = collect_tied(values, slot, top, tied);
+    if nt == 0 {
+        let u = classes_used(slot, c);
+        top = highest(values, Some(&u));
+        nt = collect_tied(values, slot, top, tied);
+        used = Some(u);
+    }
+    if nt >= k {
+        best[..k].copy_from_slice(&tied[..k]);
+        return Ok((nt, k));
+    }
+    // the classes by value, descending (no NaN among those kept); each run of equal values is
+    // one group, and a group gives at most its first k rows
+    let mut order: Vec<usize> = (0..c).filter(|&j| used.as_ref().map_or(true, |u| u[j])).collect();
+    order.sort_by(|&a, &b| values[b].partial_cmp(&values[a]).unwrap());
+    let mut group = vec![usize::MAX; c];
+    let mut groups = 0usize;
+    for (at, &j) in order.iter().enumerate() {
+        if at == 0 || values[j] != values[order[at - 1]] {
+            groups += 1;
+        }
+        group[j] = groups - 1;
+    }
+    let mut firsts: Vec<Vec<i64>> = vec![Vec::new(); groups];
+    for (i, &s) in slot.iter().enumerate() {
+        let g = group[s as usize];
+        if firsts[g].len() < k {
+            firsts[g].push(i as i64);
+        }
+    }
+    let mut nb = 0;
+    for f in firsts.iter() {
+        for &i in f.iter().take(k - nb) {
+            best[nb] = i;
+            nb += 1;
+        }
+        if nb == k {
+            break;
+        }
+    }
+    Ok((nt, nb))
 }
 
-/// The ranking both take, of `n > 0` scores read through `at`.
+/// The largest of `values` (of the classes `used` marks; all without it) by `>` from -inf,
+/// as `rank` takes it; NaN when one of them is NaN.
+fn highest(values: &[f64], used: Option<&[bool]>) -> f64 {
+    let mut top = f64::NEG_INFINITY;
+    for (j, &v) in values.iter().enumerate() {
+        if used.map_or(true, |u| u[j]) {
+            if v.is_nan() {
+                return f64::NAN;
+            }
+            if v > top {
+                top = v;
+            }
+        }
+    }
+    top
+}
+
+/// Which of the `c` classes some row of `slot` (checked: each below c) has.
+fn classes_used(slot: &[i64], c: usize) -> Vec<bool> {
+    let mut used = vec![false; c];
+    for &s in slot {
+        used[s as usize] = true;
+    }
+    used
+}
+
+/// The rows whose class's value equals `top`, ascending, into `tied` (>= slot's length);
+/// returns how many. Every row is written at the next position, which moves on only for a
+/// tied one: no branch for the compiler to mispredict.
+fn collect_tied(values: &[f64], slot: &[i64], top: f64, tied: &mut [i64]) -> usize {
+    let is_top: Vec<usize> = values.iter().map(|&v| (v == top) as usize).collect();
+    let mut nt = 0;
+    for (i, &s) in slot.iter().enumerate() {
+        // SAFETY: every slot is below values' length (checked by the caller), and
+        // nt <= i < slot.len() <= tied.len()
+        unsafe {
+            *tied.get_unchecked_mut(nt) = i as i64;
+            nt += *is_top.get_unchecked(s as usize);
+        }
+    }
+    nt
+}
+
+/// The ranking `rank_scores` takes, of `n > 0` scores read through `at`.
 fn rank(n: usize, at: impl Fn(usize) -> f64, k: usize, tied: &[Cell<i64>], best: &[Cell<i64>]) -> (usize, usize) {
     let mut top = f64::NEG_INFINITY;
     for i in 0..n {
@@ -228,35 +381,44 @@ fn rank(n: usize, at: impl Fn(usize) -> f64, k: usize, tied: &[Cell<i64>], best:
 pub fn class_rows(py: Python<'_>, ids: &Bound<'_, PyAny>, rows: &Bound<'_, PyAny>, marks: &Bound<'_, PyAny>,
                   reps: &Bound<'_, PyAny>, slot: &Bound<'_, PyAny>) -> PyResult<usize> {
     let (ib, rb) = (PyBuffer::<i64>::get(ids)?, PyBuffer::<i64>::get(rows)?);
-    let (ids, rows) = (ro(py, &ib, "ids", None)?, ro(py, &rb, "rows", None)?);
+    let (ids, rows) = (plain(ro(py, &ib, "ids", None)?), plain(ro(py, &rb, "rows", None)?));
     let n = rows.len();
     let (mb, pb, sb) = (PyBuffer::<i64>::get(marks)?, PyBuffer::<i64>::get(reps)?, PyBuffer::<i64>::get(slot)?);
-    let marks = rw(py, &mb, "marks", 0)?;
-    let (reps, slot) = (rw(py, &pb, "reps", n)?, rw(py, &sb, "slot", n)?);
+    let marks = plain_mut(rw(py, &mb, "marks", 0)?);
+    let (reps, slot) = (plain_mut(rw(py, &pb, "reps", n)?), plain_mut(rw(py, &sb, "slot", n)?));
+    for (what, out) in [("marks", &*marks), ("reps", &*reps), ("slot", &*slot)] {
+        disjoint(what, out, &[ids, rows])?;
+    }
+    disjoint("reps", reps, &[&*marks])?;
+    disjoint("slot", slot, &[&*marks, &*reps])?;
+    // a negative row is a huge u64: one vectorised maximum checks both bounds
+    if rows.iter().fold(0u64, |m, &r| m.max(r as u64)) >= ids.len() as u64 {
+        let r = rows.iter().find(|&&r| r as u64 >= ids.len() as u64).unwrap();
+        return Err(PyValueError::new_err(format!("rows: row {r} is outside the {} rows of ids", ids.len())));
+    }
     let mut k = 0usize;
     let mut bad: Option<String> = None;
-    for (i, r) in rows.iter().enumerate() {
-        let r = r.get();
-        let Some(c) = usize::try_from(r).ok().and_then(|r| ids.get(r)).map(|c| c.get()) else {
-            bad = Some(format!("rows: row {r} is outside the {} rows of ids", ids.len()));
-            break;
-        };
-        let Some(m) = usize::try_from(c).ok().and_then(|c| marks.get(c)) else {
+    for (i, &r) in rows.iter().enumerate() {
+        // SAFETY: every row is below ids' length (checked above)
+        let c = unsafe { *ids.get_unchecked(r as usize) };
+        if c as u64 >= marks.len() as u64 {
             bad = Some(format!("ids: row {r} has class {c}, outside 0..{} (marks)", marks.len()));
             break;
-        };
-        let mut at = m.get();
-        if at < 0 {
-            at = k as i64;
-            m.set(at);
-            reps[k].set(r);
-            k += 1;
         }
-        slot[i].set(at);
+        // SAFETY: 0 <= c < marks.len() (just checked); i < n <= slot.len(); k <= i
+        unsafe {
+            let m = marks.get_unchecked_mut(c as usize);
+            if *m < 0 {
+                *m = k as i64;
+                *reps.get_unchecked_mut(k) = r;
+                k += 1;
+            }
+            *slot.get_unchecked_mut(i) = *m;
+        }
     }
     // every class marked is one of reps' rows: clearing theirs leaves marks as it came
-    for rep in reps[..k].iter() {
-        marks[ids[rep.get() as usize].get() as usize].set(-1);
+    for &rep in reps[..k].iter() {
+        marks[ids[rep as usize] as usize] = -1;
     }
     match bad {
         Some(msg) => Err(PyValueError::new_err(msg)),

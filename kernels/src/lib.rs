@@ -836,7 +836,7 @@ fn suanli_kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cycle::filter_pass, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::rank_scores, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::class_rows, m)?)?;
-    m.add_function(wrap_pyfunction!(cycle::rank_spread, m)?)?;
+    m.add_function(wrap_pyfunction!(cycle::rank_classes, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::mix64, m)?)?;
     Ok(())
 }

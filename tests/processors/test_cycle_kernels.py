@@ -48,10 +48,11 @@ def test_the_filter_pass_is_the_loops_alive_rows_and_filtered_list(seed):
     rnd = random.Random(seed)
     n = rnd.choice((0, 1, 2, 5, 64, 333))
     masks = random_masks(rnd, n)
-    alive, filtered = _filter_pass_compiled(masks, n)
+    alive, filtered, rows = _filter_pass_compiled(masks, n)
     want_alive, want_filtered = reference_filter_pass(masks, n)
     assert alive is not None and alive.dtype == bool
     assert np.array_equal(alive, want_alive)
+    assert rows.tolist() == want_alive.nonzero()[0].tolist()
     assert filtered == want_filtered
     assert all(type(r) is int for _, _, s in filtered for r in s)      # plain ints, as provenance reads them
 
@@ -59,7 +60,7 @@ def test_the_filter_pass_is_the_loops_alive_rows_and_filtered_list(seed):
 def test_a_mask_the_kernel_does_not_take_leaves_the_pass_to_the_loop():
     ok = np.ones(4, dtype=bool)
     for bad in (np.ones(4, dtype=np.int64), np.ones(8, dtype=bool)[::2], np.ones(5, dtype=bool)):
-        assert _filter_pass_compiled([(ok, "a"), (bad, "b")], 4) == (None, [])
+        assert _filter_pass_compiled([(ok, "a"), (bad, "b")], 4) == (None, [], None)
 
 
 def reference_rank(total, k):
@@ -98,10 +99,14 @@ def test_the_kernels_refuse_bad_arrays_with_nothing_written():
         k.rank_scores(np.zeros(0), 2, tied, best)
     with pytest.raises(ValueError, match="at least 3"):
         k.rank_scores(np.zeros(3), 2, tied[:2], best)
-    alive, samples = np.ones(3, dtype=bool), np.full((1, 3), 7, dtype=np.int64)
+    alive, samples, rows = np.ones(3, dtype=bool), np.full((1, 3), 7, dtype=np.int64), np.full(3, 7, dtype=np.int64)
     with pytest.raises(ValueError, match="expected 3"):
-        k.filter_pass([np.zeros(4, dtype=bool)], alive, samples)
-    assert (tied == 7).all() and (best == 7).all() and alive.all() and (samples == 7).all()
+        k.filter_pass([np.zeros(4, dtype=bool)], alive, samples, rows)
+    with pytest.raises(ValueError, match="rows: 2 elements, at least 3"):
+        k.filter_pass([np.zeros(3, dtype=bool)], alive, samples, rows[:2])
+    with pytest.raises(ValueError, match="rows: shares memory with an input"):
+        k.filter_pass([np.zeros(3, dtype=bool)], alive, rows.reshape(1, 3), rows)
+    assert (tied == 7).all() and (best == 7).all() and alive.all() and (samples == 7).all() and (rows == 7).all()
 
 
 @pytest.mark.parametrize("strategy,config", [("default", {}), ("default", {"version": "1.2.0"}),
@@ -231,31 +236,49 @@ def test_cycles_scored_per_node_class_are_the_cycles_scored_per_row(strategy, co
         assert taken == []
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_rank_spread_is_the_ranking_of_the_values_spread_over_the_rows(seed):
+@pytest.mark.parametrize("seed", range(40))
+def test_rank_classes_is_the_ranking_of_the_values_spread_over_the_rows(seed):
+    """Ties within and between classes (-0.0 and 0.0 among them, and -inf), classes no row
+    has (one NaN, one above every row's score: neither is a row's), k below and above the
+    ties and the rows:
+    the same ties and candidates as ranking ``values[slot]`` row by row, and as sorting it."""
     rnd = np.random.default_rng(seed)
-    c, n = int(rnd.integers(1, 40)), int(rnd.integers(1, 2000))
-    values = rnd.integers(0, 6, c).astype(np.float64)         # ties, between classes too
+    c, n = int(rnd.integers(1, 40)), int(rnd.integers(1, 300 if seed % 2 else 3000))
+    values = rnd.choice([-np.inf, -1.5, -0.0, 0.0, 0.25, 1.0, 2.0, 3.0], c)
     slot = rnd.integers(0, c, n).astype(np.int64)
-    k = int(rnd.integers(1, 12))
-    total, tied, best = np.full(n, 7.0), np.empty(n, dtype=np.int64), np.empty(k, dtype=np.int64)
-    nt, nb = compiled.KERNELS.rank_spread(values, slot, k, total, tied, best)
-    assert total.tolist() == values[slot].tolist()
-    want_tied, want_best = _rank_compiled(values[slot], k)
+    absent = np.setdiff1d(np.arange(c), slot)
+    if absent.size and seed % 3:
+        values[absent[0]] = np.nan
+    if absent.size > 1 and seed % 4:
+        values[absent[1]] = 99.0                                 # the maximum, but no row's
+    k = int(rnd.integers(1, 40))
+    tied, best = np.full(n, -7, dtype=np.int64), np.full(k, -7, dtype=np.int64)
+    nt, nb = compiled.KERNELS.rank_classes(values, slot, k, tied, best)
+    per_row = values[slot]
+    want_tied, want_best = _rank_compiled(per_row, k)
     assert tied[:nt].tolist() == want_tied.tolist() and best[:nb].tolist() == want_best
+    assert want_best == sorted(range(n), key=lambda i: (-per_row[i], i))[:k]
 
 
-def test_rank_spread_writes_every_score_for_a_nan_and_refuses_a_bad_slot():
+def test_rank_classes_leaves_a_nan_to_the_caller_and_refuses_a_bad_slot():
     k = compiled.KERNELS
-    total, tied, best = np.full(3, 7.0), np.empty(3, dtype=np.int64), np.empty(2, dtype=np.int64)
-    assert k.rank_spread(np.array([1.0, np.nan]), np.array([0, 1, 0], dtype=np.int64), 2, total, tied, best) == (0, 0)
-    assert total[0] == total[2] == 1.0 and np.isnan(total[1])      # the numpy path takes it from here
-    total[:] = 7.0
+    tied, best = np.full(3, -7, dtype=np.int64), np.full(2, -7, dtype=np.int64)
+    assert k.rank_classes(np.array([1.0, np.nan]), np.array([0, 1, 0], dtype=np.int64), 2, tied, best) == (0, 0)
     with pytest.raises(ValueError, match="slot: 2 is outside the 2 values"):
-        k.rank_spread(np.array([1.0, 2.0]), np.array([0, 2, 1], dtype=np.int64), 2, total, tied, best)
+        k.rank_classes(np.array([1.0, 2.0]), np.array([0, 2, 1], dtype=np.int64), 2, tied, best)
     with pytest.raises(ValueError, match="slot: -1"):
-        k.rank_spread(np.array([1.0, 2.0]), np.array([-1], dtype=np.int64), 1, total, tied, best)
-    assert (total == 7.0).all()
+        k.rank_classes(np.array([1.0, 2.0]), np.array([-1], dtype=np.int64), 1, tied, best)
+    with pytest.raises(ValueError, match="no scores"):
+        k.rank_classes(np.array([1.0]), np.array([], dtype=np.int64), 1, tied, best)
+    assert (tied == -7).all() and (best == -7).all()           # nothing written
+    slot = np.array([0, 1, 0, 0, 0, 0], dtype=np.int64)
+    with pytest.raises(ValueError, match="tied: shares memory with an input"):
+        k.rank_classes(np.array([1.0, 2.0]), slot, 1, slot, best)
+    with pytest.raises(ValueError, match="best: shares memory with an input"):
+        k.rank_classes(np.array([1.0, 2.0]), slot, 1, np.empty(6, dtype=np.int64), slot[5:])
+    out = np.empty(6, dtype=np.int64)
+    with pytest.raises(ValueError, match="best: shares memory with an input"):
+        k.rank_classes(np.array([1.0, 2.0]), slot, 1, out, out[5:])
 
 
 TYPICAL_FOR_TWINS = [{"cpu_milli": 1000, "gpu_count": 1, "gpu_milli": 250, "count": 5},
