@@ -10,24 +10,27 @@ after the first 10 % (warm-up: worker start-up and partition assignment); and th
 breakdown of ``bench/stages.py`` (producer -> raw topic -> intake -> cell log -> scheduler ->
 decisions topic -> read model, p50/p99 per stage; a read model runs in this process during
 those phases only, so the sustained rate is measured without it). CPU and RSS of each
-worker are read from /proc at the end of each phase. The simulated nodes heartbeat every
+worker, of the stack's broker and registry, and of this driver are read at the end of each
+phase (``workers``; the driver's RSS is its peak). The simulated nodes heartbeat every
 5 s but send no metrics samples (``METRICS_INTERVAL_S``).
 """
 from __future__ import annotations
 
 import asyncio
+import resource
 import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from suanli.bench import synthetic
 from suanli.bench.stages import StageProbe, percentile
 from suanli.config import Settings, load_settings
 from suanli.deploy.plane import Plane, PlaneOptions
 from suanli.deploy.processes import cpu_seconds
+from suanli.deploy.stack import StackPaths, broker_services, registry_service
 
 
 # The simulated nodes send heartbeats (every 5 s: 1,000 a second at 5,000 nodes, all through
@@ -72,16 +75,25 @@ async def _timings(settings: Settings, cell: str) -> tuple[list[int], list[float
     return sorted(placed.values()), latencies, min(submitted.values(), default=0), dict(sorted(kinds.items()))
 
 
-def _usage(plane: Plane, cpu_before: dict[str, float]) -> dict[str, Any]:
-    out = {}
-    for service, _argv in plane.services:
-        pid = service.pid()
-        if pid is None:
-            continue
-        cpu = cpu_seconds(pid) or 0.0
-        out[service.name] = {"cpu_seconds": round(cpu - cpu_before.get(service.name, 0.0), 2),
-                             "rss_mib": round(service.rss_mib() or 0.0, 1)}
+def _measured(plane: Plane, settings: Settings) -> list[tuple[str, Callable[[], float], Callable[[], float]]]:
+    """(name, CPU seconds so far, RSS MiB) of everything that runs during a phase: the plane's
+    workers, the stack's brokers and registry (they share the 2 cores, so a phase's
+    throughput is bounded by their sum) and this driver process (the workload and, in the
+    measured phases, the read model)."""
+    services = [s for s, _argv in plane.services]
+    services += [*broker_services(settings), registry_service(StackPaths(settings.home))]
+    out: list[tuple[str, Callable[[], float], Callable[[], float]]] = [
+        (s.name, lambda s=s: cpu_seconds(s.pid() or -1) or 0.0, lambda s=s: s.rss_mib() or 0.0)
+        for s in services if s.pid() is not None]
+    own = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])  # noqa: E731 (user + system)
+    out.append(("driver", own, lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
     return out
+
+
+def _usage(measured: list[tuple[str, Callable[[], float], Callable[[], float]]],
+           cpu_before: dict[str, float]) -> dict[str, Any]:
+    return {name: {"cpu_seconds": round(cpu() - cpu_before.get(name, 0.0), 2), "rss_mib": round(rss(), 1)}
+            for name, cpu, rss in measured}
 
 
 def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate: float,
@@ -96,11 +108,12 @@ def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate
                   out=lambda _m: None)
     plane.start()
     try:
-        cpu_before = {s.name: cpu_seconds(s.pid() or -1) or 0.0 for s, _ in plane.services}
+        measured = _measured(plane, settings)
+        cpu_before = {name: cpu() for name, cpu, _rss in measured}
         started = time.monotonic()
         result = asyncio.run(plane.run())
         wall = time.monotonic() - started
-        usage = _usage(plane, cpu_before)
+        usage = _usage(measured, cpu_before)
     finally:
         plane.stop()
     stamps, latencies, first_submit, kinds = asyncio.run(_timings(settings, plane.cell))

@@ -126,7 +126,7 @@ def markdown(r: dict[str, Any]) -> str:
     ]
     lines += stage_rows(e)
     for name, w in e["max"]["workers"].items():
-        lines.append(f"| worker {name}: CPU s / RSS MiB (max phase) | {w['cpu_seconds']} / {w['rss_mib']} | |")
+        lines.append(f"| {name}: CPU s / RSS MiB (max phase) | {w['cpu_seconds']} / {w['rss_mib']} | |")
     for row in r["core"]["rows"]:
         lines.append(f"| core decisions/s at {row['nodes']} nodes | {row['decisions_per_s']} "
                      f"({row['us_per_decision']} us; cost x{row['cost_ratio']} for size x{row['size_ratio']}) | target >= 50,000 at 5,000 |")
