@@ -11,8 +11,9 @@ breakdown of ``bench/stages.py`` (producer -> raw topic -> intake -> cell log ->
 decisions topic -> read model, p50/p99 per stage; a read model runs in this process during
 those phases only, so the sustained rate is measured without it). CPU and RSS of each
 worker, of the stack's broker and registry, and of this driver are read at the end of each
-phase (``workers``; the driver's RSS is its peak). The simulated nodes heartbeat every
-5 s but send no metrics samples (``METRICS_INTERVAL_S``).
+phase (``workers``; the driver's RSS is its peak), and the CPU of each between the first
+submission and the last placement (``placement_window``, ``bench/cpu_window.py``). The
+simulated nodes heartbeat every 5 s but send no metrics samples (``METRICS_INTERVAL_S``).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from suanli.bench import synthetic
+from suanli.bench.cpu_window import CpuSampler
 from suanli.bench.stages import StageProbe, percentile
 from suanli.config import Settings, load_settings
 from suanli.deploy.plane import Plane, PlaneOptions
@@ -111,7 +113,8 @@ def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate
         measured = _measured(plane, settings)
         cpu_before = {name: cpu() for name, cpu, _rss in measured}
         started = time.monotonic()
-        result = asyncio.run(plane.run())
+        with CpuSampler([(name, cpu) for name, cpu, _rss in measured]) as sampler:
+            result = asyncio.run(plane.run())
         wall = time.monotonic() - started
         usage = _usage(measured, cpu_before)
     finally:
@@ -119,6 +122,8 @@ def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate
     stamps, latencies, first_submit, kinds = asyncio.run(_timings(settings, plane.cell))
     span = (stamps[-1] - first_submit) / 1000 if stamps else float("nan")
     extra = {"stages": asyncio.run(probe.collect())} if probe else {}
+    if stamps and span > 0:
+        extra["placement_window"] = _window_cpu(sampler, first_submit, stamps[-1], len(stamps))
     return {**extra, "tasks": tasks, "offered_rate": rate, "placed": len(stamps),
             "placements_per_s": round(len(stamps) / span, 1) if span and span > 0 else None,
             "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
@@ -126,6 +131,17 @@ def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate
                            if latencies else None},
             "workers": usage, "wall_seconds": round(wall, 1), "capacity_violations": result["capacity_violations"],
             "records_by_kind": kinds}
+
+
+def _window_cpu(sampler: CpuSampler, start_ms: int, end_ms: int, placed: int) -> dict[str, Any]:
+    """What each process spent while the placements happened (first submission to last
+    placement): CPU seconds, microseconds per placement, and the cores busy in all."""
+    spent = sampler.spent(start_ms, end_ms)
+    seconds = (end_ms - start_ms) / 1000
+    return {"seconds": round(seconds, 2),
+            "cores_busy": round(sum(spent.values()) / seconds, 2),
+            "cpu_seconds": {name: round(cpu, 2) for name, cpu in spent.items()},
+            "cpu_us_per_placement": {name: round(1e6 * cpu / placed) for name, cpu in spent.items()}}
 
 
 def run(node_count: int, task_count: int, max_only: bool = False) -> dict[str, Any]:

@@ -127,6 +127,11 @@ def markdown(r: dict[str, Any]) -> str:
     lines += stage_rows(e)
     for name, w in e["max"]["workers"].items():
         lines.append(f"| {name}: CPU s / RSS MiB (max phase) | {w['cpu_seconds']} / {w['rss_mib']} | |")
+    if "placement_window" in e["max"]:
+        win = e["max"]["placement_window"]
+        per = ", ".join(f"{name} {us:,}" for name, us in win["cpu_us_per_placement"].items())
+        lines.append(f"| CPU us per placement, first submission to last placement (max phase) | {per} "
+                     f"({win['cores_busy']} of 2 cores busy) | target 10,000/s: 200 us in all |")
     for row in r["core"]["rows"]:
         lines.append(f"| core decisions/s at {row['nodes']} nodes | {row['decisions_per_s']} "
                      f"({row['us_per_decision']} us; cost x{row['cost_ratio']} for size x{row['size_ratio']}) | target >= 50,000 at 5,000 |")

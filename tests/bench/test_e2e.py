@@ -24,3 +24,7 @@ def test_the_max_phase_cli_writes_its_figures_and_counts_the_records(stack, tmp_
     assert kinds["TaskSubmitted"] == 150 and kinds["TaskPlaced"] >= 150 and kinds["NodeRegistered"] == 20
     # the plane's workers, the broker the phase ran on, and this driver are all measured
     assert set(phase["workers"]) >= {"intake", "scheduler", "kafka", "driver"}
+    # and what each spent while the placements happened
+    window = phase["placement_window"]
+    assert set(window["cpu_us_per_placement"]) == set(phase["workers"])
+    assert window["cores_busy"] > 0 and window["cpu_seconds"]["scheduler"] > 0
