@@ -1,6 +1,6 @@
 """bench/cpu_window.py: the CPU each process spent in a window, between samples."""
 import itertools
-import time
+import threading
 
 import pytest
 
@@ -19,10 +19,15 @@ def test_the_cpu_of_a_window_is_interpolated_between_the_samples_around_its_ends
 
 def test_a_sampler_samples_at_both_ends_and_in_between_and_stops():
     ticks = itertools.count()
-    with CpuSampler([("p", lambda: float(next(ticks)))], every=0.01) as s:
-        deadline = time.monotonic() + 30
-        while len(s.samples) < 4 and time.monotonic() < deadline:      # the thread's samples
-            time.sleep(0.005)
+    fourth = threading.Event()                                         # the thread has sampled
+
+    def probe():
+        t = next(ticks)
+        if t >= 3:
+            fourth.set()
+        return float(t)
+    with CpuSampler([("p", probe)], every=0.01) as s:
+        assert fourth.wait(30)
     n = len(s.samples)
     assert n >= 5                                                      # and the one at the end
     assert [x["p"] for x in s.samples] == [float(i) for i in range(n)]
