@@ -229,6 +229,7 @@ class ReadabilityProbe:
         self.topics = sorted(topics)
         self.timeout_s = timeout_s
         self._consumer: AIOKafkaConsumer | None = None      # made on first use, in the loop that runs it
+        self.asked: list[TopicPartition] = []               # the partitions the last ask sent ListOffsets to
 
     async def unreadable(self) -> list[str]:
         """Empty when every partition answered; else one line saying which topics could not be
@@ -245,14 +246,21 @@ class ReadabilityProbe:
                                         **client_options(self.bootstrap))
             try:
                 await consumer.start()
+                # The client's metadata then covers these topics and only these: a consumer
+                # neither subscribed nor assigned tracks none, so its client would ask for
+                # every topic of the cluster and keep none of the answer (``topics()`` returns
+                # a separate copy), once a tick, on a shared cluster thousands of topics
+                await consumer._client.set_topics(self.topics)  # noqa: SLF001 - no public way to track topics
             except BaseException:
                 with contextlib.suppress(Exception):
                     await consumer.stop()
                 raise
             self._consumer = consumer
         tps = [TopicPartition(t, p) for t in self.topics for p in sorted(self._consumer.partitions_for_topic(t) or ())]
+        self.asked = tps
         if not tps:
-            await self._consumer.topics()                   # metadata of topics not seen yet
+            # the topics do not exist yet (intake creates them): ask again next time
+            await self._consumer._client.force_metadata_update()   # noqa: SLF001
             return []
         await self._consumer.end_offsets(tps)
         return []

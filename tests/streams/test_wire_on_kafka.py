@@ -182,14 +182,23 @@ def test_the_readability_probe_tells_answering_partitions_from_a_cluster_that_do
         sock.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{sock.getsockname()[1]}"
 
+    asked: list[list[tuple[str, int]]] = []
+
     async def ask(bootstrap: str) -> list[list[str]]:
         probe = ReadabilityProbe(bootstrap, [topic], timeout_s=2.0)
         try:
-            return [await probe.unreadable(), await probe.unreadable()]    # metadata first, then the offsets
+            out = []
+            for _ in range(2):
+                out.append(await probe.unreadable())
+                asked.append(sorted((tp.topic, tp.partition) for tp in probe.asked))
+            return out
         finally:
             await probe.stop()
 
     assert asyncio.run(ask(stack.bootstrap_servers)) == [[], []]
+    # each ask really sent ListOffsets to both partitions (the first one too: starting, the
+    # probe's client learns its topics' metadata, and only theirs)
+    assert asked == [[(topic, 0), (topic, 1)]] * 2
     first, _second = asyncio.run(ask(dead))
     assert first and topic in first[0]
 
