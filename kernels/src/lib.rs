@@ -24,6 +24,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
 use std::collections::HashMap;
 
+mod avro;
 mod score;
 mod cycle;
 
@@ -826,6 +827,7 @@ fn fold_chunks<'py>(py: Python<'py>, chunks: &Bound<'py, PyAny>, positions: &Bou
 fn suanli_kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Walker>()?;
     m.add_class::<Folded>()?;
+    m.add_class::<avro::AvroProgram>()?;
     m.add_function(wrap_pyfunction!(fold, m)?)?;
     m.add_function(wrap_pyfunction!(fold_chunks, m)?)?;
     m.add_function(wrap_pyfunction!(chunk_headers, m)?)?;
