@@ -40,6 +40,7 @@ from suanli.streams.intake import ticks, triage
 from suanli.streams.log_clock import RawWatermark
 from suanli.streams.kafka_io import ReadabilityProbe, read_range
 from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
+from suanli.streams.partitioner import KeyPartitioner
 from suanli.streams.records import OutRecord, RawRecord, is_urgent
 from suanli.streams.send_now import send_now
 from suanli.streams.batch_wait import MARKER, BatchWait
@@ -145,6 +146,7 @@ def make_app(role: str, settings: Settings, instance: int = 1) -> faust.App:
         # records sent together share a request; a batch's records do not wait out the linger
         # once they are all with the producer (``streams/send_now.py``)
         producer_linger_ms=2,
+        producer_partitioner=KeyPartitioner(),   # aiokafka's choice, the hash compiled
         producer_max_batch_size=1 << 20,
         key_serializer="raw",
         value_serializer="raw",

@@ -18,6 +18,7 @@ from suanli.errors import DecodeError, StackError
 from suanli.schemas.codec import Codec
 from suanli.streams.intake import lane_headers
 from suanli.streams.kafka_security import KafkaSecurity, client_options
+from suanli.streams.partitioner import KeyPartitioner
 from suanli.streams.records import RawRecord
 from suanli.streams.topics import TopicSpec, raw_route
 
@@ -93,7 +94,8 @@ class EventProducer:
         # ``security``: this producer's own principal (a tenant's, say) instead of the process's
         options = security.aiokafka() if security else client_options(bootstrap)
         self._producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
-                                          linger_ms=linger_ms, max_batch_size=1 << 20, **options)
+                                          linger_ms=linger_ms, max_batch_size=1 << 20,
+                                          partitioner=KeyPartitioner(), **options)
 
     async def __aenter__(self) -> EventProducer:
         await self._producer.start()

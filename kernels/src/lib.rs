@@ -25,6 +25,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple};
 use std::collections::HashMap;
 
 mod avro;
+mod kafka;
 mod score;
 mod cycle;
 
@@ -840,5 +841,6 @@ fn suanli_kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cycle::class_rows, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::rank_classes, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::mix64, m)?)?;
+    m.add_function(wrap_pyfunction!(kafka::murmur2, m)?)?;
     Ok(())
 }
