@@ -174,17 +174,27 @@ class Codec:
         Raises :class:`DecodeError` (naming topic, partition and offset) for anything
         that is not a complete record of a schema the registry knows.
         """
+        # The usual record first, with nothing made that only an error or fastavro needs:
+        # framed bytes of a schema seen before, whose program reads the body whole.
+        cached = None
+        if type(data) is bytes and len(data) >= HEADER.size:
+            magic, schema_id = HEADER.unpack_from(data)
+            cached = self._readers.get(schema_id)
+            if magic == MAGIC and cached is not None and cached[3] is not None:
+                got = cached[3].decode(data, HEADER.size)
+                if got is not None and got[1] == len(data):
+                    return cached[0], got[0]
+                # declined, or trailing bytes: fastavro below reads it again and says what is wrong
         where = {"topic": topic, "partition": partition, "offset": offset}
         try:
             schema_id, body = split_frame(data)
         except ValueError as exc:
             raise DecodeError(str(exc), **where) from None
         kind, writer, reader, program = self._reader(schema_id, where)
-        if program is not None and type(data) is bytes:
-            got = program.decode(data, HEADER.size)
+        if program is not None and type(data) is bytes and cached is None:
+            got = program.decode(data, HEADER.size)        # first record of this schema id
             if got is not None and got[1] == len(data):
                 return kind, got[0]
-            # declined, or trailing bytes: fastavro below reads it again and says what is wrong
         stream = io.BytesIO(body)
         try:
             # Resolve against our current schema of the same name, so records written
