@@ -11,7 +11,9 @@ record is checked to come out the same either way (bytes when encoding, values w
 decoding) before it is timed. Then the replay path (``bench/replay_speed.py``,
 ``replay.log_replay.regenerate``: decode, decide, encode) runs the same synthetic log with
 each codec, alternating, so the program's share of a replay shows as a ratio within one run.
-Registries are in memory (``DirRegistry``): no services.
+Last, the audit index's queries on raw rows (rows kept as the records' bytes, read when a
+query returns them: ``projections/audit.py``), with the program and without it
+(``SUANLI_CODEC_COMPILED``), alternating. Registries and stores are in memory: no services.
 """
 from __future__ import annotations
 
@@ -110,11 +112,64 @@ def replay_rounds(nodes: int, tasks: int, rounds: int) -> dict[str, Any]:
             "speedup": round(best["compiled"] / best["fastavro"], 3)}
 
 
+def audit_rounds(decisions: int, rounds: int, queries: int = 300) -> dict[str, Any]:
+    """p95 ms of the audit index's queries over raw rows, the program off and on, alternating:
+    ``decisions`` synthetic decisions folded raw (``AuditIndex.apply_raw``) into an
+    in-memory index per run, the same queries each time (``audit_bench.time_queries``)."""
+    import os
+    from typing import NamedTuple
+
+    from suanli.errors import DecodeError
+    from suanli.projections.audit import AuditIndex, SourceRecord
+    from suanli.projections.audit_bench import synthetic_decisions, time_queries
+    from suanli.projections.audit_follower import WriterSchemas
+    from suanli.projections.audit_store import MemoryStore
+
+    class Rec(NamedTuple):              # what the fold reads of a consumer record
+        topic: str
+        partition: int
+        offset: int
+        value: bytes
+
+    codec = Codec(DirRegistry({}))
+    made = list(synthetic_decisions(decisions))
+    records = [Rec("bench.decisions", 0, i, codec.encode(k, p)) for i, (k, p) in enumerate(made)]
+    task_ids = sorted({p["task_id"] for _k, p in made})
+    node_ids = sorted({p["node_id"] for _k, p in made if p.get("node_id")})
+
+    def decode(rec: Rec) -> SourceRecord:
+        try:
+            kind, payload = codec.decode(rec.value)
+        except DecodeError:
+            kind, payload = None, None
+        return SourceRecord(rec.topic, rec.partition, rec.offset, kind, payload)
+
+    runs: dict[str, list[dict[str, float]]] = {"fastavro": [], "compiled": []}
+    before = os.environ.get("SUANLI_CODEC_COMPILED")
+    try:
+        for _ in range(rounds):
+            for side, flag in (("fastavro", "0"), ("compiled", "1")):
+                os.environ["SUANLI_CODEC_COMPILED"] = flag      # read when a query first meets a writer
+                index = AuditIndex(MemoryStore())
+                for i in range(0, len(records), 5000):
+                    index.apply_raw(records[i:i + 5000], WriterSchemas(codec), decode)
+                q = time_queries(index, task_ids, node_ids, rounds=queries)
+                runs[side].append({k: v["p95_ms"] for k, v in q.items()})
+    finally:
+        if before is None:
+            os.environ.pop("SUANLI_CODEC_COMPILED", None)
+        else:
+            os.environ["SUANLI_CODEC_COMPILED"] = before
+    best = {side: {k: min(r[k] for r in rs) for k in rs[0]} for side, rs in runs.items()}
+    return {"decisions": decisions, "runs": runs, "best_p95_ms": best}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m suanli.bench.codec_speed", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per side (default 3)")
     ap.add_argument("--replay-nodes", type=int, default=5000)
     ap.add_argument("--replay-tasks", type=int, default=20000, help="0 skips the replay comparison")
+    ap.add_argument("--audit-decisions", type=int, default=20000, help="0 skips the audit query comparison")
     ap.add_argument("--json", help="write the figures here as JSON")
     args = ap.parse_args(argv)
     out: dict[str, Any] = {"codec": codec_rounds(sample_records(), args.rounds)}
@@ -127,6 +182,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"replay {args.replay_nodes} nodes + {args.replay_tasks} tasks, events per CPU second (best of "
               f"{args.rounds}): fastavro {rep['best_events_per_cpu_s']['fastavro']:,.0f}, compiled "
               f"{rep['best_events_per_cpu_s']['compiled']:,.0f} (x{rep['speedup']})")
+    if args.audit_decisions > 0:
+        out["audit"] = aud = audit_rounds(args.audit_decisions, args.rounds)
+        for q in aud["best_p95_ms"]["fastavro"]:
+            print(f"audit {q:24} p95 (best of {args.rounds}): fastavro {aud['best_p95_ms']['fastavro'][q]:.3f} ms, "
+                  f"compiled {aud['best_p95_ms']['compiled'][q]:.3f} ms")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

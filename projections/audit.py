@@ -83,6 +83,8 @@ from suanli.projections.audit_store import Batch, Store
 
 from suanli.processors.compiled import KERNELS as _kernels   # the compiled fold; None: the Python fold
 
+_UNCOMPILED = object()      # a writer whose program was not asked for yet (None: it has none)
+
 KERNEL = _kernels is not None
 FRESH_ROWS_KEPT = 1_000_000     # row keys an index opened empty keeps in memory (~150 MB at most)
 
@@ -399,6 +401,7 @@ class AuditIndex:
         self.store = store
         self._schemas_stored: set[bytes] = set()          # digests known to be in the store
         self._parsed: dict[bytes, tuple[str, Any]] = {}   # digest -> (name, fastavro schema)
+        self._programs: dict[bytes, Any] = {}              # digest -> its AvroProgram, or None
         self._field_readers: dict[tuple[bytes, str], Any] = {}
         self._plans: dict[bytes, tuple] = {}                # digest -> the kernel's plan
         self._writers: dict[bytes, WriterSchema] = {}       # digest -> writer, for the kernel's schema rows
@@ -687,8 +690,15 @@ class AuditIndex:
         start = 1 + _RAW_HEADER.size
         topic = raw[start:start + size].decode()
         name, parsed = self._writer(digest)
-        # Offset 5: past the Confluent header. The body was checked when it was folded.
-        payload = _schemaless_reader(io.BytesIO(memoryview(raw)[start + size + 5:]), parsed, None)
+        # Offset 5: past the Confluent header. The body was checked when it was folded. The
+        # codec's compiled program reads it when it can (the same value as fastavro's).
+        program = self._programs.get(digest, _UNCOMPILED)
+        if program is _UNCOMPILED:
+            from suanli.schemas.codec import compile_program, compiled_default
+            program = self._programs[digest] = compile_program(parsed) if compiled_default() else None
+        got = program.decode(raw, start + size + 5) if program is not None and type(raw) is bytes else None
+        payload = got[0] if got is not None else \
+            _schemaless_reader(io.BytesIO(memoryview(raw)[start + size + 5:]), parsed, None)
         return _canonical(entry(name, payload, (topic, partition, offset)))
 
     def _raw_field(self, raw: bytes, name: str) -> bytes | None | object:

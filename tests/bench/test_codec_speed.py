@@ -40,9 +40,22 @@ def test_a_disagreement_stops_the_bench(monkeypatch):
 
 def test_main_writes_the_replay_comparison(tmp_path, capsys):
     path = tmp_path / "codec.json"
-    codec_speed.main(["--rounds", "1", "--replay-nodes", "20", "--replay-tasks", "30", "--json", str(path)])
+    codec_speed.main(["--rounds", "1", "--replay-nodes", "20", "--replay-tasks", "30", "--audit-decisions", "400",
+                      "--json", str(path)])
     doc = json.loads(path.read_text())
+    assert set(doc["audit"]["best_p95_ms"]) == {"fastavro", "compiled"}
+    assert all(v > 0 for side in doc["audit"]["best_p95_ms"].values() for v in side.values())
     assert set(doc["replay"]["runs"]) == {"fastavro", "compiled"}
     assert all(r["verify_identical"] for rs in doc["replay"]["runs"].values() for r in rs)
     assert doc["replay"]["speedup"] > 0
     assert "TaskPlaced" in capsys.readouterr().out
+
+
+def test_the_audit_comparison_leaves_the_environment_as_it_was(monkeypatch):
+    import os
+    monkeypatch.setenv("SUANLI_CODEC_COMPILED", "1")
+    codec_speed.audit_rounds(200, rounds=1, queries=20)
+    assert os.environ["SUANLI_CODEC_COMPILED"] == "1"
+    monkeypatch.delenv("SUANLI_CODEC_COMPILED")
+    codec_speed.audit_rounds(200, rounds=1, queries=20)
+    assert "SUANLI_CODEC_COMPILED" not in os.environ
