@@ -453,7 +453,8 @@ class SimulatedCluster(Adapter):
             loaded = f"; model {command['model']['model_arch']} from {source} in {wait_s:.3f} s"
             if wait_s > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), wait_s)
+                    async with asyncio.timeout(wait_s):   # no task per wait, as wait_for makes
+                        await wake.wait()
         started = time.monotonic()
         end = self._ends[dispatch_id] = started + wall_s
         stopped = False
@@ -467,7 +468,8 @@ class SimulatedCluster(Adapter):
                 if remaining <= 0:
                     break
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await wake.wait()
             grace_ms = self._grace.get(dispatch_id, 0)
         finally:
             self.running[node_id].pop(dispatch_id, None)
