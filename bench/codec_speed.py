@@ -119,10 +119,9 @@ def audit_rounds(decisions: int, rounds: int, queries: int = 300) -> dict[str, A
     import os
     from typing import NamedTuple
 
-    from suanli.errors import DecodeError
-    from suanli.projections.audit import AuditIndex, SourceRecord
+    from suanli.projections.audit import AuditIndex
     from suanli.projections.audit_bench import synthetic_decisions, time_queries
-    from suanli.projections.audit_follower import WriterSchemas
+    from suanli.projections.audit_follower import WriterSchemas, source_record
     from suanli.projections.audit_store import MemoryStore
 
     class Rec(NamedTuple):              # what the fold reads of a consumer record
@@ -137,13 +136,6 @@ def audit_rounds(decisions: int, rounds: int, queries: int = 300) -> dict[str, A
     task_ids = sorted({p["task_id"] for _k, p in made})
     node_ids = sorted({p["node_id"] for _k, p in made if p.get("node_id")})
 
-    def decode(rec: Rec) -> SourceRecord:
-        try:
-            kind, payload = codec.decode(rec.value)
-        except DecodeError:
-            kind, payload = None, None
-        return SourceRecord(rec.topic, rec.partition, rec.offset, kind, payload)
-
     runs: dict[str, list[dict[str, float]]] = {"fastavro": [], "compiled": []}
     before = os.environ.get("SUANLI_CODEC_COMPILED")
     try:
@@ -152,7 +144,7 @@ def audit_rounds(decisions: int, rounds: int, queries: int = 300) -> dict[str, A
                 os.environ["SUANLI_CODEC_COMPILED"] = flag      # read when a query first meets a writer
                 index = AuditIndex(MemoryStore())
                 for i in range(0, len(records), 5000):
-                    index.apply_raw(records[i:i + 5000], WriterSchemas(codec), decode)
+                    index.apply_raw(records[i:i + 5000], WriterSchemas(codec), lambda r: source_record(codec, r))
                 q = time_queries(index, task_ids, node_ids, rounds=queries)
                 runs[side].append({k: v["p95_ms"] for k, v in q.items()})
     finally:

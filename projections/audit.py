@@ -83,8 +83,6 @@ from suanli.projections.audit_store import Batch, Store
 
 from suanli.processors.compiled import KERNELS as _kernels   # the compiled fold; None: the Python fold
 
-_UNCOMPILED = object()      # a writer whose program was not asked for yet (None: it has none)
-
 KERNEL = _kernels is not None
 FRESH_ROWS_KEPT = 1_000_000     # row keys an index opened empty keeps in memory (~150 MB at most)
 
@@ -400,8 +398,8 @@ class AuditIndex:
         up to :data:`LAYOUT` first (see the module's "Layouts")."""
         self.store = store
         self._schemas_stored: set[bytes] = set()          # digests known to be in the store
-        self._parsed: dict[bytes, tuple[str, Any]] = {}   # digest -> (name, fastavro schema)
-        self._programs: dict[bytes, Any] = {}              # digest -> its AvroProgram, or None
+        # digest -> (name, fastavro schema, the codec's compiled program of it or None)
+        self._parsed: dict[bytes, tuple[str, Any, Any]] = {}
         self._field_readers: dict[tuple[bytes, str], Any] = {}
         self._plans: dict[bytes, tuple] = {}                # digest -> the kernel's plan
         self._writers: dict[bytes, WriterSchema] = {}       # digest -> writer, for the kernel's schema rows
@@ -689,13 +687,9 @@ class AuditIndex:
         digest, partition, offset, size = _RAW_HEADER.unpack_from(raw, 1)
         start = 1 + _RAW_HEADER.size
         topic = raw[start:start + size].decode()
-        name, parsed = self._writer(digest)
+        name, parsed, program = self._writer(digest)
         # Offset 5: past the Confluent header. The body was checked when it was folded. The
         # codec's compiled program reads it when it can (the same value as fastavro's).
-        program = self._programs.get(digest, _UNCOMPILED)
-        if program is _UNCOMPILED:
-            from suanli.schemas.codec import compile_program, compiled_default
-            program = self._programs[digest] = compile_program(parsed) if compiled_default() else None
         got = program.decode(raw, start + size + 5) if program is not None and type(raw) is bytes else None
         payload = got[0] if got is not None else \
             _schemaless_reader(io.BytesIO(memoryview(raw)[start + size + 5:]), parsed, None)
@@ -719,16 +713,18 @@ class AuditIndex:
         except EXTRACT_ERRORS:
             return _UNREADABLE
 
-    def _writer(self, digest: bytes) -> tuple[str, Any]:
+    def _writer(self, digest: bytes) -> tuple[str, Any, Any]:
         cached = self._parsed.get(digest)
         if cached is None:
-            from suanli.schemas.codec import parse_plain
+            from suanli.schemas.codec import compile_program, compiled_default, parse_plain
 
             text = self.store.get(schema_key(digest))
             if text is None:
                 raise AuditError(f"the audit index lacks writer schema {digest.hex()}: run `suanli audit rebuild`")
             schema = json.loads(text)
-            cached = self._parsed[digest] = (schema["name"], parse_plain(schema))
+            parsed = parse_plain(schema)
+            cached = self._parsed[digest] = (schema["name"], parsed,
+                                             compile_program(parsed) if compiled_default() else None)
         return cached
 
     def _scan_ids(self, prefix: bytes, tenant_in_key: bool, since: int | None,

@@ -138,6 +138,20 @@ class WriterSchemas:
         return writer
 
 
+def source_record(codec: Codec, record: Any, on_error: Callable[[DecodeError], None] | None = None) -> SourceRecord:
+    """A fetched record (``topic``, ``partition``, ``offset``, ``value``) decoded for the
+    index: kind and payload None when the codec refuses it (``on_error`` is told why); the
+    ``decode`` that :meth:`AuditIndex.apply_raw` takes, bound to a codec."""
+    try:
+        kind, payload = codec.decode(record.value, topic=record.topic, partition=record.partition,
+                                     offset=record.offset)
+    except DecodeError as exc:
+        if on_error is not None:
+            on_error(exc)
+        kind, payload = None, None
+    return SourceRecord(record.topic, record.partition, record.offset, kind, payload)
+
+
 class AuditFollower:
     """Reads the decisions topic into an :class:`AuditIndex` from the index's own positions.
 
@@ -171,13 +185,7 @@ class AuditFollower:
         return self.index.apply([self._decode(r) for r in records])
 
     def _decode(self, record: Any) -> SourceRecord:
-        try:
-            kind, payload = self.codec.decode(record.value, topic=record.topic, partition=record.partition,
-                                              offset=record.offset)
-        except DecodeError as exc:
-            log.warning("audit: skipping %s", exc)
-            kind, payload = None, None
-        return SourceRecord(record.topic, record.partition, record.offset, kind, payload)
+        return source_record(self.codec, record, lambda exc: log.warning("audit: skipping %s", exc))
 
     @asynccontextmanager
     async def _consumer(self, assign: bool = True) -> AsyncIterator[

@@ -61,6 +61,15 @@ def compile_program(parsed: Any) -> Any:
         return None
 
 
+def _read_whole(program: Any, data: bytes) -> dict | None:
+    """The record a framed ``data`` holds, read by ``program`` when it reads the whole body;
+    None without a program, when it declines, or with bytes left over (fastavro then decides)."""
+    if program is None:
+        return None
+    got = program.decode(data, HEADER.size)
+    return got[0] if got is not None and got[1] == len(data) else None
+
+
 def frame(schema_id: int, body: bytes) -> bytes:
     """Prefix an Avro body with the Confluent header."""
     return HEADER.pack(MAGIC, schema_id) + body
@@ -181,10 +190,10 @@ class Codec:
         if type(data) is bytes and len(data) >= HEADER.size:
             magic, schema_id = HEADER.unpack_from(data)
             cached = self._readers.get(schema_id)
-            if magic == MAGIC and cached is not None and cached[3] is not None:
-                got = cached[3].decode(data, HEADER.size)
-                if got is not None and got[1] == len(data):
-                    return cached[0], got[0]
+            if magic == MAGIC and cached is not None:
+                payload = _read_whole(cached[3], data)
+                if payload is not None:
+                    return cached[0], payload
                 # declined, or trailing bytes: fastavro below reads it again and says what is wrong
         where = {"topic": topic, "partition": partition, "offset": offset}
         try:
@@ -192,10 +201,10 @@ class Codec:
         except ValueError as exc:
             raise DecodeError(str(exc), **where) from None
         kind, writer, reader, program = self._reader(schema_id, where)
-        if program is not None and type(data) is bytes and cached is None:
-            got = program.decode(data, HEADER.size)        # first record of this schema id
-            if got is not None and got[1] == len(data):
-                return kind, got[0]
+        if cached is None and type(data) is bytes:          # the first record of this schema id
+            payload = _read_whole(program, data)
+            if payload is not None:
+                return kind, payload
         stream = io.BytesIO(body)
         try:
             # Resolve against our current schema of the same name, so records written
