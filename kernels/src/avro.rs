@@ -27,6 +27,8 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::Cursor;
+
 /// A declined value or body: the caller falls back to fastavro.
 struct Miss;
 
@@ -374,44 +376,11 @@ fn encode(node: &Node, v: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> Step<()> {
 
 // ------------------------------------------------------------------------- decoding
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    #[inline]
-    fn long(&mut self) -> Step<i64> {
-        let mut acc: u64 = 0;
-        let mut shift = 0u32;
-        loop {
-            let b = *self.buf.get(self.pos).ok_or(Miss)?;
-            self.pos += 1;
-            if shift == 63 && (b & 0x7E) != 0 {
-                return Err(Miss);                            // beyond 64 bits
-            }
-            acc |= ((b & 0x7F) as u64) << shift;
-            if b & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-            if shift > 63 {
-                return Err(Miss);
-            }
-        }
-        Ok(((acc >> 1) as i64) ^ -((acc & 1) as i64))
-    }
-
-    #[inline]
-    fn take(&mut self, n: usize) -> Step<&'a [u8]> {
-        let end = self.pos.checked_add(n).ok_or(Miss)?;
-        let s = self.buf.get(self.pos..end).ok_or(Miss)?;
-        self.pos = end;
-        Ok(s)
-    }
-
+/// Decoding reads through the audit walker's `Cursor` (`lib.rs`: varints of at most 64
+/// bits, bounds-checked slices); these two add what only a full decode needs.
+impl<'a> Cursor<'a> {
     fn length(&mut self) -> Step<usize> {
-        let n = self.long()?;
+        let n = self.long().ok_or(Miss)?;
         if n < 0 {
             return Err(Miss);
         }
@@ -421,10 +390,10 @@ impl<'a> Reader<'a> {
     /// The next block's item count (0 ends the array or map), bounded by what the bytes
     /// left could hold; a negative count carries the block's size in bytes after it.
     fn block(&mut self, item: &Node) -> Step<usize> {
-        let mut n = self.long()?;
+        let mut n = self.long().ok_or(Miss)?;
         if n < 0 {
             n = n.checked_neg().ok_or(Miss)?;
-            self.long()?;
+            self.long().ok_or(Miss)?;
         }
         let n = n as usize;
         let left = self.buf.len() - self.pos;
@@ -435,35 +404,35 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn decode<'py>(py: Python<'py>, node: &Node, r: &mut Reader<'_>) -> Step<Bound<'py, PyAny>> {
+fn decode<'py>(py: Python<'py>, node: &Node, r: &mut Cursor<'_>) -> Step<Bound<'py, PyAny>> {
     Ok(match node {
         Node::Null => py.None().into_bound(py),
-        Node::Boolean => match r.take(1)?[0] {
+        Node::Boolean => match r.take(1).ok_or(Miss)?[0] {
             0 => PyBool::new(py, false).to_owned().into_any(),
             1 => PyBool::new(py, true).to_owned().into_any(),
             _ => return Err(Miss),
         },
-        Node::Int | Node::Long => r.long()?.into_pyobject(py).map_err(|_| Miss)?.into_any(),
+        Node::Int | Node::Long => r.long().ok_or(Miss)?.into_pyobject(py).map_err(|_| Miss)?.into_any(),
         Node::Float => {
-            let b = r.take(4)?;
+            let b = r.take(4).ok_or(Miss)?;
             PyFloat::new(py, f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).into_any()
         }
         Node::Double => {
-            let b = r.take(8)?;
+            let b = r.take(8).ok_or(Miss)?;
             PyFloat::new(py, f64::from_le_bytes(b.try_into().map_err(|_| Miss)?)).into_any()
         }
         Node::Bytes => {
             let n = r.length()?;
-            PyBytes::new(py, r.take(n)?).into_any()
+            PyBytes::new(py, r.take(n).ok_or(Miss)?).into_any()
         }
-        Node::Fixed(n) => PyBytes::new(py, r.take(*n)?).into_any(),
+        Node::Fixed(n) => PyBytes::new(py, r.take(*n).ok_or(Miss)?).into_any(),
         Node::Str => {
             let n = r.length()?;
-            let s = std::str::from_utf8(r.take(n)?).map_err(|_| Miss)?;
+            let s = std::str::from_utf8(r.take(n).ok_or(Miss)?).map_err(|_| Miss)?;
             PyString::new(py, s).into_any()
         }
         Node::Enum(symbols) => {
-            let i = r.long()?;
+            let i = r.long().ok_or(Miss)?;
             if i < 0 {
                 return Err(Miss);
             }
@@ -506,7 +475,7 @@ fn decode<'py>(py: Python<'py>, node: &Node, r: &mut Reader<'_>) -> Step<Bound<'
             dict.into_any()
         }
         Node::Optional(null_at, x) => {
-            let i = r.long()?;
+            let i = r.long().ok_or(Miss)?;
             if i == *null_at as i64 {
                 py.None().into_bound(py)
             } else if i == 1 - *null_at as i64 {
@@ -516,7 +485,7 @@ fn decode<'py>(py: Python<'py>, node: &Node, r: &mut Reader<'_>) -> Step<Bound<'
             }
         }
         Node::Union(branches) => {
-            let i = r.long()?;
+            let i = r.long().ok_or(Miss)?;
             if i < 0 {
                 return Err(Miss);
             }
@@ -572,7 +541,7 @@ impl AvroProgram {
         if start > data.len() {
             return None;
         }
-        let mut r = Reader { buf: data, pos: start };
+        let mut r = Cursor { buf: data, pos: start };
         let v = decode(py, &self.root, &mut r).ok()?;
         Some((v, r.pos))
     }

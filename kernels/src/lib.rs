@@ -114,9 +114,9 @@ struct Fields {
     at: i64,
 }
 
-struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
+pub(crate) struct Cursor<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl<'a> Cursor<'a> {
@@ -136,7 +136,7 @@ impl<'a> Cursor<'a> {
 
     /// `schemas/codec.py` `read_long`: at most 10 bytes and 64 bits, zigzag.
     #[inline]
-    fn long(&mut self) -> Option<i64> {
+    pub(crate) fn long(&mut self) -> Option<i64> {
         let mut acc: u128 = 0;
         let mut shift = 0u32;
         loop {
@@ -155,6 +155,15 @@ impl<'a> Cursor<'a> {
         }
         let u = acc as u64;
         Some(((u >> 1) as i64) ^ -((u & 1) as i64))
+    }
+
+    /// The next `n` bytes, in bounds.
+    #[inline]
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let s = self.buf.get(self.pos..end)?;
+        self.pos = end;
+        Some(s)
     }
 
     /// A length-prefixed string, in bounds and valid UTF-8; its byte range.
