@@ -375,11 +375,15 @@ def stable_top(total: np.ndarray, k: int, tied: np.ndarray) -> np.ndarray:
 def total_score(scorers: list[tuple[Plugin, float]], ctx: CycleContext, rows: np.ndarray) -> np.ndarray:
     """The weighted sum of ``scorers`` over ``rows`` (each normalised first if its plugin
     asks to be): what a cycle ranks the feasible nodes by."""
-    total = np.zeros(rows.size, dtype=np.float64)
-    for p, w in scorers:
+    parts = []
+    for p, _ in scorers:
         s = p.score(ctx, rows)
-        if p.normalize:
-            s = _normalize(s)
+        parts.append(_normalize(s) if p.normalize else s)
+    total = np.empty(rows.size, dtype=np.float64)
+    if compiled.KERNELS is not None and compiled.KERNELS.weighted_total(parts, [w for _, w in scorers], total):
+        return total        # the loop below, in one call (kernels/src/cycle.rs): the same bits
+    total.fill(0.0)
+    for (_, w), s in zip(scorers, parts):
         total += w * s if w != 1.0 else s
     return total
 

@@ -70,13 +70,15 @@ def node_classes(s: CellState) -> NodeClasses:
     Renumbers from scratch (a new ``generation``) when the node count or the device width
     changed, or when retired classes outnumber live rows four to one (ids are never reused
     otherwise, so a long run would grow the table without bound)."""
-    width = s.max_gpus + 2
     nc: NodeClasses | None = s._derived.get(_KEY)
+    if nc is not None and nc.clock == s.clock:
+        # nothing changed since the last refresh: every change of a row, a new row (and with
+        # it a wider device array) among them, ticks the clock (``CellState.touch``)
+        return nc
+    width = s.max_gpus + 2
     if nc is None or nc.ids.size != s.n_nodes or nc.width != width or nc.count > 4 * max(s.n_nodes, 256):
         generation = 0 if nc is None else nc.generation + 1
         nc = s._derived[_KEY] = NodeClasses(s.n_nodes, width, generation)
-    if nc.clock == s.clock:             # every change of a row ticks the clock (touch)
-        return nc
     nc.clock = s.clock
     touched = s.touched
     if nc.cuts == s.touched_cuts and nc.seen <= len(touched):

@@ -426,6 +426,54 @@ pub fn class_rows(py: Python<'_>, ids: &Bound<'_, PyAny>, rows: &Bound<'_, PyAny
     }
 }
 
+/// `framework.total_score`'s sum: `out` (float64 [n], written) = 0.0, then for each part
+/// (float64 [n] each, in order) `out += part` when its weight is 1.0, else
+/// `out += weight * part`: the same IEEE operations, element by element and in the same
+/// order, as numpy's `total += w * s if w != 1.0 else s` (no fused multiply-add), so the
+/// same bits. Returns `false` with nothing written when a part is not a C-contiguous
+/// float64 array of `n` values (the caller's numpy loop takes it then); `ValueError` when
+/// `weights` and `parts` differ in length or `out` shares memory with a part.
+#[pyfunction]
+pub fn weighted_total(py: Python<'_>, parts: Vec<Bound<'_, PyAny>>, weights: Vec<f64>, out: &Bound<'_, PyAny>)
+    -> PyResult<bool> {
+    if parts.len() != weights.len() {
+        return Err(PyValueError::new_err(format!("{} parts, {} weights", parts.len(), weights.len())));
+    }
+    let ob = PyBuffer::<f64>::get(out)?;
+    let n = ob.item_count();
+    let mut bufs = Vec::with_capacity(parts.len());
+    for p in parts.iter() {
+        match PyBuffer::<f64>::get(p) {
+            Ok(b) if b.item_count() == n && b.is_c_contiguous() => bufs.push(b),
+            _ => return Ok(false),
+        }
+    }
+    let mut slices = Vec::with_capacity(bufs.len());
+    for b in bufs.iter() {
+        match b.as_slice(py) {
+            Some(s) => slices.push(plain(s)),
+            None => return Ok(false),
+        }
+    }
+    let out = plain_mut(rw(py, &ob, "out", n)?);
+    for s in slices.iter() {
+        disjoint("out", out, &[*s])?;
+    }
+    out.fill(0.0);
+    for (s, &w) in slices.iter().zip(weights.iter()) {
+        if w == 1.0 {
+            for (t, &v) in out.iter_mut().zip(s.iter()) {
+                *t += v;
+            }
+        } else {
+            for (t, &v) in out.iter_mut().zip(s.iter()) {
+                *t += w * v;
+            }
+        }
+    }
+    Ok(true)
+}
+
 #[inline]
 fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -849,6 +849,7 @@ fn suanli_kernels(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cycle::rank_scores, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::class_rows, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::rank_classes, m)?)?;
+    m.add_function(wrap_pyfunction!(cycle::weighted_total, m)?)?;
     m.add_function(wrap_pyfunction!(cycle::mix64, m)?)?;
     m.add_function(wrap_pyfunction!(kafka::murmur2, m)?)?;
     Ok(())

@@ -84,7 +84,7 @@ class ScarcityArgs(TypicalArgs):
 class _Entry:
     """Scores of one task shape under one typical distribution and one set of plugin
     arguments, per node class (``processors/node_classes.py``) of one id generation."""
-    __slots__ = ("generation", "digest", "known", "score", "dev")
+    __slots__ = ("generation", "digest", "known", "score", "dev", "kernel_tables")
 
     def __init__(self, generation: int, digest: str):
         self.generation = generation
@@ -92,6 +92,10 @@ class _Entry:
         self.known = np.zeros(0, dtype=bool)
         self.score = np.zeros(0, dtype=np.float64)
         self.dev = np.zeros(0, dtype=np.int64)
+        # (access table as bytes, waste table) the kernel reads, once per entry: both are
+        # functions of its key's typical tasks and of the cell's GPU models, and a new model
+        # clears the state's derived cache, entries included
+        self.kernel_tables: Optional[tuple[np.ndarray, np.ndarray]] = None
 
     def grow(self, count: int) -> None:
         extra = count - self.known.size
@@ -252,13 +256,16 @@ class FGD(Plugin):
             return None
         s, r = ctx.state, ctx.req
         kind, gw = _KIND_CODE[r.kind], self.args.gap_weight
-        wt = s.derived_recent("fgd-waste", tt.digest, lambda: gap_waste_table(tt)) if gw and kind == 1 else _NO_TABLE
+        tables = e.kernel_tables
+        if tables is None:
+            wt = s.derived_recent("fgd-waste", tt.digest, lambda: gap_waste_table(tt)) if gw and kind == 1 else _NO_TABLE
+            tables = e.kernel_tables = (self._acc(s, tt).view(np.uint8), wt)
         out = np.empty(rows.size)
         try:
             compiled.KERNELS.fgd_class_scores(
-                tt.cpu, tt.num, tt.milli, tt.count, tt.total, self._acc(s, tt).view(np.uint8),
+                tt.cpu, tt.num, tt.milli, tt.count, tt.total, tables[0],
                 s.cpu_free, s.gpu_free, s.model_idx, nc.ids, compiled.int64_rows(rows), e.known.view(np.uint8),
-                e.score, e.dev, kind, r.cpu, r.gpu_milli, r.gpu_count, self.ign, float(gw), wt,
+                e.score, e.dev, kind, r.cpu, r.gpu_milli, r.gpu_count, self.ign, float(gw), tables[1],
                 float(self.args.quantum), out)
         except (BufferError, ValueError):
             return None

@@ -334,3 +334,59 @@ def test_every_plugin_that_says_it_is_per_class_scores_a_class_alike():
                 assert all(sc[a].tobytes() == sc[b].tobytes() for a, b in twins), (name, args, r)
     assert {"FGD", "BestFit", "BestFitRaw", "CpuStrand", "Scarcity", "ModelLocality"} <= claimed
 
+
+
+def numpy_total(parts, weights, n):
+    """``total_score``'s numpy loop over already computed (and normalised) parts."""
+    total = np.zeros(n, dtype=np.float64)
+    for s, w in zip(parts, weights):
+        total += w * s if w != 1.0 else s
+    return total
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_weighted_total_is_numpys_sum_bit_for_bit(seed):
+    """Weights of 1.0 (added as they are) and others (multiplied first), int weights, -0.0
+    parts (0.0 + -0.0 is 0.0), infinities and NaN: the kernel's bytes are the loop's."""
+    rnd = np.random.default_rng(seed)
+    n = int(rnd.integers(0, 400))
+    pool = np.array([-0.0, 0.0, 1e-300, -3.25, 7.0, 1e300, np.inf, -np.inf, np.nan, 0.1, 1 / 3])
+    parts, weights = [], []
+    for _ in range(int(rnd.integers(0, 6))):
+        parts.append(rnd.choice(pool, n) if seed % 2 else rnd.normal(0, 1e3, n))
+        weights.append(rnd.choice([1.0, 1, 2, 0.5, -0.25, 0.0, 1e-3]))
+    out = np.full(n, 9.0)
+    assert compiled.KERNELS.weighted_total(parts, [float(w) for w in weights], out)
+    assert out.tobytes() == numpy_total(parts, weights, n).tobytes()
+
+
+def test_weighted_total_declines_what_it_does_not_take_and_refuses_aliasing():
+    k = compiled.KERNELS
+    out = np.full(4, 9.0)
+    for bad in (np.arange(4), np.zeros(5), np.zeros(8)[::2], [1.0, 2.0, 3.0, 4.0]):
+        assert k.weighted_total([np.zeros(4), bad], [1.0, 1.0], out) is False
+        assert out.tolist() == [9.0] * 4                      # nothing written: the loop takes it
+    with pytest.raises(ValueError, match="2 parts, 1 weights"):
+        k.weighted_total([np.zeros(4), np.zeros(4)], [1.0], out)
+    with pytest.raises(ValueError, match="shares memory"):
+        k.weighted_total([out], [1.0], out)
+
+
+def test_total_score_is_the_same_with_and_without_the_kernel(monkeypatch):
+    """``total_score`` of the ``default`` scorers on busy cells, for every request: the same
+    bytes whether the kernel or the numpy loop sums them (and the kernel did sum them)."""
+    calls = []
+    real = compiled.KERNELS.weighted_total
+    monkeypatch.setattr(compiled.KERNELS, "weighted_total", lambda *a: calls.append(1) or real(*a))
+    profile = get_strategy("default").profile
+    for seed in range(3):
+        s = busy_cell(60, seed)
+        rows = np.arange(s.n_nodes)
+
+        def totals():
+            return [framework.total_score(profile.scorers, CycleContext(s, r, "x", i, {}), rows).tobytes()
+                    for i, r in enumerate(REQUESTS)]
+        got = totals()
+        assert len(calls) == len(REQUESTS)
+        assert got == numpy_only(monkeypatch, totals)
+        calls.clear()
