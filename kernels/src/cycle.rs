@@ -1,16 +1,18 @@
 //! The scheduling cycle's bookkeeping around the plugins (`processors/framework.py`
 //! `run_cycle`): the filter pass that narrows the feasible rows mask by mask (and lists
 //! them), the ranking of the scored rows (the best score's ties, and the provenance
-//! candidates), and the node classes among the feasible rows, which the scorers then score
-//! once each and which are ranked as classes.
+//! candidates), the node classes among the feasible rows, which the scorers then score
+//! once each and which are ranked as classes, and the weighted sum of the scorers' scores.
 //!
 //! Each replaces a handful of numpy calls of 1-3 µs that a decision makes per filter and per
 //! ranking; the results are the numpy ones exactly (`tests/processors/test_cycle_kernels.py`
 //! runs both on random masks and scores). Arrays come in through the buffer protocol: bool
 //! (`?`), int64 and float64, C-contiguous; a wrong dtype raises `BufferError`, a wrong
 //! length or layout `ValueError` (nothing is written then), and so does an output of
-//! `filter_pass`, `rank_classes` or `class_rows` that shares memory with an array the
-//! kernel reads (their loops read and write plain slices, which must not alias).
+//! `filter_pass`, `rank_scores`, `rank_classes`, `class_rows` or `weighted_total` that
+//! shares memory with an array the kernel reads (their loops read and write plain slices,
+//! which must not alias). `weighted_total` alone declines (returns false, writing
+//! nothing) a part it does not take, for its caller's numpy loop.
 use pyo3::buffer::{Element, ElementType, PyBuffer, ReadOnlyCell};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -190,7 +192,10 @@ pub fn rank_scores(py: Python<'_>, total: &Bound<'_, PyAny>, k: usize, tied: &Bo
     }
     let (ob, bb) = (PyBuffer::<i64>::get(tied)?, PyBuffer::<i64>::get(best)?);
     let (tied, best) = (rw(py, &ob, "tied", n)?, rw(py, &bb, "best", k.min(n))?);
-    Ok(rank(n, |i| total[i].get(), k, tied, best))
+    // `rank` reads plain values: neither output may alias them
+    disjoint("tied", tied, &[total])?;
+    disjoint("best", best, &[total])?;
+    Ok(rank(plain(total), k, tied, best))
 }
 
 /// `rank_scores` of the scores `values[slot[i]]` (float64 [c] per node class, int64 [n] per
@@ -323,11 +328,12 @@ fn collect_tied(values: &[f64], slot: &[i64], top: f64, tied: &mut [i64]) -> usi
     nt
 }
 
-/// The ranking `rank_scores` takes, of `n > 0` scores read through `at`.
-fn rank(n: usize, at: impl Fn(usize) -> f64, k: usize, tied: &[Cell<i64>], best: &[Cell<i64>]) -> (usize, usize) {
+/// The ranking `rank_scores` takes, of the `n > 0` scores `total`.
+fn rank(total: &[f64], k: usize, tied: &[Cell<i64>], best: &[Cell<i64>]) -> (usize, usize) {
+    let n = total.len();
     let mut top = f64::NEG_INFINITY;
     for i in 0..n {
-        let v = at(i);
+        let v = total[i];
         if v.is_nan() {
             return (0, 0);
         }
@@ -337,7 +343,7 @@ fn rank(n: usize, at: impl Fn(usize) -> f64, k: usize, tied: &[Cell<i64>], best:
     }
     let mut nt = 0;
     for i in 0..n {
-        if at(i) == top {
+        if total[i] == top {
             tied[nt].set(i as i64);
             nt += 1;
         }
@@ -352,7 +358,7 @@ fn rank(n: usize, at: impl Fn(usize) -> f64, k: usize, tied: &[Cell<i64>], best:
     // a sorted buffer of the k best so far; a later position never beats an equal score
     let mut kb: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
     for i in 0..n {
-        let v = at(i);
+        let v = total[i];
         if kb.len() == k && !(v > kb[k - 1].0) {
             continue;
         }

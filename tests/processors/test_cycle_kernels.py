@@ -99,6 +99,12 @@ def test_the_kernels_refuse_bad_arrays_with_nothing_written():
         k.rank_scores(np.zeros(0), 2, tied, best)
     with pytest.raises(ValueError, match="at least 3"):
         k.rank_scores(np.zeros(3), 2, tied[:2], best)
+    shared = np.zeros(8)                      # float64 scores whose bytes an int64 output reuses
+    with pytest.raises(ValueError, match="tied: shares memory with an input"):
+        k.rank_scores(shared[:3], 2, shared[1:].view(np.int64), best)
+    with pytest.raises(ValueError, match="best: shares memory with an input"):
+        k.rank_scores(shared[:3], 2, tied, shared[2:5].view(np.int64))
+    assert (shared == 0).all()
     alive, samples, rows = np.ones(3, dtype=bool), np.full((1, 3), 7, dtype=np.int64), np.full(3, 7, dtype=np.int64)
     with pytest.raises(ValueError, match="expected 3"):
         k.filter_pass([np.zeros(4, dtype=bool)], alive, samples, rows)
