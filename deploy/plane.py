@@ -330,8 +330,13 @@ class Plane:
                     if time.monotonic() > deadline:
                         raise StackError(f"only {len(view.nodes)} of {expected_nodes} nodes registered after 180 s")
                     await pump()
-                self.out(f"suanli: {expected_nodes} nodes registered after {time.monotonic() - began:.1f}s; "
-                         f"submitting {len(tasks)} tasks at {self.o.rate:g}/s")
+                # Seen on the cell log is not applied: the scheduler may still be folding the
+                # registrations (5,000 of them take it about a second). Work submitted meanwhile
+                # would queue behind them, and a run's first seconds would measure that backlog.
+                await wait_until_consumed(self.s.bootstrap_servers, names.worker_group("scheduler"),
+                                          [names.cell_log], timeout=180)
+                self.out(f"suanli: {expected_nodes} nodes registered and applied after "
+                         f"{time.monotonic() - began:.1f}s; submitting {len(tasks)} tasks at {self.o.rate:g}/s")
                 if self.o.workload is not None:
                     work = self.o.workload(producer.publish, producer.send_raw, tasks, names)
                 else:
