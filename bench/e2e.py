@@ -45,30 +45,38 @@ LOW_LOAD_RATE = 100.0        # submissions/s offered in the low-load phase (issu
 LOW_LOAD_TASKS = 3000        # enough for a p99 at 100/s in 30 s, whatever the full run's size
 
 
-async def _timings(settings: Settings, cell: str) -> tuple[list[int], list[float], int, dict[str, int]]:
-    """(placement record timestamps, per-task latency ms, first submission ms, how many
-    records of each kind the cell log and the decisions topic hold) of a cell."""
+async def cell_records(settings: Settings) -> list[Any]:
+    """Every record of the namespace's cell log, then of its decisions topic, decoded
+    (``kafka_io.EventConsumer`` records: ``kind``, ``payload``, ``timestamp``)."""
     from suanli.schemas.codec import Codec
     from suanli.schemas.registry import RegistryClient
     from suanli.streams.kafka_io import EventConsumer
     from suanli.streams.topics import TopicNames
 
     names = TopicNames(settings.namespace)
-    submitted: dict[str, int] = {}
-    placed: dict[str, int] = {}
-    kinds: dict[str, int] = {}
+    out: list[Any] = []
     with RegistryClient(settings.registry_url) as registry:
         codec = Codec(registry)
         for topic in (names.cell_log, names.decisions):
             async with EventConsumer(settings.bootstrap_servers, codec, [topic]) as consumer:
-                for r in await consumer.read_until_end():
-                    if r.payload is None or r.payload.get("cell") != cell:
-                        continue
-                    kinds[r.kind] = kinds.get(r.kind, 0) + 1
-                    if r.kind == "TaskSubmitted":
-                        submitted[r.payload["task_id"]] = r.payload["submitted_at"]
-                    elif r.kind == "TaskPlaced":
-                        placed.setdefault(r.payload["task_id"], r.timestamp)
+                out.extend(await consumer.read_until_end())
+    return out
+
+
+async def _timings(settings: Settings, cell: str) -> tuple[list[int], list[float], int, dict[str, int]]:
+    """(placement record timestamps, per-task latency ms, first submission ms, how many
+    records of each kind the cell log and the decisions topic hold) of a cell."""
+    submitted: dict[str, int] = {}
+    placed: dict[str, int] = {}
+    kinds: dict[str, int] = {}
+    for r in await cell_records(settings):
+        if r.payload is None or r.payload.get("cell") != cell:
+            continue
+        kinds[r.kind] = kinds.get(r.kind, 0) + 1
+        if r.kind == "TaskSubmitted":
+            submitted[r.payload["task_id"]] = r.payload["submitted_at"]
+        elif r.kind == "TaskPlaced":
+            placed.setdefault(r.payload["task_id"], r.timestamp)
     # The first 10 % of submissions (by time) are warm-up: they include the workers'
     # start-up and partition assignment, which is not the steady state being measured.
     order = sorted(submitted, key=lambda t: (submitted[t], t))
