@@ -333,8 +333,16 @@ class Plane:
                 # Seen on the cell log is not applied: the scheduler may still be folding the
                 # registrations (5,000 of them take it about a second). Work submitted meanwhile
                 # would queue behind them, and a run's first seconds would measure that backlog.
-                await wait_until_consumed(self.s.bootstrap_servers, names.worker_group("scheduler"),
-                                          [names.cell_log], timeout=180)
+                # Waited for in short rounds, so that a worker that dies meanwhile is restarted.
+                while True:
+                    try:
+                        await wait_until_consumed(self.s.bootstrap_servers, names.worker_group("scheduler"),
+                                                  [names.cell_log], timeout=5)
+                        break
+                    except StackError:
+                        self.check_alive()
+                        if time.monotonic() > deadline:
+                            raise
                 self.out(f"suanli: {expected_nodes} nodes registered and applied after "
                          f"{time.monotonic() - began:.1f}s; submitting {len(tasks)} tasks at {self.o.rate:g}/s")
                 if self.o.workload is not None:
