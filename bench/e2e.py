@@ -106,7 +106,7 @@ def _usage(measured: list[tuple[str, Callable[[], float], Callable[[], float]]],
             for name, cpu, rss in measured}
 
 
-def _phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate: float,
+def phase(settings: Settings, nodes_csv: Path, pods_csv: Path, tasks: int, rate: float,
            stages: bool = False) -> dict[str, Any]:
     """One plane run of ``tasks`` at ``rate``/s (0: as fast as possible); ``stages``: with the
     stage breakdown (``bench/stages.py``: its workload publishes the tasks and runs a read model)."""
@@ -162,13 +162,13 @@ def run(node_count: int, task_count: int, max_only: bool = False) -> dict[str, A
     with tempfile.TemporaryDirectory() as tmp:
         nodes_csv = synthetic.write_node_csv(Path(tmp) / "nodes.csv", node_count)
         pods_csv = synthetic.write_pod_csv(Path(tmp) / "pods.csv", task_count)
-        peak = _phase(fresh(), nodes_csv, pods_csv, task_count, rate=0)
+        peak = phase(fresh(), nodes_csv, pods_csv, task_count, rate=0)
         if max_only:
             return {"nodes": node_count, "max": peak}
-        low = _phase(fresh(), nodes_csv, pods_csv, min(task_count, LOW_LOAD_TASKS), rate=LOW_LOAD_RATE,
+        low = phase(fresh(), nodes_csv, pods_csv, min(task_count, LOW_LOAD_TASKS), rate=LOW_LOAD_RATE,
                      stages=True)
         rate = max(1.0, 0.5 * (peak["placements_per_s"] or 2.0))
-        half = _phase(fresh(), nodes_csv, pods_csv, task_count, rate=round(rate, 1), stages=True)
+        half = phase(fresh(), nodes_csv, pods_csv, task_count, rate=round(rate, 1), stages=True)
     return {"nodes": node_count, "max": peak, "low_load": low, "half_load": half}
 
 

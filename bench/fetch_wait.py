@@ -49,7 +49,7 @@ BEHIND_MS = 500                                  # a scheduler stage p50 over th
 
 
 def _figures(phase: Mapping[str, Any]) -> dict[str, Any]:
-    """What one run reports, from ``e2e._phase``'s result."""
+    """What one run reports, from ``e2e.phase``'s result."""
     out = {"placements_per_s": phase["placements_per_s"], "latency_ms": phase["latency_ms"],
            "placed": phase["placed"], "tasks": phase["tasks"]}
     st = phase.get("stages")
@@ -90,7 +90,7 @@ def run(runs: int = 3, nodes: int = 5000, tasks: int = 3000, rate: float = LOW_R
                 if wait is not None:
                     overrides["fetch_max_wait_ms"] = wait
                 settings = load_settings(**overrides)
-                phase = e2e._phase(settings, nodes_csv, pods_csv, tasks, rate=rate, stages=rate > 0)
+                phase = e2e.phase(settings, nodes_csv, pods_csv, tasks, rate=rate, stages=rate > 0)
                 figures = {"fetch_max_wait_ms": settings.fetch_max_wait_ms, **_figures(phase)}
                 got[arm].append(figures)
                 lat = figures["latency_ms"]

@@ -59,7 +59,7 @@ def run(rate: float, tasks: int, nodes: int = 5000, window_ms: int = 500) -> dic
     with tempfile.TemporaryDirectory() as tmp:
         nodes_csv = synthetic.write_node_csv(Path(tmp) / "nodes.csv", nodes)
         pods_csv = synthetic.write_pod_csv(Path(tmp) / "pods.csv", tasks)
-        phase = e2e._phase(settings, nodes_csv, pods_csv, tasks, rate=rate)
+        phase = e2e.phase(settings, nodes_csv, pods_csv, tasks, rate=rate)
     return {"namespace": settings.namespace, "rate": rate, "tasks": tasks, "nodes": nodes,
             "placements_per_s": phase["placements_per_s"], "latency_ms": phase["latency_ms"],
             "window_ms": window_ms, "series": asyncio.run(_series(settings, window_ms))}

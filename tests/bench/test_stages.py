@@ -103,7 +103,7 @@ def test_a_measured_phase_produces_every_stage_in_order(stack):
     with tempfile.TemporaryDirectory() as tmp:
         nodes = synthetic.write_node_csv(Path(tmp) / "nodes.csv", 20)
         pods = synthetic.write_pod_csv(Path(tmp) / "pods.csv", 120)
-        phase = e2e._phase(settings, nodes, pods, 120, rate=100.0, stages=True)
+        phase = e2e.phase(settings, nodes, pods, 120, rate=100.0, stages=True)
     st = phase["stages"]
     assert st["notes"] == []
     assert st["tasks"] == 120 and st["warmup"] == 12
