@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from suanli import gc_policy
 from suanli.bench import synthetic
 from suanli.bench.cpu_window import CpuSampler
 from suanli.bench.stages import StageProbe, percentile
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="only phase 1 (as fast as possible): the sustained rate, its records and workers' CPU")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
+    gc_policy.apply()        # the driver folds the read model, as `suanli api serve` does: its policy
     figures = run(args.nodes, args.tasks, max_only=args.max_only)
     text = json.dumps(figures, indent=1)
     print(text)

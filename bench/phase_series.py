@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from suanli import gc_policy
 from suanli.bench import e2e, synthetic
 from suanli.bench.stages import percentile
 from suanli.config import Settings, load_settings
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window-ms", type=int, default=500)
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
+    gc_policy.apply()                   # as the E2E driver's (bench/e2e.py)
     figures = run(args.rate, args.tasks, args.nodes, args.window_ms)
     if args.json:                       # first: a reader that stops early (| head) loses nothing
         args.json.write_text(json.dumps(figures, indent=1) + "\n")

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from suanli import gc_policy
 from suanli.config import settings
 from suanli.connectors.kit import Adapter, ConnectorRunner
 from suanli.errors import ConnectorError, SuanliError
@@ -156,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        gc_policy.apply()                # see suanli/gc_policy.py
         asyncio.run(_main(args))
     except SuanliError as exc:
         print(f"suanli connector {args.kind}: {exc}", file=sys.stderr)

@@ -15,7 +15,9 @@ import sys
 
 import faust
 
+from suanli import gc_policy
 from suanli.config import settings
+from suanli.errors import ConfigError
 from suanli.streams import diagnostics
 from suanli.streams.app import BUILDERS as CORE_BUILDERS
 from suanli.streams.telemetry_app import build_telemetry
@@ -57,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="which worker of the role this is (1, 2, ...): every instance joins the role's "
                              "consumer group and keeps its local state in a directory of its own (default 1)")
     args = parser.parse_args(argv)
+    try:
+        gc_policy.apply()                # see suanli/gc_policy.py
+    except ConfigError as exc:
+        parser.error(str(exc))
     if args.instance < 1:
         parser.error("--instance must be 1 or more")
     app = BUILDERS[args.role](settings(), instance=args.instance)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from typing import Callable, Sequence
 
+from suanli import gc_policy
 from suanli.cli_services import KAFKA, NOTHING, needs_of, require, unreachable
 from suanli.config import REPO_ROOT, settings
 from suanli.errors import StackNotRunningError, SuanliError
@@ -253,6 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     needs: tuple[str, ...] = ()
     try:
+        gc_policy.apply()                # a process's first act: see suanli/gc_policy.py
         needs = needs_of(args)
         if needs:
             require(settings(), needs)
