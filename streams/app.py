@@ -46,6 +46,7 @@ from suanli.streams.send_now import send_now
 from suanli.streams.batch_wait import MARKER, BatchWait
 from suanli.streams.fetch_wait import set_fetch_wait
 from suanli.streams.gc_pauses import GcPauses
+from suanli.streams.lean_monitor import LeanMonitor
 from suanli.streams.snapshot_fork import ForkedSnapshots
 from suanli.streams.topics import TopicNames
 
@@ -138,6 +139,7 @@ def make_app(role: str, settings: Settings, instance: int = 1) -> faust.App:
         store="rocksdb://",
         datadir=str(datadir),
         web_enabled=False,
+        Monitor=LeanMonitor,            # no per-record statistics nobody reads (streams/lean_monitor.py)
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication,      # Faust's changelogs too
         topic_allow_declare=True,

@@ -14,7 +14,9 @@ two thirds of its CPU and the driver's read model half of theirs in the collecto
 net allocations, by which time a record's objects are long gone, so few survive to be
 promoted and full collections become rare. Garbage in reference cycles is still collected,
 only later; the memory that waits for it is bounded by the young threshold's objects and
-the full pass's quarter rule, as before.
+the full pass's quarter rule, as before. This sets how often passes run; how long a
+scheduler's full pass may grow is ``streams/gc_pauses.py``'s concern (it freezes what a
+long full pass left).
 
 Every process entry point calls it first: ``suanli`` (the CLI, and so ``api serve``,
 ``replay``, ``bench``), ``python -m suanli.streams.worker`` and ``python -m
