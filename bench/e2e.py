@@ -18,13 +18,14 @@ simulated nodes heartbeat every 5 s but send no metrics samples (``METRICS_INTER
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import resource
 import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from suanli import gc_policy
 from suanli.bench import synthetic
@@ -153,16 +154,25 @@ def _window_cpu(sampler: CpuSampler, start_ms: int, end_ms: int, placed: int) ->
             "cpu_us_per_placement": {name: round(1e6 * cpu / placed) for name, cpu in spent.items()}}
 
 
-def run(node_count: int, task_count: int, max_only: bool = False) -> dict[str, Any]:
-    """The three phases (``max_only``: the first alone), each on a fresh namespace (a fresh
-    plane: no phase's scheduler carries the cells of the one before, in its state and its
-    snapshots); returns the figures."""
-    def fresh() -> Settings:
-        return load_settings(namespace=f"bench{uuid.uuid4().hex[:8]}")
+def fresh() -> Settings:
+    """Settings of a namespace of its own: a fresh plane, whose scheduler carries no earlier
+    phase's cells in its state or its snapshots."""
+    return load_settings(namespace=f"bench{uuid.uuid4().hex[:8]}")
 
+
+@contextlib.contextmanager
+def workload(node_count: int, task_count: int) -> Iterator[tuple[Path, Path]]:
+    """``(nodes_csv, pods_csv)``: ``node_count`` synthetic nodes and ``task_count`` tasks,
+    in a temporary directory removed on leaving."""
     with tempfile.TemporaryDirectory() as tmp:
-        nodes_csv = synthetic.write_node_csv(Path(tmp) / "nodes.csv", node_count)
-        pods_csv = synthetic.write_pod_csv(Path(tmp) / "pods.csv", task_count)
+        yield (synthetic.write_node_csv(Path(tmp) / "nodes.csv", node_count),
+               synthetic.write_pod_csv(Path(tmp) / "pods.csv", task_count))
+
+
+def run(node_count: int, task_count: int, max_only: bool = False) -> dict[str, Any]:
+    """The three phases (``max_only``: the first alone), each on a fresh namespace
+    (:func:`fresh`); returns the figures."""
+    with workload(node_count, task_count) as (nodes_csv, pods_csv):
         peak = phase(fresh(), nodes_csv, pods_csv, task_count, rate=0)
         if max_only:
             return {"nodes": node_count, "max": peak}

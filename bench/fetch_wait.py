@@ -31,9 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import uuid
-from pathlib import Path
 from typing import Any, Mapping
 
 from suanli.bench import save
@@ -77,13 +75,11 @@ def summarise(runs: Mapping[str, list[Mapping[str, Any]]]) -> dict[str, Any]:
 
 
 def run(runs: int = 3, nodes: int = 5000, tasks: int = 3000, rate: float = LOW_RATE) -> dict[str, Any]:
-    from suanli.bench import e2e, synthetic
+    from suanli.bench import e2e
     from suanli.config import load_settings
 
     got: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
-    with tempfile.TemporaryDirectory() as tmp:
-        nodes_csv = synthetic.write_node_csv(Path(tmp) / "nodes.csv", nodes)
-        pods_csv = synthetic.write_pod_csv(Path(tmp) / "pods.csv", tasks)
+    with e2e.workload(nodes, tasks) as (nodes_csv, pods_csv):
         for i in range(runs):
             for arm, wait in ARMS.items():
                 overrides: dict[str, Any] = {"namespace": f"benchfw{uuid.uuid4().hex[:8]}"}

@@ -11,15 +11,13 @@ look alike in a p99 and nothing alike here.
 from __future__ import annotations
 
 import asyncio
-import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 from suanli import gc_policy
-from suanli.bench import e2e, synthetic
+from suanli.bench import e2e
 from suanli.bench.stages import percentile
-from suanli.config import Settings, load_settings
+from suanli.config import Settings
 
 
 async def _series(settings: Settings, window_ms: int) -> list[dict[str, Any]]:
@@ -56,10 +54,8 @@ def windows(submitted: dict[str, tuple[int, int]], placed: dict[str, int], windo
 def run(rate: float, tasks: int, nodes: int = 5000, window_ms: int = 500) -> dict[str, Any]:
     """One phase of ``tasks`` at ``rate``/s on ``nodes`` synthetic nodes (a fresh namespace),
     as ``bench/e2e.py`` runs it; its figures and the series."""
-    settings = load_settings(namespace=f"bench{uuid.uuid4().hex[:8]}")
-    with tempfile.TemporaryDirectory() as tmp:
-        nodes_csv = synthetic.write_node_csv(Path(tmp) / "nodes.csv", nodes)
-        pods_csv = synthetic.write_pod_csv(Path(tmp) / "pods.csv", tasks)
+    settings = e2e.fresh()
+    with e2e.workload(nodes, tasks) as (nodes_csv, pods_csv):
         phase = e2e.phase(settings, nodes_csv, pods_csv, tasks, rate=rate)
     return {"namespace": settings.namespace, "rate": rate, "tasks": tasks, "nodes": nodes,
             "placements_per_s": phase["placements_per_s"], "latency_ms": phase["latency_ms"],

@@ -5,9 +5,7 @@ on the real stack, checked for completeness and for the order of every task's bo
 """
 from __future__ import annotations
 
-import tempfile
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -96,13 +94,11 @@ def test_table_rows_put_both_loads_side_by_side():
 @pytest.mark.stack
 def test_a_measured_phase_produces_every_stage_in_order(stack):
     """120 tasks at 100/s on 20 synthetic nodes, through the real workers and a real read model."""
-    from suanli.bench import e2e, synthetic
+    from suanli.bench import e2e
     from suanli.config import load_settings
 
     settings = load_settings(namespace=f"teststages{uuid.uuid4().hex[:8]}")
-    with tempfile.TemporaryDirectory() as tmp:
-        nodes = synthetic.write_node_csv(Path(tmp) / "nodes.csv", 20)
-        pods = synthetic.write_pod_csv(Path(tmp) / "pods.csv", 120)
+    with e2e.workload(20, 120) as (nodes, pods):
         phase = e2e.phase(settings, nodes, pods, 120, rate=100.0, stages=True)
     st = phase["stages"]
     assert st["notes"] == []
