@@ -11,8 +11,8 @@ for an event taken alone was 5.6 % of the intake worker's busy samples (BENCHMAR
 :class:`LeanMonitor` keeps the one thing Faust itself reads back from its monitor:
 ``stream_inbound_time`` per partition, from which the aiokafka driver tells a stuck stream
 from an idle one (``verify_event_path``), and the rare hooks (commits, send errors,
-rebalances) as Faust has them. Everything else a
-record would record is dropped. ``make_app`` (``streams/app.py``) installs it.
+rebalances) as Faust has them. Everything else a record would record is dropped.
+``make_app`` (``streams/app.py``) installs it.
 """
 from __future__ import annotations
 

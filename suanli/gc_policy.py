@@ -8,7 +8,7 @@ cell's tasks, a read model's views, a connector's running tasks): at the default
 of those short-lived objects are still referenced when a collection runs, get promoted, and
 drag full collections over the whole heap behind them. In an E2E max phase
 (``python -m suanli.bench.e2e --max-only``, BENCHMARKS.md) the simulator connector spent
-two thirds of its CPU and the driver's read model half of theirs in the collector.
+two thirds of its CPU in the collector, and the driver's read model more than half of its.
 
 :func:`apply` raises the thresholds to :data:`THRESHOLDS`: a young collection every 50,000
 net allocations, by which time a record's objects are long gone, so few survive to be
@@ -19,8 +19,9 @@ scheduler's full pass may grow is ``streams/gc_pauses.py``'s concern (it freezes
 long full pass left).
 
 Every process entry point calls it first: ``suanli`` (the CLI, and so ``api serve``,
-``replay``, ``bench``), ``python -m suanli.streams.worker`` and ``python -m
-suanli.connectors``. ``SUANLI_GC_THRESHOLDS`` overrides it: ``default`` keeps CPython's own
+``replay``, ``bench``), ``python -m suanli.streams.worker``, ``python -m
+suanli.connectors``, and the E2E drivers (``bench/e2e.py``, ``bench/phase_series.py``), whose
+read model stands in for ``api serve``'s. ``SUANLI_GC_THRESHOLDS`` overrides it: ``default`` keeps CPython's own
 thresholds (for an A/B comparison), or three non-negative integers ``"g0,g1,g2"`` as
 ``gc.set_threshold`` takes them (``g0`` 0 disables automatic collection).
 """
