@@ -47,6 +47,7 @@ from suanli.streams.batch_wait import MARKER, BatchWait
 from suanli.streams.fetch_wait import set_fetch_wait
 from suanli.streams.gc_pauses import GcPauses
 from suanli.streams.lean_monitor import LeanMonitor
+from suanli.streams.raw_schema import RawSchema
 from suanli.streams.snapshot_fork import ForkedSnapshots
 from suanli.streams.topics import TopicNames
 
@@ -205,7 +206,7 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
     app = make_app("intake", settings, instance)
     codec = Codec(RegistryClient(settings.registry_url))
     topics = TopicNames(settings.namespace)
-    raw = app.topic(*topics.raw, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+    raw = app.topic(*topics.raw, schema=RawSchema(), partitions=settings.partitions)
     metrics = WorkerMetrics("intake", settings.namespace, codec, topics.raw).attach(app)
 
     cells: set[str] = set()          # cells this worker has forwarded inputs to: the ones it ticks
@@ -239,7 +240,7 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
     # (Faust cannot subscribe by pattern, so a tenant added later is read after intake restarts.)
     own = tenant_topics(settings.bootstrap_servers, topics)
     if own:
-        tenant_raw = app.topic(*own, key_type=bytes, value_type=bytes)
+        tenant_raw = app.topic(*own, schema=RawSchema())
         app.agent(tenant_raw, name="intake-tenants")(triage_source)
 
     # Nor while a raw partition cannot be read (its leader died and no other has taken it over
@@ -489,7 +490,7 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     latency.gc = GcPauses(GC_FREEZE_AFTER_MS).install()
     batch_wait = BatchWait()
     latency.batch_wait = batch_wait.waits
-    cell_log = app.topic(topics.cell_log, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+    cell_log = app.topic(topics.cell_log, schema=RawSchema(), partitions=settings.partitions)
     table = app.Table("cell-snapshots", key_type=str, value_type=bytes, partitions=settings.partitions)
     snapshots = SnapshotStore(table)
     started: set[int] = set()

@@ -73,6 +73,7 @@ from suanli.streams.app import BATCH_WITHIN, _produce_all, _raw, make_app
 from suanli.streams.batch_wait import MARKER, BatchWait
 from suanli.streams.intake import dead_letter
 from suanli.streams.metrics import TelemetryMetrics
+from suanli.streams.raw_schema import RawSchema
 from suanli.streams.records import OutRecord
 from suanli.streams.topics import TopicNames
 
@@ -194,7 +195,7 @@ def build_telemetry(settings: Settings, instance: int = 1) -> faust.App:
     app = make_app("telemetry", settings, instance)
     codec = Codec(RegistryClient(settings.registry_url))
     topics = TopicNames(settings.namespace)
-    raw_nodes = app.topic(topics.raw_nodes, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+    raw_nodes = app.topic(topics.raw_nodes, schema=RawSchema(), partitions=settings.partitions)
     rows = app.Table("node-telemetry", key_type=str, value_type=bytes, partitions=settings.partitions)
     policies = PolicyThresholds(settings, codec, topics)
     stats = TelemetryStats(stats_path(settings))
