@@ -169,10 +169,14 @@ def workload(node_count: int, task_count: int) -> Iterator[tuple[Path, Path]]:
                synthetic.write_pod_csv(Path(tmp) / "pods.csv", task_count))
 
 
-def run(node_count: int, task_count: int, max_only: bool = False) -> dict[str, Any]:
-    """The three phases (``max_only``: the first alone), each on a fresh namespace
-    (:func:`fresh`); returns the figures."""
+def run(node_count: int, task_count: int, max_only: bool = False, rate: float | None = None) -> dict[str, Any]:
+    """The three phases (``max_only``: the first alone; ``rate``: one phase at that many
+    submissions/s instead, with the stage breakdown, as the half-load phase runs), each on a
+    fresh namespace (:func:`fresh`); returns the figures."""
     with workload(node_count, task_count) as (nodes_csv, pods_csv):
+        if rate is not None:
+            return {"nodes": node_count, "at_rate": phase(fresh(), nodes_csv, pods_csv, task_count, rate=rate,
+                                                          stages=True)}
         peak = phase(fresh(), nodes_csv, pods_csv, task_count, rate=0)
         if max_only:
             return {"nodes": node_count, "max": peak}
@@ -184,7 +188,7 @@ def run(node_count: int, task_count: int, max_only: bool = False) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m suanli.bench.e2e [--nodes N] [--tasks N] [--max-only] [--json F]``, stack up."""
+    """``python -m suanli.bench.e2e [--nodes N] [--tasks N] [--max-only | --rate R] [--json F]``, stack up."""
     import argparse
     import json
 
@@ -193,10 +197,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", type=int, default=10000)
     parser.add_argument("--max-only", action="store_true",
                         help="only phase 1 (as fast as possible): the sustained rate, its records and workers' CPU")
+    parser.add_argument("--rate", type=float,
+                        help="only one phase, at this many submissions/s, with the stage breakdown (as the half-load "
+                             "phase): to compare settings at one offered rate")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
+    if args.rate is not None and (args.max_only or args.rate <= 0):
+        parser.error("--rate takes a rate above 0, and not with --max-only")
     gc_policy.apply()        # the driver folds the read model, as `suanli api serve` does: its policy
-    figures = run(args.nodes, args.tasks, max_only=args.max_only)
+    figures = run(args.nodes, args.tasks, max_only=args.max_only, rate=args.rate)
     text = json.dumps(figures, indent=1)
     print(text)
     if args.json:

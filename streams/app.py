@@ -25,7 +25,7 @@ import re
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 import faust
 from faust.exceptions import ConsumerNotStarted
@@ -44,6 +44,7 @@ from suanli.streams.partitioner import KeyPartitioner
 from suanli.streams.records import OutRecord, RawRecord, is_urgent
 from suanli.streams.send_now import send_now
 from suanli.streams.batch_wait import MARKER, BatchWait
+from suanli.streams.busy_fetch import BusyFetch
 from suanli.streams.fetch_wait import set_fetch_wait
 from suanli.streams.gc_pauses import GcPauses
 from suanli.streams.lean_monitor import LeanMonitor
@@ -215,14 +216,20 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
     # record handed on of each raw partition intake is behind on (streams/log_clock.py).
     watermark: RawWatermark = RawWatermark()
 
-    async def triage_source(stream: faust.StreamT) -> None:
-        # As the scheduler's: a lone submission waits 2 ms for company, not BATCH_WITHIN
-        # (which every record paid at low load: intake's p50 was 22-24 ms at 100/s).
-        wait = BatchWait()
-        wait.attach(stream)
-        async for events in stream.take_events(BATCH, within=MARKER):
-            wait.after(len(events))
-            await triage_batch(events)
+    # while busy, its fetches wait at the broker for fuller responses (streams/busy_fetch.py)
+    busy_fetch = app.busy_fetch = BusyFetch(app.transport, settings.fetch_busy_min_bytes)   # app's: for tests
+
+    def triage_source(name: str) -> Callable[[faust.StreamT], Awaitable[None]]:
+        async def triage(stream: faust.StreamT) -> None:
+            # As the scheduler's: a lone submission waits 2 ms for company, not BATCH_WITHIN
+            # (which every record paid at low load: intake's p50 was 22-24 ms at 100/s).
+            wait = BatchWait()
+            wait.attach(stream)
+            async for events in stream.take_events(BATCH, within=MARKER):
+                wait.after(len(events))
+                busy_fetch.after(name, wait.busy)
+                await triage_batch(events)
+        return triage
 
     async def triage_batch(events: list) -> None:
         outputs: list[OutRecord] = []
@@ -235,13 +242,13 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
             message = event.message
             watermark.handed(message.tp, message.offset, int((message.timestamp or 0) * 1000))
 
-    app.agent(raw, name="intake")(triage_source)
+    app.agent(raw, name="intake")(triage_source("intake"))
     # Tenants' own raw topics (the secure stack's): those that exist when intake starts.
     # (Faust cannot subscribe by pattern, so a tenant added later is read after intake restarts.)
     own = tenant_topics(settings.bootstrap_servers, topics)
     if own:
         tenant_raw = app.topic(*own, schema=RawSchema())
-        app.agent(tenant_raw, name="intake-tenants")(triage_source)
+        app.agent(tenant_raw, name="intake-tenants")(triage_source("intake-tenants"))
 
     # Nor while a raw partition cannot be read (its leader died and no other has taken it over
     # yet): the heartbeats written to it wait in their producers meanwhile, and a clock that

@@ -56,13 +56,14 @@ class BatchWait:
             raise ValueError("BatchWait: 0 < idle_s <= busy_s and busy_batch >= 1")
         self.idle_s, self.busy_s, self.busy_batch = idle_s, busy_s, busy_batch
         self.current = idle_s
+        self.busy = False                 # whether the last batch was busy (streams/busy_fetch.py follows it)
         # batches begun in each mode, and waits an urgent record ended early (latency figures)
         self.waits = {"idle": 0, "busy": 0, "urgent": 0, "quiet": 0}
         self._warned = False
 
     def after(self, events: int) -> float:
         """A batch of ``events`` inputs was taken: the next one's wait (also ``current``)."""
-        busy = events >= self.busy_batch
+        busy = self.busy = events >= self.busy_batch
         self.current = self.busy_s if busy else self.idle_s
         self.waits["busy" if busy else "idle"] += 1
         return self.current

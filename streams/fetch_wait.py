@@ -43,7 +43,7 @@ from suanli.streams.changelog_refetch import ChangelogRefetch
 from suanli.streams.commit_gaps import AckedGapDedupe
 from suanli.streams.inline_drain import InlineDrain
 
-__all__ = ["FAUST_FETCH_MAX_WAIT_MS", "FetchWaitTransport", "set_fetch_wait"]
+__all__ = ["FAUST_FETCH_MAX_WAIT_MS", "FetchWaitTransport", "set_fetch_min_bytes", "set_fetch_wait"]
 
 FAUST_FETCH_MAX_WAIT_MS = 1500      # what faust/transport/drivers/aiokafka.py fixes
 
@@ -52,6 +52,8 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
         consumer._fetch_max_wait_ms = transport.fetch_max_wait_ms     # read by AIOKafkaConsumer.start()
+        consumer._fetch_min_bytes = transport.fetch_min_bytes         # likewise (streams/busy_fetch.py moves it)
+        transport.worker_consumers.append(consumer)
         return consumer
 
 
@@ -69,6 +71,11 @@ class FetchWaitTransport(driver.Transport):
 
     Consumer = _Consumer
     fetch_max_wait_ms = FAUST_FETCH_MAX_WAIT_MS
+    fetch_min_bytes = 1               # aiokafka's default; ``set_fetch_min_bytes`` changes it
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.worker_consumers: list[Any] = []      # the aiokafka consumers made for the app, in order
 
 
 def set_fetch_wait(app: faust.App, fetch_max_wait_ms: int) -> None:
@@ -84,3 +91,19 @@ def set_fetch_wait(app: faust.App, fetch_max_wait_ms: int) -> None:
     transport = FetchWaitTransport(app.conf.broker_consumer, app)
     transport.fetch_max_wait_ms = fetch_max_wait_ms
     app.transport = transport
+
+
+def set_fetch_min_bytes(transport: FetchWaitTransport, min_bytes: int) -> None:
+    """Make the worker consumers of ``transport`` ask the broker, from their next fetch on,
+    to hold it until ``min_bytes`` are there (or the fetch wait has passed): aiokafka's
+    fetcher puts its ``_fetch_min_bytes`` in each fetch request it builds. A consumer made
+    later starts with it. Setting an int is atomic, so the call is safe from the app's loop
+    while the fetcher runs in Faust's consumer thread."""
+    if min_bytes < 1:
+        raise ValueError(f"set_fetch_min_bytes: min_bytes must be >= 1, not {min_bytes}")
+    transport.fetch_min_bytes = min_bytes
+    for consumer in transport.worker_consumers:
+        consumer._fetch_min_bytes = min_bytes
+        fetcher = getattr(consumer, "_fetcher", None)      # made by AIOKafkaConsumer.start()
+        if fetcher is not None:
+            fetcher._fetch_min_bytes = min_bytes

@@ -1,0 +1,131 @@
+"""``streams/busy_fetch.py``: while intake's last micro-batch was busy, its consumer asks the
+broker to hold each fetch for ``Settings.fetch_busy_min_bytes``; a quiet batch puts it back
+to 1 byte (figures: BENCHMARKS.md, "Fuller fetches while intake is busy")."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+
+import pytest
+from aiokafka.structs import TopicPartition
+
+from suanli.config import load_settings
+from suanli.streams.app import build_intake, make_app
+from suanli.streams.batch_wait import BatchWait
+from suanli.streams.busy_fetch import QUIET_MIN_BYTES, BusyFetch
+from suanli.streams.fetch_wait import set_fetch_min_bytes
+from suanli.streams.kafka_io import ensure_topics
+from suanli.streams.topics import TopicSpec
+
+
+def _transport(consumers: int = 1) -> SimpleNamespace:
+    """A transport's shape as set_fetch_min_bytes reads it: started and not-yet-started consumers."""
+    made = [SimpleNamespace(_fetch_min_bytes=1, _fetcher=SimpleNamespace(_fetch_min_bytes=1))
+            for _ in range(consumers)] + [SimpleNamespace(_fetch_min_bytes=1)]
+    return SimpleNamespace(fetch_min_bytes=1, worker_consumers=made)
+
+
+def test_a_busy_batch_asks_for_fuller_fetches_and_a_quiet_one_puts_it_back():
+    t = _transport(2)
+    f = BusyFetch(t, 16_384)
+    assert f.current == QUIET_MIN_BYTES == 1
+    assert f.after("intake", False) == 1 and f.switches == 0       # nothing to change
+    assert f.after("intake", True) == 16_384
+    assert t.fetch_min_bytes == 16_384                             # for consumers made later
+    assert [c._fetch_min_bytes for c in t.worker_consumers] == [16_384] * 3
+    assert [c._fetcher._fetch_min_bytes for c in t.worker_consumers[:2]] == [16_384] * 2
+    assert f.after("intake", True) == 16_384 and f.switches == 1   # no change while it stays busy
+    assert f.after("intake", False) == 1 and f.switches == 2
+    assert [c._fetcher._fetch_min_bytes for c in t.worker_consumers[:2]] == [1, 1]
+
+
+def test_the_app_is_busy_while_any_of_its_streams_is():
+    t = _transport()
+    f = BusyFetch(t, 4096)
+    f.after("intake", True)
+    assert f.after("intake-tenants", False) == 4096      # the other stream is still busy
+    assert f.after("intake", False) == 1
+    assert f.after("intake-tenants", True) == 4096
+
+
+def test_one_byte_turns_it_off_and_below_one_is_refused():
+    t = _transport()
+    f = BusyFetch(t, 1)
+    assert f.after("intake", True) == 1 and f.switches == 0
+    with pytest.raises(ValueError, match="busy_min_bytes must be >= 1"):
+        BusyFetch(t, 0)
+    with pytest.raises(ValueError, match="min_bytes must be >= 1"):
+        set_fetch_min_bytes(t, 0)
+
+
+def test_batch_wait_says_whether_the_last_batch_was_busy():
+    w = BatchWait(busy_batch=8)
+    assert w.busy is False
+    w.after(8)
+    assert w.busy is True
+    w.after(7)
+    assert w.busy is False
+
+
+def test_the_setting_defaults_to_16_kib_and_is_bounded(tmp_path):
+    from suanli.errors import ConfigError
+
+    assert load_settings(home=tmp_path).fetch_busy_min_bytes == 16_384
+    for bad in (0, 1_048_577):
+        with pytest.raises(ConfigError, match="fetch_busy_min_bytes"):
+            load_settings(fetch_busy_min_bytes=bad)
+
+
+def test_intake_follows_its_batches_with_the_settings_value(tmp_path):
+    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:8]}", home=tmp_path, fetch_busy_min_bytes=8192)
+    app = build_intake(settings)
+    assert isinstance(app.busy_fetch, BusyFetch) and app.busy_fetch.busy_min_bytes == 8192
+    assert app.busy_fetch.transport is app.transport
+
+
+async def _fetch_min_bytes_sent(stack, home) -> list[int]:
+    """The min bytes of the fetch requests a started worker consumer sends to the broker while
+    the app is quiet, then busy, then quiet again."""
+    settings = stack.model_copy(update={"namespace": f"t{uuid.uuid4().hex[:8]}", "home": home})
+    app = make_app("intake", settings)
+    busy = BusyFetch(app.transport, 16_384)
+    consumer = app.consumer._thread._create_worker_consumer(app.transport)
+    await consumer.start()
+    sent: list[int] = []
+    client_send = consumer._client.send
+
+    async def recording(node_id, request, *args, **kwargs):
+        if type(request).__name__ == "FetchRequest":
+            sent.append(request._min_bytes)          # what the request carries to the broker
+        return await client_send(node_id, request, *args, **kwargs)
+
+    consumer._client.send = recording
+    try:
+        topic = f"{settings.namespace}.busy-fetch"
+        await ensure_topics(settings.bootstrap_servers, [TopicSpec(topic, partitions=1)])
+        consumer.assign([TopicPartition(topic, 0)])
+        await consumer.seek_to_beginning()
+
+        async def fetches_after(mark: int) -> None:
+            while len(sent) - mark < 2:                  # the one in flight at the change, and one built after
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(fetches_after(0), 30)
+        quiet = list(sent)
+        busy.after("intake", True)
+        mark = len(sent)
+        await asyncio.wait_for(fetches_after(mark), 30)
+        busy_sent = sent[mark + 1:]                      # the one in flight at the change may be old
+        busy.after("intake", False)
+        mark = len(sent)
+        await asyncio.wait_for(fetches_after(mark), 30)
+        return [quiet[-1], busy_sent[-1], sent[-1]]
+    finally:
+        consumer._client.send = client_send
+        await consumer.stop()
+
+
+@pytest.mark.stack
+def test_the_started_consumer_sends_the_min_bytes_the_batches_call_for(stack, tmp_path):
+    assert asyncio.run(_fetch_min_bytes_sent(stack, tmp_path)) == [1, 16_384, 1]
