@@ -43,7 +43,7 @@ from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
 from suanli.streams.partitioner import KeyPartitioner
 from suanli.streams.records import OutRecord, RawRecord, is_urgent
 from suanli.streams.send_now import send_now
-from suanli.streams.batch_wait import MARKER, BatchWait
+from suanli.streams.batch_wait import BUSY_S, IDLE_S, MARKER, BatchWait
 from suanli.streams.busy_fetch import BusyFetch
 from suanli.streams.fetch_wait import set_fetch_wait
 from suanli.streams.gc_pauses import GcPauses
@@ -218,12 +218,17 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
 
     # while busy, its fetches wait at the broker for fuller responses (streams/busy_fetch.py)
     busy_fetch = app.busy_fetch = BusyFetch(app.transport, settings.fetch_busy_min_bytes)   # app's: for tests
+    # The broker then gathers a busy batch, so the take does not wait 20 ms more for it: 2 ms
+    # either way (at 1,300 submissions/s, p50 62-66 ms against 86-101, no cost at full load;
+    # BENCHMARKS.md). Without the fuller fetches, a busy batch waits 20 ms as the scheduler's.
+    intake_busy_s = IDLE_S if busy_fetch.busy_min_bytes > 1 else BUSY_S
+    app.batch_busy_s = intake_busy_s                                                         # likewise
 
     def triage_source(name: str) -> Callable[[faust.StreamT], Awaitable[None]]:
         async def triage(stream: faust.StreamT) -> None:
             # As the scheduler's: a lone submission waits 2 ms for company, not BATCH_WITHIN
             # (which every record paid at low load: intake's p50 was 22-24 ms at 100/s).
-            wait = BatchWait()
+            wait = BatchWait(busy_s=intake_busy_s)
             wait.attach(stream)
             async for events in stream.take_events(BATCH, within=MARKER):
                 wait.after(len(events))

@@ -12,7 +12,7 @@ from aiokafka.structs import TopicPartition
 
 from suanli.config import load_settings
 from suanli.streams.app import build_intake, make_app
-from suanli.streams.batch_wait import BatchWait
+from suanli.streams.batch_wait import BUSY_S, IDLE_S, BatchWait
 from suanli.streams.busy_fetch import QUIET_MIN_BYTES, BusyFetch
 from suanli.streams.fetch_wait import set_fetch_min_bytes
 from suanli.streams.kafka_io import ensure_topics
@@ -82,6 +82,14 @@ def test_intake_follows_its_batches_with_the_settings_value(tmp_path):
     app = build_intake(settings)
     assert isinstance(app.busy_fetch, BusyFetch) and app.busy_fetch.busy_min_bytes == 8192
     assert app.busy_fetch.transport is app.transport
+    # the broker gathers a busy batch, so the take waits 2 ms after one, not 20 ms more
+    assert app.batch_busy_s == IDLE_S
+
+
+def test_without_fuller_fetches_a_busy_intake_batch_waits_as_the_schedulers(tmp_path):
+    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:8]}", home=tmp_path, fetch_busy_min_bytes=1)
+    app = build_intake(settings)
+    assert app.batch_busy_s == BUSY_S == BatchWait().busy_s
 
 
 async def _fetch_min_bytes_sent(stack, home) -> list[int]:
