@@ -309,7 +309,7 @@ class Plane:
             async with EventConsumer(self.s.bootstrap_servers, codec,
                                      [names.cell_log, names.decisions, names.dead_letters]) as consumer, \
                     EventProducer(self.s.bootstrap_servers, codec, namespace=self.s.namespace) as producer:
-                batches = consumer.batches(timeout_ms=250)
+                batches = consumer.batches(timeout_ms=250, busy_min_bytes=self.s.fetch_busy_min_bytes)
 
                 async def pump() -> None:
                     nonlocal first_placement

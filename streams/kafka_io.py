@@ -16,6 +16,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from suanli.errors import DecodeError, StackError
 from suanli.schemas.codec import Codec
+from suanli.streams.busy_fetch import BUSY_RECORDS, BusyFetch
 from suanli.streams.intake import lane_headers
 from suanli.streams.kafka_security import KafkaSecurity, client_options
 from suanli.streams.partitioner import KeyPartitioner
@@ -177,10 +178,17 @@ class EventConsumer:
         return Received(record.topic, record.partition, record.offset, record.timestamp,
                         record.key, record.value, kind, payload, error, tuple(record.headers or ()))
 
-    async def batches(self, timeout_ms: int = 500, max_records: int = 2000) -> AsyncIterator[list[Received]]:
-        """Yield lists of decoded records (possibly empty on timeouts) forever."""
+    async def batches(self, timeout_ms: int = 500, max_records: int = 2000,
+                      busy_min_bytes: int = 1) -> AsyncIterator[list[Received]]:
+        """Yield lists of decoded records (possibly empty on timeouts) forever. With
+        ``busy_min_bytes`` above 1, after a busy batch the fetches wait at the broker for that
+        many bytes (or 20 ms), after a quiet one they return at the first record
+        (``streams/busy_fetch.py``)."""
+        busy = BusyFetch.of_consumer(self._consumer, busy_min_bytes) if busy_min_bytes > 1 else None
         while True:
             fetched = await self._consumer.getmany(timeout_ms=timeout_ms, max_records=max_records)
+            if busy is not None:
+                busy.after("batches", sum(map(len, fetched.values())) >= BUSY_RECORDS)
             out = [self._decode(r) for tp in sorted(fetched, key=lambda t: (t.topic, t.partition))
                    for r in fetched[tp]]
             yield out

@@ -68,10 +68,12 @@ class Settings(BaseSettings):
                                                "wait this long behind a fetch for idle ones (streams/fetch_wait.py); "
                                                "an idle worker asks the broker once per this.")
     fetch_busy_min_bytes: int = Field(16_384, ge=1, le=1_048_576,
-                                      description="While intake is busy (its last micro-batch held at least 8 records), "
-                                                  "how many bytes its fetches ask the broker to hold each one for (or "
-                                                  "until fetch_max_wait_ms): fewer, fuller fetches (streams/busy_fetch.py). "
-                                                  "1 turns it off: every fetch returns at its first record.")
+                                      description="While a busy consumer (intake, after a micro-batch of at least 8 "
+                                                  "records; the API's read model and a plane driver's fold, after a "
+                                                  "fetch of as many) fetches, how many bytes it asks the broker to hold "
+                                                  "each fetch for (or until the fetch wait): fewer, fuller fetches "
+                                                  "(streams/busy_fetch.py). 1 turns it off: every fetch returns at its "
+                                                  "first record.")
     prometheus_port: int = Field(19090, ge=1, le=65535,
                                  description="Port of the Prometheus that `suanli prometheus up` runs (loopback).")
     node_exporter_port: int = Field(19100, ge=1, le=65535,
