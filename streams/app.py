@@ -219,7 +219,7 @@ def build_intake(settings: Settings, instance: int = 1) -> faust.App:
     # while busy, its fetches wait at the broker for fuller responses (streams/busy_fetch.py)
     busy_fetch = app.busy_fetch = BusyFetch.of_transport(app.transport, settings.fetch_busy_min_bytes)   # app's: for tests
     # The broker then gathers a busy batch, so the take does not wait 20 ms more for it: 2 ms
-    # either way (at 1,300 submissions/s, p50 62-66 ms against 86-101, no cost at full load;
+    # either way (at 1,300 submissions/s, p50 62-69 ms against 83-101, no cost at full load;
     # BENCHMARKS.md). Without the fuller fetches, a busy batch waits 20 ms as the scheduler's.
     intake_busy_s = IDLE_S if busy_fetch.busy_min_bytes > 1 else BUSY_S
     app.batch_busy_s = intake_busy_s                                                         # likewise

@@ -1,4 +1,4 @@
-"""While a worker is busy, its fetches wait at the broker for a fuller response.
+"""While a consumer is busy, its fetches wait at the broker for a fuller response.
 
 A fetch returns as soon as the broker holds any record for it (aiokafka's
 ``fetch_min_bytes`` is 1). Intake reads raw topics that many producers write in small
@@ -21,7 +21,7 @@ the app counts as busy while any of its streams' last batch was.
 
 The same holds for a plain aiokafka consumer that follows busy topics: the API's read model
 (``api/readmodel.py`` ``LogFollower``) and a plane driver's fold (``deploy/plane.py``, through
-``EventConsumer.batches(busy_fetch=...)``). Their idle poll is aiokafka's 500 ms fetch wait,
+``EventConsumer.batches(busy_min_bytes=...)``). Their idle poll is aiokafka's 500 ms fetch wait,
 so while busy (a fetched batch of ``BUSY_RECORDS`` or more) they also wait at most 20 ms.
 """
 from __future__ import annotations
