@@ -48,12 +48,13 @@ log = logging.getLogger("suanli.streams")
 MARKER = 0.0201           # the ``within`` handed to take_events: "ask BatchWait" (no one else uses it)
 IDLE_S = 0.002            # the wait after a quiet batch
 BUSY_S = 0.02             # the wait after a busy one
+BUSY_BATCH = 8            # a batch of this many inputs or more is busy (streams/busy_fetch.py counts fetches so too)
 
 
 class BatchWait:
     """The wait of the next micro-batch, from the size of the last one."""
 
-    def __init__(self, idle_s: float = IDLE_S, busy_s: float = BUSY_S, busy_batch: int = 8):
+    def __init__(self, idle_s: float = IDLE_S, busy_s: float = BUSY_S, busy_batch: int = BUSY_BATCH):
         if not 0 < idle_s <= busy_s or busy_batch < 1:
             raise ValueError("BatchWait: 0 < idle_s <= busy_s and busy_batch >= 1")
         self.idle_s, self.busy_s, self.busy_batch = idle_s, busy_s, busy_batch

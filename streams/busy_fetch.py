@@ -26,7 +26,9 @@ so while busy (a fetched batch of ``BUSY_RECORDS`` or more) they also wait at mo
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Hashable
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Optional
+
+from suanli.streams.batch_wait import BUSY_BATCH
 
 if TYPE_CHECKING:       # fetch_wait imports Faust; kafka_io's users (connectors, tools) do not need it
     from suanli.streams.fetch_wait import FetchWaitTransport
@@ -34,21 +36,22 @@ if TYPE_CHECKING:       # fetch_wait imports Faust; kafka_io's users (connectors
 __all__ = ["BUSY_RECORDS", "BusyFetch", "set_consumer_fetch"]
 
 QUIET_MIN_BYTES = 1          # aiokafka's default: a fetch returns at its first record
-BUSY_MIN_BYTES = 16_384      # Settings.fetch_busy_min_bytes's default
-BUSY_RECORDS = 8             # a batch of this many records or more is busy (as BatchWait's)
+BUSY_RECORDS = BUSY_BATCH    # a fetch of this many records or more is busy, as a batch is for BatchWait
 BUSY_MAX_WAIT_MS = 20        # a plain consumer's fetch wait while busy (a worker's own is 20 ms)
 
 
-def set_consumer_fetch(consumer: Any, min_bytes: int, max_wait_ms: int) -> None:
+def set_consumer_fetch(consumer: Any, min_bytes: int, max_wait_ms: Optional[int] = None) -> None:
     """Make an aiokafka consumer's next fetches ask the broker for ``min_bytes`` or
-    ``max_wait_ms``, whichever comes first (its fetcher reads both each time it builds a
-    request; a consumer not started yet starts with them)."""
-    if min_bytes < 1 or max_wait_ms < 0:
+    ``max_wait_ms`` (None: the wait it has), whichever comes first (its fetcher reads both
+    each time it builds a request; a consumer not started yet starts with them)."""
+    if min_bytes < 1 or (max_wait_ms is not None and max_wait_ms < 0):
         raise ValueError(f"set_consumer_fetch: min_bytes >= 1 and max_wait_ms >= 0, not {min_bytes}, {max_wait_ms}")
-    consumer._fetch_min_bytes, consumer._fetch_max_wait_ms = min_bytes, max_wait_ms
     fetcher = getattr(consumer, "_fetcher", None)          # made by AIOKafkaConsumer.start()
-    if fetcher is not None:
-        fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = min_bytes, max_wait_ms
+    for holder in (consumer, fetcher):
+        if holder is not None:
+            holder._fetch_min_bytes = min_bytes
+            if max_wait_ms is not None:
+                holder._fetch_max_wait_ms = max_wait_ms
 
 
 class BusyFetch:
@@ -76,8 +79,7 @@ class BusyFetch:
         return cls(lambda n: set_fetch_min_bytes(transport, n), busy_min_bytes)
 
     @classmethod
-    def of_consumer(cls, consumer: Any, busy_min_bytes: int = BUSY_MIN_BYTES,
-                    busy_max_wait_ms: int = BUSY_MAX_WAIT_MS) -> BusyFetch:
+    def of_consumer(cls, consumer: Any, busy_min_bytes: int, busy_max_wait_ms: int = BUSY_MAX_WAIT_MS) -> BusyFetch:
         """For one aiokafka consumer, whose own fetch wait (aiokafka's 500 ms by default) is
         its idle poll: while busy the wait is ``busy_max_wait_ms`` too, so a record after a
         busy spell waits that long at most, not the idle poll's."""

@@ -39,6 +39,7 @@ from typing import Any
 import faust
 from faust.transport.drivers import aiokafka as driver
 
+from suanli.streams.busy_fetch import set_consumer_fetch
 from suanli.streams.changelog_refetch import ChangelogRefetch
 from suanli.streams.commit_gaps import AckedGapDedupe
 from suanli.streams.inline_drain import InlineDrain
@@ -103,7 +104,4 @@ def set_fetch_min_bytes(transport: FetchWaitTransport, min_bytes: int) -> None:
         raise ValueError(f"set_fetch_min_bytes: min_bytes must be >= 1, not {min_bytes}")
     transport.fetch_min_bytes = min_bytes
     for consumer in transport.worker_consumers:
-        consumer._fetch_min_bytes = min_bytes
-        fetcher = getattr(consumer, "_fetcher", None)      # made by AIOKafkaConsumer.start()
-        if fetcher is not None:
-            fetcher._fetch_min_bytes = min_bytes
+        set_consumer_fetch(consumer, min_bytes)            # the worker's fetch wait stays

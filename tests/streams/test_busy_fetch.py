@@ -108,6 +108,21 @@ def test_without_fuller_fetches_a_busy_intake_batch_waits_as_the_schedulers(tmp_
     assert app.batch_busy_s == BUSY_S == BatchWait().busy_s
 
 
+def _record_fetches(client) -> list[int]:
+    """Wrap a started aiokafka client's ``send`` (it still sends): the list it returns gets the
+    min bytes of every fetch request the client sends from now on, as the request carries it."""
+    sent: list[int] = []
+    client_send = client.send
+
+    async def recording(node_id, request, *args, **kwargs):
+        if type(request).__name__ == "FetchRequest":
+            sent.append(request._min_bytes)
+        return await client_send(node_id, request, *args, **kwargs)
+
+    client.send = recording
+    return sent
+
+
 async def _fetch_min_bytes_sent(stack, home) -> list[int]:
     """The min bytes of the fetch requests a started worker consumer sends to the broker while
     the app is quiet, then busy, then quiet again."""
@@ -116,15 +131,7 @@ async def _fetch_min_bytes_sent(stack, home) -> list[int]:
     busy = BusyFetch.of_transport(app.transport, 16_384)
     consumer = app.consumer._thread._create_worker_consumer(app.transport)
     await consumer.start()
-    sent: list[int] = []
-    client_send = consumer._client.send
-
-    async def recording(node_id, request, *args, **kwargs):
-        if type(request).__name__ == "FetchRequest":
-            sent.append(request._min_bytes)          # what the request carries to the broker
-        return await client_send(node_id, request, *args, **kwargs)
-
-    consumer._client.send = recording
+    sent = _record_fetches(consumer._client)
     try:
         topic = f"{settings.namespace}.busy-fetch"
         await ensure_topics(settings.bootstrap_servers, [TopicSpec(topic, partitions=1)])
@@ -146,7 +153,6 @@ async def _fetch_min_bytes_sent(stack, home) -> list[int]:
         await asyncio.wait_for(fetches_after(mark), 30)
         return [quiet[-1], busy_sent[-1], sent[-1]]
     finally:
-        consumer._client.send = client_send
         await consumer.stop()
 
 
@@ -168,15 +174,7 @@ async def _batches_fetch_min_bytes(stack, home) -> list[int]:
         codec = Codec(registry)
         async with EventConsumer(stack.bootstrap_servers, codec, [topic]) as consumer, \
                 EventProducer(stack.bootstrap_servers, codec) as producer:
-            sent: list[int] = []
-            client_send = consumer.raw._client.send
-
-            async def recording(node_id, request, *args, **kwargs):
-                if type(request).__name__ == "FetchRequest":
-                    sent.append(request._min_bytes)
-                return await client_send(node_id, request, *args, **kwargs)
-
-            consumer.raw._client.send = recording
+            sent = _record_fetches(consumer.raw._client)
             batches = consumer.batches(timeout_ms=100, busy_min_bytes=16_384)
             assert await anext(batches) == []                 # quiet: nothing yet
             await asyncio.wait_for(_until(lambda: sent), 30)  # a fetch the quiet consumer sent
