@@ -16,38 +16,31 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from suanli.bench import hooked_run
 
 HOOK = Path(__file__).resolve().parent / "gc_time_hook"
 
 
-def read(directory: Path) -> list[dict[str, Any]]:
-    """The hook's records in ``directory``, each with ``gc_seconds`` (all generations) and
-    ``gc_share`` (of its CPU seconds) added, the most collector time first."""
-    rows = []
-    for path in sorted(directory.glob("*.json")):
-        row = json.loads(path.read_text())
-        row["pid"] = int(path.stem)
+def summarised(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hook's records, each with ``gc_seconds`` (all generations) and ``gc_share`` (of
+    its CPU seconds) added, the most collector time first."""
+    for row in rows:
         row["gc_seconds"] = round(sum(row["seconds"]), 3)
         row["seconds"] = [round(s, 3) for s in row["seconds"]]
         row["cpu_seconds"] = round(row["cpu_seconds"], 2)
         row["gc_share"] = round(row["gc_seconds"] / row["cpu_seconds"], 3) if row["cpu_seconds"] else None
-        rows.append(row)
     return sorted(rows, key=lambda r: -r["gc_seconds"])
 
 
 def run(command: list[str]) -> dict[str, Any]:
     """Runs ``command`` with the hook; its exit code and every process's record."""
-    with tempfile.TemporaryDirectory(prefix="suanli-gc-time-") as tmp:
-        env = dict(os.environ, SUANLI_GC_TIME_DIR=tmp,
-                   PYTHONPATH=os.pathsep.join(p for p in (str(HOOK), os.environ.get("PYTHONPATH", "")) if p))
-        code = subprocess.call(command, env=env)
-        return {"command": command, "exit_code": code,
-                "gc_thresholds_env": os.environ.get("SUANLI_GC_THRESHOLDS"), "processes": read(Path(tmp))}
+    code, rows = hooked_run.run(command, HOOK, "SUANLI_GC_TIME_DIR")
+    return {"command": command, "exit_code": code,
+            "gc_thresholds_env": os.environ.get("SUANLI_GC_THRESHOLDS"), "processes": summarised(rows)}
 
 
 def main(argv: list[str] | None = None) -> int:
