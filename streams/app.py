@@ -490,6 +490,12 @@ class DecisionLatency:
         tmp.replace(self.path)
 
 
+def scheduler_batch_wait(settings: Settings) -> BatchWait:
+    """The scheduler's micro-batch wait: a busy batch ends at a pause of
+    ``settings.batch_gap_ms`` (0: it waits the whole busy window)."""
+    return BatchWait(gap_s=settings.batch_gap_ms / 1000 or None)
+
+
 def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     app = make_app("scheduler", settings, instance)
     codec = Codec(RegistryClient(settings.registry_url))
@@ -500,7 +506,7 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     # the collector's pauses, in the latency report; and the cell's objects frozen once a
     # full collection takes longer than GC_FREEZE_AFTER_MS (streams/gc_pauses.py says why)
     latency.gc = GcPauses(GC_FREEZE_AFTER_MS).install()
-    batch_wait = BatchWait()
+    batch_wait = scheduler_batch_wait(settings)
     latency.batch_wait = batch_wait.waits
     cell_log = app.topic(topics.cell_log, schema=RawSchema(), partitions=settings.partitions)
     table = app.Table("cell-snapshots", key_type=str, value_type=bytes, partitions=settings.partitions)
@@ -621,7 +627,7 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
 
     @app.agent(cell_log, name="scheduler")
     async def schedule(stream: faust.StreamT) -> None:
-        batch_wait.attach(stream)        # 2 ms while the log is quiet, 20 ms while busy; urgent: none
+        batch_wait.attach(stream)        # 2 ms while the log is quiet; busy: to a 2 ms pause, 20 ms at most; urgent: none
         async for events in stream.take_events(BATCH, within=MARKER):
             batch_wait.after(len(events))
             # A quiet log's decisions leave as each input is decided; a busy one's at the batch's

@@ -9,6 +9,17 @@ placements/s at full load in ``bench/e2e.py`` (measured, see BENCHMARKS.md). A l
 (20 ms) is the other way round. :class:`BatchWait` picks per batch: after a batch of at least
 ``busy_batch`` inputs the next one waits ``busy_s``, after a smaller one ``idle_s``.
 
+**A busy batch ends at a pause** (``gap_s``, the scheduler's ``Settings.batch_gap_ms``). The
+busy window is there to gather what is coming, but under load most of a batch is already
+waiting when its window opens: the records that came while the last batch was decided and
+acknowledged reach the take within a millisecond or two, and a fixed 20 ms then only added
+20 ms to every one of them (at 1,300 submissions/s the scheduler's cycle was that window,
+15 ms of deciding and 20 of acknowledgement, and its batches 150-185 records). With
+``gap_s`` set, a busy batch starts once no record has reached the take for ``gap_s``, or
+after ``busy_s`` at most (a fuller input never pauses: its batches stay long). Measured in
+BENCHMARKS.md ("A busy batch ends at a pause"). Intake gathers its busy batches at the broker
+instead (``streams/busy_fetch.py``) and telemetry waits its one fixed window; neither sets it.
+
 Faust fixes ``within`` when the generator starts, so :meth:`BatchWait.attach` wraps the
 stream's ``wait_for_stopped``, the call ``take_events`` waits in (faust-streaming 0.15:
 ``self.wait_for_stopped(buffer_full, timeout=timeout)``), and replaces the timeout only when
@@ -52,16 +63,20 @@ BUSY_BATCH = 8            # a batch of this many inputs or more is busy (streams
 
 
 class BatchWait:
-    """The wait of the next micro-batch, from the size of the last one."""
+    """The wait of the next micro-batch, from the size of the last one; ``gap_s`` (optional)
+    ends a busy one's window at the first pause of that long."""
 
-    def __init__(self, idle_s: float = IDLE_S, busy_s: float = BUSY_S, busy_batch: int = BUSY_BATCH):
-        if not 0 < idle_s <= busy_s or busy_batch < 1:
-            raise ValueError("BatchWait: 0 < idle_s <= busy_s and busy_batch >= 1")
+    def __init__(self, idle_s: float = IDLE_S, busy_s: float = BUSY_S, busy_batch: int = BUSY_BATCH,
+                 gap_s: Optional[float] = None):
+        if not 0 < idle_s <= busy_s or busy_batch < 1 or (gap_s is not None and not 0 < gap_s <= busy_s):
+            raise ValueError("BatchWait: 0 < idle_s <= busy_s, busy_batch >= 1 and 0 < gap_s <= busy_s")
         self.idle_s, self.busy_s, self.busy_batch = idle_s, busy_s, busy_batch
+        self.gap_s = gap_s
         self.current = idle_s
         self.busy = False                 # whether the last batch was busy (streams/busy_fetch.py follows it)
-        # batches begun in each mode, and waits an urgent record ended early (latency figures)
-        self.waits = {"idle": 0, "busy": 0, "urgent": 0, "quiet": 0}
+        # batches begun in each mode, waits an urgent record ended early, busy windows a pause
+        # ended (latency figures)
+        self.waits = {"idle": 0, "busy": 0, "urgent": 0, "quiet": 0, "gap": 0}
         self._warned = False
 
     def after(self, events: int) -> float:
@@ -109,9 +124,29 @@ class BatchWait:
                     if buffered() == 0:
                         self.waits["quiet"] += 1
                         await original(arrived, timeout=None)   # then its window, as a producer's linger
+                    if self.busy and self.gap_s is not None:
+                        return await self._until_gap(original, coros[0], arrived)
             return await original(*coros, timeout=self.timeout(timeout))
 
         stream.wait_for_stopped = wait_for_stopped
+
+    async def _until_gap(self, original: Any, full: Any, arrived: asyncio.Event) -> None:
+        """A busy batch's window: until ``gap_s`` passes with no record reaching the take, the
+        batch is full (``full``, take_events' own event), or ``busy_s`` is up. Each slice waits
+        on ``arrived`` alone (mode's ``wait_for_stopped`` takes one awaitable), which every
+        record sets, the one that fills the batch too."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.busy_s
+        while not full.is_set():
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            arrived.clear()
+            await original(arrived, timeout=min(self.gap_s, left))
+            if not arrived.is_set():          # a pause, or (in the last slice) busy_s is up
+                if left > self.gap_s:
+                    self.waits["gap"] += 1
+                return
 
     def _warn_once(self) -> None:
         if not self._warned:

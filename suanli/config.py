@@ -74,6 +74,11 @@ class Settings(BaseSettings):
                                                   "each fetch for (or until the fetch wait): fewer, fuller fetches "
                                                   "(streams/busy_fetch.py). 1 turns it off: every fetch returns at its "
                                                   "first record.")
+    batch_gap_ms: float = Field(2.0, ge=0, le=20,
+                                description="While the scheduler's input is busy (its last micro-batch had at least 8 "
+                                            "records), its next batch starts once no record has come for this many ms, "
+                                            "at most 20 ms after the batch's first record (streams/batch_wait.py). 0 "
+                                            "turns it off: a busy batch waits the whole 20 ms.")
     prometheus_port: int = Field(19090, ge=1, le=65535,
                                  description="Port of the Prometheus that `suanli prometheus up` runs (loopback).")
     node_exporter_port: int = Field(19100, ge=1, le=65535,

@@ -13,7 +13,7 @@ def test_quiet_batches_wait_short_and_busy_ones_long():
     assert w.after(8) == 0.02
     assert w.after(500) == 0.02
     assert w.after(7) == 0.002                     # quiet again
-    assert w.waits == {"idle": 2, "busy": 2, "urgent": 0, "quiet": 0}
+    assert w.waits == {"idle": 2, "busy": 2, "urgent": 0, "quiet": 0, "gap": 0}
 
 
 def test_only_the_marker_timeout_is_replaced():
@@ -230,3 +230,102 @@ def test_a_take_restarted_on_the_stream_is_read_afresh():
 
     asyncio.run(go())
     assert w.waits["quiet"] == 1
+
+
+def _busy_with_gap(gap_s, busy_s):
+    s = _BufferedStream()
+    w = BatchWait(idle_s=0.001, busy_s=busy_s, gap_s=gap_s)
+    w.attach(s)
+    w.after(w.busy_batch)                         # the last batch was busy
+    s.buffer.append(b"already here")              # records that came while it was decided
+    return s, w
+
+
+def test_a_busy_window_with_a_gap_lasts_while_records_keep_coming_and_ends_at_a_pause():
+    s, w = _busy_with_gap(gap_s=0.1, busy_s=30.0)
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        full = asyncio.Event()
+        started = loop.time()
+        waiting = asyncio.ensure_future(s.wait_for_stopped(full, timeout=MARKER))
+        for _ in range(4):                        # closer together than the gap: the window stays open
+            await asyncio.sleep(0.02)
+            s.arrive(None)
+            assert not waiting.done()
+        await asyncio.wait_for(waiting, 10.0)     # then the pause ends it, long before the 30 s
+        return loop.time() - started
+
+    elapsed = asyncio.run(go())
+    assert 0.08 <= elapsed < 10.0
+    assert w.waits["gap"] == 1 and w.waits["quiet"] == 0 and len(s.buffer) == 5
+
+
+def test_a_busy_window_with_a_gap_ends_at_busy_s_when_records_never_pause():
+    s, w = _busy_with_gap(gap_s=0.5, busy_s=1.0)
+
+    async def go():
+        full = asyncio.Event()
+        waiting = asyncio.ensure_future(s.wait_for_stopped(full, timeout=MARKER))
+        arrivals = 0
+        while not waiting.done() and arrivals < 1000:   # a record every 5 ms, never a 0.5 s pause: 1 s
+
+            await asyncio.sleep(0.005)
+            s.arrive(None)
+            arrivals += 1
+        await waiting
+        return arrivals
+
+    assert asyncio.run(go()) < 1000               # ended by busy_s, not by the test's 5 s cap
+    assert w.waits["gap"] == 0
+
+
+def test_a_busy_window_with_a_gap_ends_when_the_batch_is_full():
+    s, w = _busy_with_gap(gap_s=5.0, busy_s=30.0)
+
+    async def go():
+        full = asyncio.Event()
+        waiting = asyncio.ensure_future(s.wait_for_stopped(full, timeout=MARKER))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        full.set()                                # take_events' processor: max_ records buffered
+        s.arrive(None)
+        await asyncio.wait_for(waiting, 1.0)
+
+    asyncio.run(go())
+    assert w.waits["gap"] == 0
+
+
+def test_a_quiet_batch_waits_its_window_whatever_the_gap():
+    s = _BufferedStream()
+    w = BatchWait(idle_s=0.001, busy_s=30.0, gap_s=10.0)
+    w.attach(s)
+    w.after(1)                                    # quiet: the 1 ms window, not the gap's 10 s
+    s.buffer.append(b"already here")
+
+    async def go():
+        await asyncio.wait_for(s.wait_for_stopped(asyncio.Event(), timeout=MARKER), 5.0)
+
+    asyncio.run(go())
+    assert s.timeouts == [0.001] and w.waits["gap"] == 0
+
+
+def test_a_gap_longer_than_the_busy_window_is_refused():
+    with pytest.raises(ValueError, match="gap_s"):
+        BatchWait(busy_s=0.02, gap_s=0.05)
+    with pytest.raises(ValueError, match="gap_s"):
+        BatchWait(gap_s=0)
+
+
+def test_the_scheduler_ends_its_busy_batches_at_the_settings_gap(tmp_path):
+    from suanli.config import load_settings
+    from suanli.errors import ConfigError
+    from suanli.streams.app import scheduler_batch_wait
+
+    assert load_settings(home=tmp_path).batch_gap_ms == 2.0
+    assert scheduler_batch_wait(load_settings(home=tmp_path)).gap_s == 0.002
+    assert scheduler_batch_wait(load_settings(home=tmp_path, batch_gap_ms=5)).gap_s == 0.005
+    assert scheduler_batch_wait(load_settings(home=tmp_path, batch_gap_ms=0)).gap_s is None     # off
+    for bad in (-1, 21):
+        with pytest.raises(ConfigError, match="batch_gap_ms"):
+            load_settings(home=tmp_path, batch_gap_ms=bad)
