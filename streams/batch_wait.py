@@ -94,8 +94,18 @@ class BatchWait:
         """Make ``stream``'s take waits follow this, an urgent record end them, and an empty
         buffer sleep until a record comes (see the module docstring). What it watches belongs
         to ``stream`` (an agent restarted on a new stream is attached afresh), and the take's
-        buffer is looked up at each wait (a take restarted on the same stream has a new one)."""
-        original = stream.wait_for_stopped
+        buffer is looked up at each wait (a take restarted on the same stream has a new one).
+
+        Attaching again to the same stream replaces the earlier attachment: Faust restarts a
+        crashed agent on its stream, and each restart used to wrap the last one's wrapper and
+        add one more processor to every record (36 deep after a crash loop)."""
+        earlier = getattr(stream, "_batch_wait", None)
+        if earlier is not None:
+            original = earlier["original"]
+            if earlier["processor"] in stream._processors:
+                stream._processors.remove(earlier["processor"])
+        else:
+            original = stream.wait_for_stopped
         full: Any = None                          # the running take's buffer_full event
         watching = False
         arrived = asyncio.Event()                 # set by every record that reaches the take
@@ -129,6 +139,7 @@ class BatchWait:
             return await original(*coros, timeout=self.timeout(timeout))
 
         stream.wait_for_stopped = wait_for_stopped
+        stream._batch_wait = {"original": original, "processor": urgent_ends_wait}
 
     async def _until_gap(self, original: Any, full: Any, arrived: asyncio.Event) -> None:
         """A busy batch's window: until ``gap_s`` passes with no record reaching the take, the

@@ -329,3 +329,22 @@ def test_the_scheduler_ends_its_busy_batches_at_the_settings_gap(tmp_path):
     for bad in (-1, 21):
         with pytest.raises(ConfigError, match="batch_gap_ms"):
             load_settings(home=tmp_path, batch_gap_ms=bad)
+
+
+def test_attaching_again_replaces_the_earlier_attachment():
+    """Faust restarts a crashed agent on the same stream, and the agent attaches again: the
+    waits must not nest, nor the per-record processors pile up."""
+    s = _BufferedStream()
+    w = BatchWait(idle_s=0.001, busy_s=0.001)
+    original = s.wait_for_stopped
+
+    async def one_wait():
+        s.buffer.append(b"waiting")
+        await asyncio.wait_for(s.wait_for_stopped(asyncio.Event(), timeout=MARKER), 1.0)
+
+    for _ in range(50):                           # a crash loop
+        w.attach(s)
+        asyncio.run(one_wait())
+    assert len(s._processors) == 2                # take_events' own and one urgent watcher
+    assert s._batch_wait["original"] == original  # each wait goes straight to Faust's
+    assert len(s.timeouts) == 50
