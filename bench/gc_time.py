@@ -13,8 +13,6 @@ little waiting for the CPU; the share is of the process's whole life, start-up i
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -43,23 +41,17 @@ def run(command: list[str]) -> dict[str, Any]:
             "gc_thresholds_env": os.environ.get("SUANLI_GC_THRESHOLDS"), "processes": summarised(rows)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m suanli.bench.gc_time", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("name the command to run after --")
-    out = run(command)
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+def report(out: dict[str, Any]) -> None:
+    """One line per process and the collector, as the module docstring says."""
     for p in out["processes"]:
         share = "-" if p["gc_share"] is None else f"{100 * p['gc_share']:.0f} %"
         print(f"{p['gc_seconds']:7.2f} s in the collector (by generation {p['seconds']}, {p['collections']} "
               f"passes) of {p['cpu_seconds']:.1f} s CPU ({share}), thresholds {p['thresholds']}: "
               f"{' '.join(p['argv'])[:100]}")
-    return out["exit_code"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    return hooked_run.cli(argv, "python -m suanli.bench.gc_time", __doc__.split("\n\n")[0], run, report)
 
 
 if __name__ == "__main__":

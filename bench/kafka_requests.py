@@ -13,8 +13,6 @@ records.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -43,24 +41,17 @@ def run(command: list[str]) -> dict[str, Any]:
     return {"command": command, "exit_code": code, "processes": [summarised(r) for r in rows]}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m suanli.bench.kafka_requests",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        parser.error("name the command to run after --")
-    out = run(command)
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+def report(out: dict[str, Any]) -> None:
+    """One line per process and API, as the module docstring says."""
     for p in out["processes"]:
         print(f"{' '.join(p['argv'])[:110]} (pid {p['pid']}, {p['cpu_seconds']:.1f} s CPU, "
               f"{p['active_seconds']} s sending)")
         for api, c in p["apis"].items():
             print(f"  {api:28s} {c['total']:8d} in all, median {c['median_per_s']:g}/s")
-    return out["exit_code"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    return hooked_run.cli(argv, "python -m suanli.bench.kafka_requests", __doc__.split("\n\n")[0], run, report)
 
 
 if __name__ == "__main__":
