@@ -13,8 +13,9 @@ placements/s at full load in ``bench/e2e.py`` (measured, see BENCHMARKS.md). A l
 busy window is there to gather what is coming, but under load most of a batch is already
 waiting when its window opens: the records that came while the last batch was decided and
 acknowledged reach the take within a millisecond or two, and a fixed 20 ms then only added
-20 ms to every one of them (at 1,300 submissions/s the scheduler's cycle was that window,
-15 ms of deciding and 20 of acknowledgement, and its batches 150-185 records). With
+20 ms to every one of them (at 1,733 submissions/s in a full run the scheduler's cycle was
+that window, about 15 ms of deciding and 20 of acknowledgement, with batches of 286
+records). With
 ``gap_s`` set, a busy batch starts once no record has reached the take for ``gap_s``, or
 after ``busy_s`` at most (a fuller input never pauses: its batches stay long). Measured in
 BENCHMARKS.md ("A busy batch ends at a pause"). Intake gathers its busy batches at the broker
@@ -141,23 +142,26 @@ class BatchWait:
         stream.wait_for_stopped = wait_for_stopped
         stream._batch_wait = {"original": original, "processor": urgent_ends_wait}
 
-    async def _until_gap(self, original: Any, full: Any, arrived: asyncio.Event) -> None:
+    async def _until_gap(self, original: Any, full: Any, arrived: asyncio.Event) -> Any:
         """A busy batch's window: until ``gap_s`` passes with no record reaching the take, the
         batch is full (``full``, take_events' own event), or ``busy_s`` is up. Each slice waits
         on ``arrived`` alone (mode's ``wait_for_stopped`` takes one awaitable), which every
-        record sets, the one that fills the batch too."""
+        record sets, the one that fills the batch too. Returns what the last slice's wait
+        returned (mode's: whether the stream is stopping, which also ends a slice at once)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.busy_s
+        stopped: Any = False
         while not full.is_set():
             left = deadline - loop.time()
             if left <= 0:
-                return
+                break
             arrived.clear()
-            await original(arrived, timeout=min(self.gap_s, left))
-            if not arrived.is_set():          # a pause, or (in the last slice) busy_s is up
-                if left > self.gap_s:
+            stopped = await original(arrived, timeout=min(self.gap_s, left))
+            if stopped or not arrived.is_set():   # stopping; a pause; or (in the last slice) busy_s is up
+                if not stopped and left > self.gap_s:
                     self.waits["gap"] += 1
-                return
+                break
+        return stopped
 
     def _warn_once(self) -> None:
         if not self._warned:

@@ -348,3 +348,21 @@ def test_attaching_again_replaces_the_earlier_attachment():
     assert len(s._processors) == 2                # take_events' own and one urgent watcher
     assert s._batch_wait["original"] == original  # each wait goes straight to Faust's
     assert len(s.timeouts) == 50
+
+
+def test_a_stopping_stream_ends_a_busy_window_at_once():
+    class _Stopping(_BufferedStream):
+        async def wait_for_stopped(self, full, timeout=None):
+            self.timeouts.append(timeout)
+            return True                               # mode's answer while the service stops
+
+    s = _Stopping()
+    w = BatchWait(idle_s=0.001, busy_s=30.0, gap_s=5.0)
+    w.attach(s)
+    w.after(w.busy_batch)
+    s.buffer.append(b"already here")
+
+    async def go():
+        return await asyncio.wait_for(s.wait_for_stopped(asyncio.Event(), timeout=MARKER), 1.0)
+
+    assert asyncio.run(go()) is True and s.timeouts == [5.0] and w.waits["gap"] == 0
