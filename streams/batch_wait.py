@@ -16,8 +16,9 @@ acknowledged reach the take within a millisecond or two, and a fixed 20 ms then 
 20 ms to every one of them (at 1,733 submissions/s in a full run the scheduler's cycle was
 that window, about 15 ms of deciding and 20 of acknowledgement, with batches of 286
 records). With
-``gap_s`` set, a busy batch starts once no record has reached the take for ``gap_s``, or
-after ``busy_s`` at most (a fuller input never pauses: its batches stay long). Measured in
+``gap_s`` set, a busy batch starts after the first stretch of ``gap_s`` in which no record
+reached the take (the window is watched in slices of ``gap_s``), or after ``busy_s`` at most
+(a fuller input never pauses: its batches stay long). Measured in
 BENCHMARKS.md ("A busy batch ends at a pause"). Intake gathers its busy batches at the broker
 instead (``streams/busy_fetch.py``) and telemetry waits its one fixed window; neither sets it.
 
@@ -143,25 +144,29 @@ class BatchWait:
         stream._batch_wait = {"original": original, "processor": urgent_ends_wait}
 
     async def _until_gap(self, original: Any, full: Any, arrived: asyncio.Event) -> Any:
-        """A busy batch's window: until ``gap_s`` passes with no record reaching the take, the
-        batch is full (``full``, take_events' own event), or ``busy_s`` is up. Each slice waits
-        on ``arrived`` alone (mode's ``wait_for_stopped`` takes one awaitable), which every
-        record sets, the one that fills the batch too. Returns what the last slice's wait
-        returned (mode's: whether the stream is stopping, which also ends a slice at once)."""
+        """A busy batch's window, in slices of ``gap_s``: it ends after a slice in which no
+        record reached the take (``arrived`` still clear), when the batch is full (``full``,
+        take_events' own event, which an urgent record sets too), or when ``busy_s`` is up.
+        Each slice waits on ``full`` alone, so the records that keep coming under load do not
+        wake the take one by one. The events, not the wait's answer, say why a slice ended:
+        mode's ``wait_for_stopped`` answers True for a timeout as for a stop (a stopping
+        stream's slice ends at once, and the window with it). Returns the last answer."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.busy_s
-        stopped: Any = False
+        answer: Any = False
         while not full.is_set():
             left = deadline - loop.time()
             if left <= 0:
                 break
             arrived.clear()
-            stopped = await original(arrived, timeout=min(self.gap_s, left))
-            if stopped or not arrived.is_set():   # stopping; a pause; or (in the last slice) busy_s is up
-                if not stopped and left > self.gap_s:
+            answer = await original(full, timeout=min(self.gap_s, left))
+            if full.is_set():
+                break
+            if not arrived.is_set():          # a pause, a stop, or (in the last slice) busy_s is up
+                if left > self.gap_s:
                     self.waits["gap"] += 1
                 break
-        return stopped
+        return answer
 
     def _warn_once(self) -> None:
         if not self._warned:
