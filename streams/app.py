@@ -21,14 +21,12 @@ import asyncio
 import json
 import logging
 import os
-import re
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable
 
 import faust
-from faust.exceptions import ConsumerNotStarted
 from faust.streams import _current_event
 from faust.types import TP, Message
 
@@ -36,15 +34,12 @@ from suanli.config import Settings
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
 from suanli.streams.cell_runner import CellRunner, chunk
-from suanli.streams.intake import ticks, triage
-from suanli.streams.log_clock import RawWatermark
-from suanli.streams.kafka_io import ReadabilityProbe, read_range
-from suanli.streams.metrics import SchedulerMetrics, WorkerMetrics
+from suanli.streams.kafka_io import read_range
+from suanli.streams.metrics import SchedulerMetrics
 from suanli.streams.partitioner import KeyPartitioner
 from suanli.streams.records import OutRecord, RawRecord, is_urgent
 from suanli.streams.send_now import send_now
-from suanli.streams.batch_wait import BUSY_S, IDLE_S, MARKER, BatchWait
-from suanli.streams.busy_fetch import BusyFetch
+from suanli.streams.batch_wait import MARKER, BatchWait
 from suanli.streams.fetch_wait import set_fetch_wait
 from suanli.streams.gc_pauses import GcPauses
 from suanli.streams.lean_monitor import LeanMonitor
@@ -87,7 +82,6 @@ def snapshot_due(inputs_since: int, seconds_since: float, last_cost_s: float) ->
 GC_FREEZE_AFTER_MS = 20.0    # a full collection longer than this freezes what it left
 LATENCY_SECONDS = 2.0        # how often the scheduler writes its latency figures (DecisionLatency)
 SESSION_TIMEOUT_S = 10.0     # consumer-group session of every worker (see make_app)
-TICK_PROBE_TIMEOUT_S = 2.0   # a raw partition that does not answer within this holds the ticks back
 CATCH_UP_SLICE = 2000        # records re-applied between yields to the loop (heartbeats go on)
 STALL_CHECK_SECONDS = 15.0   # how often a scheduler looks for its partitions that wait but do not move
 
@@ -193,111 +187,6 @@ async def _produce_all(app: faust.App, records: list[OutRecord]) -> None:
     futures = [await app.producer.send(r.topic, r.key, r.value, None, None, r.kafka_headers()) for r in records]
     send_now(app.producer)
     await asyncio.gather(*futures)
-
-
-def tenant_topics(bootstrap: str, topics: TopicNames) -> list[str]:
-    """The tenants' own raw topics that exist in the cluster now."""
-    from suanli.streams.kafka_io import list_topics
-
-    pattern = re.compile(topics.tenant_raw_pattern)
-    return sorted(t for t in asyncio.run(list_topics(bootstrap)) if pattern.fullmatch(t))
-
-
-def build_intake(settings: Settings, instance: int = 1) -> faust.App:
-    app = make_app("intake", settings, instance)
-    codec = Codec(RegistryClient(settings.registry_url))
-    topics = TopicNames(settings.namespace)
-    raw = app.topic(*topics.raw, schema=RawSchema(), partitions=settings.partitions)
-    metrics = WorkerMetrics("intake", settings.namespace, codec, topics.raw).attach(app)
-
-    cells: set[str] = set()          # cells this worker has forwarded inputs to: the ones it ticks
-    # A tick must not overtake inputs still queued in the raw topics (heartbeats behind a
-    # burst would look late and healthy nodes SUSPECT): its time is bounded by the newest
-    # record handed on of each raw partition intake is behind on (streams/log_clock.py).
-    watermark: RawWatermark = RawWatermark()
-
-    # while busy, its fetches wait at the broker for fuller responses (streams/busy_fetch.py)
-    busy_fetch = app.busy_fetch = BusyFetch.of_transport(app.transport, settings.fetch_busy_min_bytes)   # app's: for tests
-    # The broker then gathers a busy batch, so the take does not wait 20 ms more for it: 2 ms
-    # either way (at 1,300 submissions/s, p50 62-69 ms against 83-101, no cost at full load;
-    # BENCHMARKS.md). Without the fuller fetches, a busy batch waits 20 ms as the scheduler's.
-    intake_busy_s = IDLE_S if busy_fetch.busy_min_bytes > 1 else BUSY_S
-    app.batch_busy_s = intake_busy_s                                                         # likewise
-
-    def triage_source(name: str) -> Callable[[faust.StreamT], Awaitable[None]]:
-        async def triage(stream: faust.StreamT) -> None:
-            # As the scheduler's: a lone submission waits 2 ms for company, not BATCH_WITHIN
-            # (which every record paid at low load: intake's p50 was 22-24 ms at 100/s).
-            wait = BatchWait(busy_s=intake_busy_s)
-            wait.attach(stream)
-            async for events in stream.take_events(BATCH, within=MARKER):
-                wait.after(len(events))
-                busy_fetch.after(name, wait.busy)
-                await triage_batch(events)
-        return triage
-
-    async def triage_batch(events: list) -> None:
-        outputs: list[OutRecord] = []
-        for event in events:
-            outputs.extend(triage(codec, _raw(event.message), topics))
-        cells.update(r.key.decode() for r in outputs if r.topic == topics.cell_log and r.key)
-        await _produce_all(app, outputs)
-        metrics.batch_done(events, outputs)
-        for event in events:             # handed on: its outputs are stored
-            message = event.message
-            watermark.handed(message.tp, message.offset, int((message.timestamp or 0) * 1000))
-
-    app.agent(raw, name="intake")(triage_source("intake"))
-    # Tenants' own raw topics (the secure stack's): those that exist when intake starts.
-    # (Faust cannot subscribe by pattern, so a tenant added later is read after intake restarts.)
-    own = tenant_topics(settings.bootstrap_servers, topics)
-    if own:
-        tenant_raw = app.topic(*own, schema=RawSchema())
-        app.agent(tenant_raw, name="intake-tenants")(triage_source("intake-tenants"))
-
-    # Nor while a raw partition cannot be read (its leader died and no other has taken it over
-    # yet): the heartbeats written to it wait in their producers meanwhile, and a clock that
-    # went on would count that wait as the nodes' silence (SUSPECT after 10 s).
-    probe = ReadabilityProbe(settings.bootstrap_servers, topics.raw, timeout_s=TICK_PROBE_TIMEOUT_S)
-    held: list[str] = []
-
-    def raw_end(tp: TP) -> int | None:
-        """The end offset of a raw partition as intake's consumer last heard it; None when it
-        has not heard yet or no longer reads the partition (then it bounds no tick)."""
-        try:
-            return app.consumer.highwater(tp)
-        except (AssertionError, AttributeError, ConsumerNotStarted):
-            # aiokafka asserts the partition is assigned, and has no assignment mid-rebalance
-            return None
-
-    @app.timer(interval=settings.tick_ms / 1000.0)
-    async def ticker() -> None:
-        """The cell clock's heartbeat: a CellTick into every cell log seen (the one wall
-        clock of the plane lives here, at the edge; the scheduler only reads ticks), at the
-        wall clock or, while intake is behind on a raw partition, the time it has read to."""
-        if not cells:
-            return
-        unreadable = await probe.unreadable()
-        if unreadable:
-            if not held:
-                log.warning("intake: ticks held back: cannot read %s", ", ".join(unreadable))
-            held[:] = unreadable
-            return
-        if held:
-            log.warning("intake: ticks go on: every raw partition can be read again")
-            held.clear()
-        at = watermark.next_tick(int(time.time() * 1000), raw_end)
-        if at is None:                   # behind on a raw partition since the last tick
-            return
-        records = ticks(codec, cells, at, settings.tick_ms, topics)
-        await _produce_all(app, records)
-        metrics.batch_done((), records)
-
-    @app.on_before_shutdown.connect
-    async def close_probe(_app: Any, **_kwargs: Any) -> None:     # the probe's client goes with the worker
-        await probe.stop()
-
-    return app
 
 
 class SnapshotStore:
@@ -773,4 +662,4 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
     return app
 
 
-BUILDERS = {"intake": build_intake, "scheduler": build_scheduler}
+BUILDERS = {"scheduler": build_scheduler}     # intake is not a Faust app: streams/intake_worker.py

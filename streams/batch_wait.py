@@ -1,5 +1,5 @@
 """How long a worker's next micro-batch waits to fill: short when its input is quiet, long
-when it is busy. The scheduler (on the cell log) and intake (on the raw topics) use it.
+when it is busy. The Faust workers use it: the scheduler (on the cell log) and telemetry.
 
 Faust's ``take_events(max_, within)`` waits the whole ``within`` for a batch that is not full,
 so every input waits up to ``within`` before it is decided. A short wait (2 ms) answers a
@@ -19,8 +19,8 @@ records). With
 ``gap_s`` set, a busy batch starts after the first stretch of ``gap_s`` in which no record
 reached the take (the window is watched in slices of ``gap_s``), or after ``busy_s`` at most
 (a fuller input never pauses: its batches stay long). Measured in
-BENCHMARKS.md ("A busy batch ends at a pause"). Intake gathers its busy batches at the broker
-instead (``streams/busy_fetch.py``) and telemetry waits its one fixed window; neither sets it.
+BENCHMARKS.md ("A busy batch ends at a pause"). Telemetry waits its one fixed window and does
+not set it. (Intake, no Faust app, takes what each fetch brings: ``streams/intake_worker.py``.)
 
 Faust fixes ``within`` when the generator starts, so :meth:`BatchWait.attach` wraps the
 stream's ``wait_for_stopped``, the call ``take_events`` waits in (faust-streaming 0.15:

@@ -11,10 +11,10 @@ the "half load" phase of ``bench/e2e.py`` run with the cores nearly saturated.
 While the worker's last micro-batch was busy (``BatchWait``: at least ``busy_batch``
 inputs), :class:`BusyFetch` makes its consumer ask the broker to hold each fetch until
 ``busy_min_bytes`` are there or the fetch wait (``Settings.fetch_max_wait_ms``) has passed;
-a quiet batch puts it back to 1 byte. The batch then gathers at the broker, so intake's
-take waits 2 ms after a busy batch too, not the scheduler's 20 ms (``build_intake``): one
-wait, not two. A quiet input keeps its millisecond answer: a lone record after a busy spell
-waits at most one fetch wait at the broker, once, and its small batch ends the busy mode.
+a quiet batch puts it back to 1 byte. The batch then gathers at the broker, and intake
+takes what each fetch brings with no wait of its own (``streams/intake_worker.py``). A
+quiet input keeps its millisecond answer: a lone record after a busy spell waits at most
+one fetch wait at the broker, once, and its small batch ends the busy mode.
 
 The min bytes is the consumer's, so one :class:`BusyFetch` serves every stream of an app:
 the app counts as busy while any of its streams' last batch was.

@@ -1,4 +1,6 @@
-"""``python -m suanli.streams.worker ROLE``: run one Faust worker (intake, scheduler or telemetry).
+"""``python -m suanli.streams.worker ROLE``: run one worker (intake, scheduler or telemetry):
+the scheduler and telemetry are Faust apps, intake a plain aiokafka loop
+(``streams/intake_worker.py``).
 
 ``--metrics-port PORT`` serves the worker's Prometheus metrics at ``http://HOST:PORT/metrics``
 (``streams/metrics.py``; ``--metrics-host``, default 127.0.0.1; port 0: any free port, printed in
@@ -20,9 +22,11 @@ from suanli.config import settings
 from suanli.errors import ConfigError
 from suanli.streams import diagnostics
 from suanli.streams.app import BUILDERS as CORE_BUILDERS
+from suanli.streams.intake_worker import run_intake
 from suanli.streams.telemetry_app import build_telemetry
 
-BUILDERS = {**CORE_BUILDERS, "telemetry": build_telemetry}
+BUILDERS = {**CORE_BUILDERS, "telemetry": build_telemetry}     # the Faust workers
+ROLES = ("intake", *BUILDERS)
 
 
 class _Worker(faust.Worker):
@@ -50,7 +54,7 @@ class _Worker(faust.Worker):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="suanli-worker")
-    parser.add_argument("role", choices=sorted(BUILDERS))
+    parser.add_argument("role", choices=sorted(ROLES))
     parser.add_argument("--loglevel", default="warning")
     parser.add_argument("--metrics-port", type=int, default=None,
                         help="serve Prometheus metrics on this port (0: any free port; default: none)")
@@ -65,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.instance < 1:
         parser.error("--instance must be 1 or more")
-    app = BUILDERS[args.role](settings(), instance=args.instance)
     if args.metrics_port is not None:
         from suanli.streams.metrics import serve
 
@@ -75,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"suanli-worker {args.role}: cannot serve metrics on {args.metrics_host}:{args.metrics_port} "
                   f"({exc}); running without them", file=sys.stderr, flush=True)
+    if args.role == "intake":          # not a Faust app (streams/intake_worker.py says why)
+        logging.basicConfig(level=args.loglevel.upper(), stream=sys.stderr,
+                            format="[%(asctime)s] [%(process)s] [%(levelname)s] %(name)s: %(message)s")
+        run_intake(settings(), instance=args.instance)
+        return 0
+    app = BUILDERS[args.role](settings(), instance=args.instance)
     worker = _Worker(app, loglevel=args.loglevel, quiet=True, override_logging=True)
     worker.execute_from_commandline()
     return 0

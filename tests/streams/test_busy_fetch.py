@@ -11,8 +11,8 @@ import pytest
 from aiokafka.structs import TopicPartition
 
 from suanli.config import load_settings
-from suanli.streams.app import build_intake, make_app
-from suanli.streams.batch_wait import BUSY_S, IDLE_S, BatchWait
+from suanli.streams.app import make_app
+from suanli.streams.batch_wait import BatchWait
 from suanli.streams.busy_fetch import BUSY_MAX_WAIT_MS, BUSY_RECORDS, QUIET_MIN_BYTES, BusyFetch, set_consumer_fetch
 from suanli.streams.fetch_wait import set_fetch_min_bytes
 from suanli.streams.kafka_io import ensure_topics
@@ -92,20 +92,6 @@ def test_the_setting_defaults_to_16_kib_and_is_bounded(tmp_path):
     for bad in (0, 1_048_577):
         with pytest.raises(ConfigError, match="fetch_busy_min_bytes"):
             load_settings(fetch_busy_min_bytes=bad)
-
-
-def test_intake_follows_its_batches_with_the_settings_value(tmp_path):
-    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:8]}", home=tmp_path, fetch_busy_min_bytes=8192)
-    app = build_intake(settings)
-    assert isinstance(app.busy_fetch, BusyFetch) and app.busy_fetch.busy_min_bytes == 8192
-    # the broker gathers a busy batch, so the take waits 2 ms after one, not 20 ms more
-    assert app.batch_busy_s == IDLE_S
-
-
-def test_without_fuller_fetches_a_busy_intake_batch_waits_as_the_schedulers(tmp_path):
-    settings = load_settings(namespace=f"t{uuid.uuid4().hex[:8]}", home=tmp_path, fetch_busy_min_bytes=1)
-    app = build_intake(settings)
-    assert app.batch_busy_s == BUSY_S == BatchWait().busy_s
 
 
 def _record_fetches(client) -> list[int]:

@@ -14,7 +14,7 @@ from suanli.streams.app import make_app
 from suanli.streams.fetch_wait import FAUST_FETCH_MAX_WAIT_MS, FetchWaitTransport, set_fetch_wait
 
 
-@pytest.mark.parametrize("role", ["intake", "scheduler", "telemetry"])
+@pytest.mark.parametrize("role", ["scheduler", "telemetry"])    # intake: tests/streams/test_intake_worker.py
 def test_every_worker_app_gets_the_settings_fetch_wait(role, tmp_path):
     settings = load_settings(namespace=f"t{uuid.uuid4().hex[:8]}", home=tmp_path)
     assert settings.fetch_max_wait_ms == 20                      # the default
