@@ -37,7 +37,7 @@ from suanli.errors import StackError
 
 # The topics that make a name a namespace (TopicNames.cell_log, TopicNames.raw_tasks).
 MARKERS = (".cells", ".raw.tasks")
-WORKER_ROLES = ("intake", "scheduler", "telemetry")      # the Faust apps: streams/worker.py
+WORKER_ROLES = ("intake", "scheduler", "telemetry")      # the worker roles (consumer groups): streams/worker.py
 DELETE_CHUNK = 100           # topics per DeleteTopics request
 # The services a plane names after its namespace (deploy/plane.py, deploy/connect.py, the API's
 # workers and the Kubernetes bench): their logs, pid files and the API's token files.
