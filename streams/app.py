@@ -172,12 +172,6 @@ def _raw(message: Any) -> RawRecord:
                      int(ts * 1000) if ts is not None else 0, message.key, message.value)
 
 
-def _raw_kafka(record: Any) -> RawRecord:
-    """An aiokafka ConsumerRecord as a record (its timestamp is in milliseconds already)."""
-    return RawRecord(record.topic, record.partition, record.offset, int(record.timestamp or 0),
-                     record.key, record.value)
-
-
 async def _produce_all(app: faust.App, records: list[OutRecord]) -> None:
     """Send every record and wait until the broker has stored all of them. They go at once,
     not after the producer's linger (``send_now``): nothing else would join them while this
@@ -454,9 +448,9 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
         stored_outputs = [r for r in missing if r.offset <= durable]
         unsent = missing[len(stored_outputs):]
         for i in range(0, len(stored_outputs), CATCH_UP_SLICE):
-            runner.catch_up(_raw_kafka(r) for r in stored_outputs[i:i + CATCH_UP_SLICE])
+            runner.catch_up(RawRecord.of_kafka(r) for r in stored_outputs[i:i + CATCH_UP_SLICE])
             await asyncio.sleep(0)
-        outputs = [out for r in unsent for out in runner.apply(_raw_kafka(r))]
+        outputs = [out for r in unsent for out in runner.apply(RawRecord.of_kafka(r))]
         to_ack = [Message(r.topic, r.partition, r.offset, (r.timestamp or 0) / 1000, 0, None, r.key, r.value, None,
                           tp=TP(r.topic, r.partition)) for r in unsent]
         cells = runner.partition(partition).cells.values()

@@ -185,8 +185,7 @@ class IntakeWorker:
             records: list[Any] = []
             for tp in sorted(fetched, key=lambda t: (t.topic, t.partition)):
                 for r in fetched[tp]:
-                    raw = RawRecord(r.topic, r.partition, r.offset, int(r.timestamp or 0), r.key, r.value)
-                    outputs.extend(triage(self.codec, raw, self.topics))
+                    outputs.extend(triage(self.codec, RawRecord.of_kafka(r), self.topics))
                     records.append(r)
             self.cells.update(o.key.decode() for o in outputs if o.topic == self.topics.cell_log and o.key)
             await self.send_all(outputs)

@@ -8,7 +8,7 @@ without importing aiokafka or Faust.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 __all__ = ["LANE_HEADER", "OutRecord", "RawRecord", "URGENT_HEADER", "is_urgent"]
 
@@ -35,6 +35,12 @@ class RawRecord:
     timestamp: int
     key: bytes | None
     value: bytes | None
+
+    @classmethod
+    def of_kafka(cls, record: Any) -> "RawRecord":
+        """An aiokafka ConsumerRecord as a record (its timestamp is in milliseconds already)."""
+        return cls(record.topic, record.partition, record.offset, int(record.timestamp or 0),
+                   record.key, record.value)
 
 
 @dataclass(frozen=True)
