@@ -18,13 +18,14 @@ letters instead of crashing an agent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Iterator
 
 import faust
 from faust.streams import _current_event
@@ -33,7 +34,7 @@ from faust.types import TP, Message
 from suanli.config import Settings
 from suanli.schemas.codec import Codec
 from suanli.schemas.registry import RegistryClient
-from suanli.streams.cell_runner import CellRunner, chunk
+from suanli.streams.cell_runner import CellRunner
 from suanli.streams.kafka_io import read_range
 from suanli.streams.metrics import SchedulerMetrics
 from suanli.streams.partitioner import KeyPartitioner
@@ -45,6 +46,7 @@ from suanli.streams.gc_pauses import GcPauses
 from suanli.streams.lean_monitor import LeanMonitor
 from suanli.streams.raw_schema import RawSchema
 from suanli.streams.snapshot_fork import ForkedSnapshots
+from suanli.streams.snapshot_store import PartitionSnapshots
 from suanli.streams.topics import TopicNames
 
 log = logging.getLogger("suanli.streams")
@@ -184,86 +186,42 @@ async def _produce_all(app: faust.App, records: list[OutRecord]) -> None:
 
 
 class SnapshotStore:
-    """Chunked snapshots of the scheduler's partitions in a Faust RocksDB table.
-
-    Layout: ``p{N}`` holds a manifest ``{"gen", "chunks", "as_of"}``; ``p{N}/g{gen}/{i}``
-    holds chunk ``i``. A new generation is written before its manifest, so a crash mid-write
-    leaves the previous snapshot intact.
-    """
+    """The scheduler's snapshots and durable marks (``streams/snapshot_store.py``: the
+    layout) in the Faust app's table ``cell-snapshots``, for one partition at a time."""
 
     def __init__(self, table: faust.Table):
         self.table = table
 
-    @staticmethod
-    def _as_partition(event: Any) -> Any:
-        # Faust routes a table write to the partition of the "current event". A micro-batch
-        # spans partitions, so we point the context at an event of the partition we write.
-        return _current_event.set(weakref.ref(event))
+    @contextlib.contextmanager
+    def of(self, event: Any, partition: int) -> Iterator[PartitionSnapshots]:
+        """The partition's snapshots; ``event``: one of its events. Faust routes a table write
+        to the partition of the "current event"; a micro-batch spans partitions, so the
+        context points at an event of the partition written."""
+        token = _current_event.set(weakref.ref(event))
+        try:
+            yield PartitionSnapshots(self.table, partition)
+        finally:
+            _current_event.reset(token)
 
     def load(self, event: Any, partition: int) -> bytes | None:
-        token = self._as_partition(event)
-        try:
-            manifest = self.table.get(f"p{partition}")
-            if manifest is None:
-                return None
-            meta = json.loads(manifest)
-            parts = [self.table.get(f"p{partition}/g{meta['gen']}/{i}") for i in range(meta["chunks"])]
-            if any(p is None for p in parts):
-                log.warning("snapshot of partition %s generation %s incomplete; replaying from the start",
-                            partition, meta["gen"])
-                return None
-            return b"".join(parts)
-        finally:
-            _current_event.reset(token)
+        with self.of(event, partition) as p:
+            return p.load()
 
     def as_of(self, event: Any, partition: int) -> int | None:
-        """The log offset the partition's stored snapshot is as of (None: there is none)."""
-        token = self._as_partition(event)
-        try:
-            manifest = self.table.get(f"p{partition}")
-            return int(json.loads(manifest)["as_of"]) if manifest is not None else None
-        finally:
-            _current_event.reset(token)
+        with self.of(event, partition) as p:
+            return p.as_of()
 
     def durable(self, event: Any, partition: int) -> int | None:
-        """The last cell-log offset of the partition whose outputs are known to be stored
-        (see :meth:`mark_durable`), or None when nothing was marked."""
-        token = self._as_partition(event)
-        try:
-            value = self.table.get(f"p{partition}/durable")
-            return int(value) if value is not None else None
-        finally:
-            _current_event.reset(token)
+        with self.of(event, partition) as p:
+            return p.durable()
 
     def mark_durable(self, event: Any, partition: int, as_of: int) -> None:
-        """Record that every output of the partition's records up to ``as_of`` is stored.
-
-        Call it only after the broker acknowledged those outputs. The mark goes to the table's
-        changelog after them, so a worker that finds it may re-apply those records without
-        sending their outputs again. It replaces the consumer group's committed offset for
-        that purpose: Faust commits past records it dropped (its gap filling, and an off-by-one
-        at the head of ``Consumer._new_offset``), so a committed offset proves nothing."""
-        token = self._as_partition(event)
-        try:
-            self.table[f"p{partition}/durable"] = str(as_of).encode()
-        finally:
-            _current_event.reset(token)
+        with self.of(event, partition) as p:
+            p.mark_durable(as_of)
 
     def save(self, event: Any, partition: int, blob: bytes, as_of: int) -> None:
-        token = self._as_partition(event)
-        try:
-            old = self.table.get(f"p{partition}")
-            old_meta = json.loads(old) if old else None
-            gen = (old_meta["gen"] + 1) if old_meta else 0
-            pieces = chunk(blob)
-            for i, piece in enumerate(pieces):
-                self.table[f"p{partition}/g{gen}/{i}"] = piece
-            self.table[f"p{partition}"] = json.dumps({"gen": gen, "chunks": len(pieces), "as_of": as_of}).encode()
-            if old_meta:
-                for i in range(old_meta["chunks"]):
-                    self.table.pop(f"p{partition}/g{old_meta['gen']}/{i}", None)
-        finally:
-            _current_event.reset(token)
+        with self.of(event, partition) as p:
+            p.save(blob, as_of)
 
 
 def latency_path(settings: Settings, instance: int = 1) -> Path:

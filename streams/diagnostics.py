@@ -38,7 +38,7 @@ def consumer_state(app: Any) -> list[str]:
         ("buffer full", lambda: _tps(c._buffered_partitions)),
         ("read offsets", lambda: _by_tp(c._read_offset)),
         ("recovery", lambda: _recovery_state(app.tables._recovery, app)),
-        ("kafka consumer", lambda: _kafka_state(c._thread._consumer)),
+        ("kafka consumer", lambda: kafka_state(c._thread._consumer)),
     ]
     for name, read in parts:
         try:
@@ -55,7 +55,8 @@ def _recovery_state(recovery: Any, app: Any) -> str:
             f"end_signal={recovery.signal_recovery_end.is_set()} changelog_queue={app.tables.changelog_queue.qsize()}")
 
 
-def _kafka_state(consumer: Any) -> str:
+def kafka_state(consumer: Any) -> str:
+    """An aiokafka consumer's assigned partitions: position, paused, highwater, awaiting reset."""
     assignment = consumer._subscription.subscription.assignment
     states = []
     for tp in sorted(consumer.assignment()):

@@ -112,10 +112,12 @@ class EventProducer:
         return await self.send_raw(topic, value, key, lane_headers(kind, payload))
 
     async def send_raw(self, topic: str, value: bytes | None, key: str | bytes | None,
-                       headers: Sequence[tuple[str, bytes]] = ()) -> asyncio.Future:
-        """Queue already-encoded bytes (used to forward records verbatim)."""
+                       headers: Sequence[tuple[str, bytes]] = (), partition: int | None = None) -> asyncio.Future:
+        """Queue already-encoded bytes (used to forward records verbatim); ``partition``: this
+        one rather than the key's."""
         key_bytes = key.encode() if isinstance(key, str) else key
-        return await self._producer.send(topic, value, key=key_bytes, headers=list(headers) or None)
+        return await self._producer.send(topic, value, key=key_bytes, headers=list(headers) or None,
+                                         partition=partition)
 
     async def publish(self, kind: str, payload: dict[str, Any]) -> asyncio.Future:
         """Send a producer-side event to its raw topic in this producer's namespace."""

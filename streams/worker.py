@@ -1,6 +1,7 @@
 """``python -m suanli.streams.worker ROLE``: run one worker (intake, scheduler or telemetry):
-the scheduler and telemetry are Faust apps, intake a plain aiokafka loop
-(``streams/intake_worker.py``).
+intake and the scheduler are plain aiokafka loops (``streams/intake_worker.py``,
+``streams/scheduler_worker.py``; ``SUANLI_SCHEDULER_LOOP=faust`` runs the scheduler's former
+Faust agent instead), telemetry a Faust app.
 
 ``--metrics-port PORT`` serves the worker's Prometheus metrics at ``http://HOST:PORT/metrics``
 (``streams/metrics.py``; ``--metrics-host``, default 127.0.0.1; port 0: any free port, printed in
@@ -23,9 +24,11 @@ from suanli.errors import ConfigError
 from suanli.streams import diagnostics
 from suanli.streams.app import BUILDERS as CORE_BUILDERS
 from suanli.streams.intake_worker import run_intake
+from suanli.streams.scheduler_worker import run_scheduler
 from suanli.streams.telemetry_app import build_telemetry
 
 BUILDERS = {**CORE_BUILDERS, "telemetry": build_telemetry}     # the Faust workers
+PLAIN = {"intake": run_intake, "scheduler": run_scheduler}     # the plain aiokafka loops
 ROLES = ("intake", *BUILDERS)
 
 
@@ -78,12 +81,14 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"suanli-worker {args.role}: cannot serve metrics on {args.metrics_host}:{args.metrics_port} "
                   f"({exc}); running without them", file=sys.stderr, flush=True)
-    if args.role == "intake":          # not a Faust app (streams/intake_worker.py says why)
+    s = settings()
+    plain = PLAIN.get(args.role) if args.role != "scheduler" or s.scheduler_loop == "plain" else None
+    if plain is not None:              # not a Faust app (streams/intake_worker.py says why)
         logging.basicConfig(level=args.loglevel.upper(), stream=sys.stderr,
                             format="[%(asctime)s] [%(process)s] [%(levelname)s] %(name)s: %(message)s")
-        run_intake(settings(), instance=args.instance)
+        plain(s, instance=args.instance)
         return 0
-    app = BUILDERS[args.role](settings(), instance=args.instance)
+    app = BUILDERS[args.role](s, instance=args.instance)
     worker = _Worker(app, loglevel=args.loglevel, quiet=True, override_logging=True)
     worker.execute_from_commandline()
     return 0

@@ -79,6 +79,12 @@ class Settings(BaseSettings):
                                             "records), its next batch starts once no record has come for this many ms, "
                                             "at most 20 ms after the batch's first record (streams/batch_wait.py). 0 "
                                             "turns it off: a busy batch waits the whole 20 ms.")
+    scheduler_loop: Literal["plain", "faust"] = Field(
+        "plain", description="What runs the scheduler worker: `plain`, an aiokafka loop "
+                             "(streams/scheduler_worker.py), or `faust`, the Faust agent it replaced "
+                             "(streams/app.py build_scheduler), kept for one release as a fallback. Both "
+                             "keep their snapshots in the same topic; stop one kind of worker before "
+                             "starting the other.")
     prometheus_port: int = Field(19090, ge=1, le=65535,
                                  description="Port of the Prometheus that `suanli prometheus up` runs (loopback).")
     node_exporter_port: int = Field(19100, ge=1, le=65535,

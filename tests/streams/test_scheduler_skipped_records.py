@@ -146,7 +146,8 @@ def test_a_scheduler_whose_records_never_come_says_its_partition_is_stalled(stac
         pattern = re.compile(rf"partition {skipped.partition} stalled: (\d+) records wait past offset -1")
         warning = wait_for("the stall warning", lambda: pattern.search(scheduler[0].log_file.read_text(errors="replace"))
                            if scheduler[0].log_file.exists() else None, timeout=120)
-        # What an operator does next: SIGUSR1 logs the consumer's state (streams/diagnostics.py).
+        # What an operator does next: SIGUSR1 logs the consumer's state (streams/scheduler_worker.py
+        # SchedulerWorker.state).
         os.kill(scheduler[0].pid(), signal.SIGUSR1)
         state = wait_for("the worker's state on SIGUSR1",
                          lambda: re.search(r"worker state:\n(.*?\nkafka consumer: [^\n]*)",
@@ -158,7 +159,7 @@ def test_a_scheduler_whose_records_never_come_says_its_partition_is_stalled(stac
     assert int(warning[1]) >= 4         # the node, the three tasks and the ticks before the intake stopped
     lines = dict(line.split(": ", 1) for line in state[1].splitlines())
     cell_log = f"{TopicNames(settings.namespace).cell_log}:{skipped.partition}"
-    assert f"'{cell_log}'" in lines["fetching"] and "in_recovery=False" in lines["faust consumer"]
+    assert f"'{cell_log}'" in lines["fetching"]
     # the Kafka consumer's position is at the group's committed offset or later: past the skipped records
     assert int(re.search(rf"{re.escape(cell_log)} position=(\d+)", lines["kafka consumer"])[1]) >= skipped.committed
 
