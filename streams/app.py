@@ -1,17 +1,22 @@
-"""The Faust shell: two worker roles around the pure core.
+"""The Faust shell: the scheduler's former Faust agent, and what the workers share.
 
-``intake``    raw topics -> validate -> cell log (or dead letters)         (streams/intake.py)
 ``scheduler`` cell log -> core -> decisions + dispatch commands             (streams/cell_runner.py)
 
-Both consume with ``stream.take_events`` (micro-batches), produce every output of a batch
-and *wait for the broker's acknowledgement* before the batch's offsets are acked, so a
-committed offset always means its outputs are durable (at-least-once). The scheduler
-keeps its cells' state in a RocksDB table (``rocksdb://`` via rocksdict) whose changelog
-is a Kafka topic: snapshots, written every ``SNAPSHOT_EVERY`` inputs or
-``SNAPSHOT_SECONDS`` (but no sooner than ``SNAPSHOT_COST_RATIO`` times the last one's cost, or
-``QUIET_SNAPSHOT_COST_RATIO`` times with fewer than ``SNAPSHOT_EVERY`` inputs waiting),
-serialised in a forked child off the event loop (``streams/snapshot_fork.py``), plus silent
-re-application of the cell log after the snapshot.
+The scheduler runs as a plain aiokafka loop (``streams/scheduler_worker.py``) unless
+``SUANLI_SCHEDULER_LOOP=faust`` picks the agent built here, kept for one release as a
+fallback; intake is a plain loop too (``streams/intake_worker.py``). This module also holds
+what the loops share: the snapshot policy (``snapshot_due``), the stall test, the latency
+report (:class:`DecisionLatency`) and the worker directories.
+
+The agent consumes with ``stream.take_events`` (micro-batches), produces every output of a
+batch and *waits for the broker's acknowledgement* before the batch's offsets are acked, so
+a committed offset always means its outputs are durable (at-least-once). It keeps its cells'
+snapshots in a RocksDB table (``rocksdb://`` via rocksdict) whose changelog is the topic the
+plain loop keeps them on (``streams/snapshot_store.py``): written every ``SNAPSHOT_EVERY``
+inputs or ``SNAPSHOT_SECONDS`` (but no sooner than ``SNAPSHOT_COST_RATIO`` times the last
+one's cost, or ``QUIET_SNAPSHOT_COST_RATIO`` times with fewer than ``SNAPSHOT_EVERY`` inputs
+waiting), serialised in a forked child off the event loop (``streams/snapshot_fork.py``),
+plus silent re-application of the cell log after the snapshot.
 Values are raw bytes: our codec, not Faust's, decodes them, so bad bytes become dead
 letters instead of crashing an agent.
 """
@@ -237,8 +242,8 @@ class DecisionLatency:
     cell log: the broker's append time, ``core_topics``; on a cell log created before
     2026-12-05, its CreateTime, intake's clock when it forwarded the record) to
 
-    - ``start_ms``: the start of the micro-batch holding it (broker, fetch, Faust's take buffer
-      of up to ``BATCH_WITHIN``, and the batch before it still being processed),
+    - ``start_ms``: the start of the micro-batch holding it (broker, fetch, the Faust loop's
+      take buffer of up to ``BATCH_WITHIN``, and the batch before it still being processed),
     - ``decided_ms``: the core returned its decisions (the batch's earlier inputs included),
     - ``acked_ms``: the broker acknowledged the batch's outputs (the decisions are durable),
 
@@ -247,7 +252,9 @@ class DecisionLatency:
     (the part the core and the inputs before it in the batch account for); also the core's time
     per input kind (``apply``: count, total and max in microseconds, every input), the micro-batches'
     sizes, the batches begun after a quiet and after a busy batch and the waits an urgent
-    record ended early (``batch_waits``, see ``streams/batch_wait.py``), and the snapshots:
+    record ended early (``batch_waits``, see ``streams/batch_wait.py``; the plain loop,
+    ``streams/scheduler_worker.py``, which does not wait, counts its quiet and busy batches
+    and the batches whose urgent input's outputs left at once), and the snapshots:
     their serialisation in the forked child (``snapshot_ms_*``) and what the loop spent on
     them (``snapshot_fork_ms_*`` forking, ``snapshot_store_ms_*`` storing), and the garbage
     collector's pauses per generation, as the worker times them (``gc``: count, total and

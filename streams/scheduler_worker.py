@@ -128,6 +128,11 @@ class SchedulerWorker:
         self._commit_lock = asyncio.Lock()
         self.batches = 0
         self.records = 0
+        # batches per mode (quiet: "idle", "busy") and batches whose urgent input's outputs left
+        # at once ("urgent"): the latency report's ``batch_waits``, as the Faust loop's BatchWait
+        # counts its waits
+        self.modes: dict[str, int] = {"idle": 0, "busy": 0, "urgent": 0}
+        self.latency.batch_wait = self.modes
         self._stopping = asyncio.Event()
         self.consumer: AIOKafkaConsumer | None = None
         self.producer: EventProducer | None = None
@@ -197,6 +202,8 @@ class SchedulerWorker:
             # A quiet log's decisions leave as each input is decided; a busy one's at the batch's
             # end (trickled sends make more, smaller produce requests and consumer fetches).
             eager = not busy
+            self.modes["busy" if busy else "idle"] += 1
+            urgent_sent = False
             batch_start = time.time() * 1000
             outputs: list[OutRecord] = []                    # sent (in log order)
             unsent: list[OutRecord] = []                     # decided, not yet handed to the producer
@@ -225,12 +232,14 @@ class SchedulerWorker:
                         await self.send(unsent, outputs, acks)
                         if is_urgent(message.headers):
                             send_now(self.producer)      # its decision and dispatch leave now, not after the linger
+                            urgent_sent = True
                     last[partition] = message.offset
                     handled.append(message)
                     self.since_snapshot[partition] = self.since_snapshot.get(partition, 0) + 1
             await self.send(unsent, outputs, acks)
             send_now(self.producer)
             await asyncio.gather(*acks)
+            self.modes["urgent"] += urgent_sent
             for partition, offset in last.items():
                 table = self.tables[partition]
                 PartitionSnapshots(table, partition).mark_durable(self.runner.partition(partition).as_of)

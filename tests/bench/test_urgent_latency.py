@@ -68,8 +68,9 @@ def test_urgent_tasks_are_placed_ahead_of_a_full_queue_and_an_open_batch_window(
     # measured from the submissions' arrival in the cell log (the broker's append time)
     assert f["timestamp_types"] == {"cell_log": "LogAppendTime", "decisions": "CreateTime"}
     assert "arrival in the cell log" in f["timestamps"]
-    # intake marked them urgent (a Kafka header on the cell-log record) and the scheduler ended
-    # its micro-batch wait for them (streams/batch_wait.py); two arriving in one wait count once
+    # intake marked them urgent (a Kafka header on the cell-log record) and the scheduler sent
+    # their decisions at once, not after the producer's linger (streams/scheduler_worker.py);
+    # two in one batch count once
     assert 1 <= f["worker"]["batches"]["waits"]["urgent"] <= 40
     # the brokers' side of the window: their partitions, and the GC log the stack's brokers write
     broker = f["broker_during_urgent"]
