@@ -78,6 +78,8 @@ def _topic_configs(spec: TopicSpec) -> dict[str, str]:
     configs = {"cleanup.policy": "compact"} if spec.compact else {"retention.ms": "-1"}
     if spec.log_append_time:
         configs["message.timestamp.type"] = "LogAppendTime"
+    if spec.segment_ms is not None:
+        configs["segment.ms"] = str(spec.segment_ms)
     return configs
 
 

@@ -78,6 +78,11 @@ POLL_MS = 200                  # how long an idle getmany waits before the loop 
 LINGER_MS = 2                  # the producer's linger (a batch's sends leave at once: send_now)
 SESSION_TIMEOUT_MS = 10_000    # a killed worker's partitions move after this (streams/app.py SESSION_TIMEOUT_S)
 COMMIT_INTERVAL_S = 1.0        # how often stored offsets are committed
+# The snapshots' topic gets a durable mark per partition and batch (hundreds a second under
+# load), and a recovery reads its partition whole: segments that roll every 10 minutes let
+# the broker compact the marks away (it compacts closed segments only), so that read stays
+# short on a plane that runs for weeks. (A topic the Faust loop created keeps its configs.)
+SNAPSHOT_SEGMENT_MS = 600_000
 
 
 class _WaitForBatch(ConsumerRebalanceListener):
@@ -148,7 +153,7 @@ class SchedulerWorker:
         s = self.settings
         await ensure_topics(s.bootstrap_servers, [
             *(t for t in core_topics(s.partitions, s.namespace) if t.name in (self.topics.cell_log, self.topics.decisions)),
-            TopicSpec(self.snapshot_topic, s.partitions, compact=True)])
+            TopicSpec(self.snapshot_topic, s.partitions, compact=True, segment_ms=SNAPSHOT_SEGMENT_MS)])
         # the collector's pauses, in the latency report; and the cell's objects frozen once a
         # full collection takes longer than GC_FREEZE_AFTER_MS (streams/gc_pauses.py says why)
         self.latency.gc = GcPauses(GC_FREEZE_AFTER_MS).install()

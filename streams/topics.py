@@ -122,12 +122,14 @@ def raw_route(kind: str, payload: dict, namespace: str) -> tuple[str, str]:
 class TopicSpec:
     """A topic to create. ``log_append_time``: the broker stamps each record with its own
     clock when it appends it (``message.timestamp.type=LogAppendTime``) instead of keeping
-    the producer's CreateTime."""
+    the producer's CreateTime. ``segment_ms``: a compacted topic's segments roll at least
+    this often (the broker compacts only closed segments; its default is 7 days)."""
 
     name: str
     partitions: int
     compact: bool = False
     log_append_time: bool = False
+    segment_ms: int | None = None
 
 
 def core_topics(partitions: int, namespace: str, connectors: tuple[str, ...] = ("sim", "local")) -> list[TopicSpec]:

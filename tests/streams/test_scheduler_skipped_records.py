@@ -1,14 +1,14 @@
 """Records the scheduler's consumer never delivers are still decided, on the real stack
-(streams/app.py ``recover`` and ``SnapshotStore.mark_durable``).
+(streams/scheduler_worker.py ``recover`` and ``PartitionSnapshots.mark_durable``).
 
-Faust can commit a partition's offset past records it dropped around a rebalance (its gap
-filling), so a committed offset proves nothing about what was decided. Here the scheduler's
-group starts with its committed offsets already at the end of the cell log, past a node and
-three tasks that no worker ever decided: its consumer delivers none of them. The next record
-of the partition (the intake's CellTick, every ``tick_ms``) shows the gap; the worker
-re-applies the skipped records *with* their outputs, since no durable mark covers them.
-Every task is placed once, and the cell's decisions equal a crash-free replay of its log,
-byte for byte."""
+A committed offset proves nothing about what was decided: the Faust loop could commit a
+partition's offset past records it dropped around a rebalance (its gap filling), and any
+other writer of the group's offsets can too. Here the scheduler's group starts with its
+committed offsets already at the end of the cell log, past a node and three tasks that no
+worker ever decided: its consumer delivers none of them. The next record of the partition
+(the intake's CellTick, every ``tick_ms``) shows the gap; the worker re-applies the skipped
+records *with* their outputs, since no durable mark covers them. Every task is placed once,
+and the cell's decisions equal a crash-free replay of its log, byte for byte."""
 from __future__ import annotations
 
 import asyncio
@@ -130,7 +130,7 @@ def test_records_committed_past_but_never_decided_are_decided_at_the_next_record
 
 def test_a_scheduler_whose_records_never_come_says_its_partition_is_stalled(stack):
     """Without the intake, no tick follows the skipped records: nothing is delivered to the
-    scheduler, and its stall check (streams/app.py ``warn_of_stalls``) names the partition
+    scheduler, and its stall check (streams/scheduler_worker.py ``warn_of_stalls``) names the partition
     and the records waiting, once two checks in a row found them waiting, and counts it in
     the gauge ``suanli_stalled_partitions``."""
     settings, intake, scheduler = _namespace()

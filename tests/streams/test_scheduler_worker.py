@@ -35,6 +35,22 @@ def _placed(settings, cell: str, n: int) -> list:
                     timeout=120)
 
 
+async def _configs(bootstrap: str, topic: str, names: tuple[str, ...]) -> dict[str, str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from suanli.streams.kafka_security import client_options
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **client_options(bootstrap))
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, configs=dict.fromkeys(names))])
+        return {str(entry[0]): str(entry[1]) for entry in response.resources[0][4]}
+    finally:
+        await admin.close()
+
+
 def _recoveries(text: str) -> list[tuple[str, int, int]]:
     """(state source, records re-applied, of them with outputs) of each recovery logged."""
     return [(m[1], int(m[2]), int(m[3])) for m in
@@ -78,6 +94,11 @@ def test_a_plain_scheduler_resumes_where_the_last_one_stopped_and_sends_nothing_
             service.stop()
 
     assert ("plain aiokafka loop" in first_log) == (first_loop == "plain")
+    # the snapshots' topic is compacted; made by the plain loop, its segments roll every 10 min
+    configs = asyncio.run(_configs(settings.bootstrap_servers, changelog_topic(topics.worker_group("scheduler")),
+                                   ("cleanup.policy", "segment.ms")))
+    assert configs["cleanup.policy"] == "compact"
+    assert (configs["segment.ms"] == "600000") == (first_loop == "plain"), configs
     assert "plain aiokafka loop" in second_log
     # it resumed from the durable mark: what it re-applied, it re-applied silently
     [(_, reapplied, with_outputs)] = [r for r in _recoveries(second_log)]
