@@ -20,12 +20,9 @@ this loop on the same records (BENCHMARKS.md, "Intake without Faust").
 4. Note, per partition, the offset after its last record as *stored*.
 
 Every ``COMMIT_INTERVAL_S`` (1 s, as Faust committed) the stored offsets that moved are
-committed, and once more when the worker stops. Only stored offsets are ever committed, so a
-crash at any point re-reads, never skips (at least once; the scheduler ignores a repeated
-input, as it did Faust's redeliveries). The commit is kept off the path of each batch: the
-broker's group coordinator lingers before it writes an offset commit (Kafka 4's
-``group.coordinator.append.linger.ms``, 5 ms), and a commit after every batch made each of
-them 6 ms longer (a batch at 100 records/s: 6.6 ms, of which 5.8 the commit).
+committed, and once more when the worker stops (``streams/plain_worker.py``, which the
+scheduler's loop shares). Only stored offsets are ever committed, so a crash at any point
+re-reads, never skips (at least once; the scheduler ignores a repeated input).
 
 A rebalance waits for the batch in hand (the listener takes the same lock) and commits what
 is stored, so a partition leaves this worker with its outputs stored and its offset
@@ -47,81 +44,51 @@ import asyncio
 import logging
 import re
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka import TopicPartition
+from aiokafka.errors import IllegalStateError
 
 from suanli.config import Settings
-from suanli.schemas.codec import Codec
-from suanli.schemas.registry import RegistryClient
 from suanli.streams.busy_fetch import BUSY_RECORDS, BusyFetch
 from suanli.streams.intake import ticks, triage
 from suanli.streams.kafka_io import EventProducer, ReadabilityProbe, ensure_topics, list_topics
-from suanli.streams.kafka_security import client_options
 from suanli.streams.log_clock import RawWatermark
 from suanli.streams.metrics import REFRESH_SECONDS, WorkerMetrics
+from suanli.streams.plain_worker import COMMIT_INTERVAL_S, LINGER_MS, PlainWorker, group_consumer, run_plain
 from suanli.streams.records import OutRecord, RawRecord
 from suanli.streams.send_now import send_now
-from suanli.streams.topics import TopicNames, core_topics
+from suanli.streams.topics import core_topics
 
 log = logging.getLogger(__name__)
 
-BATCH = 1000                   # records a batch takes at most
-POLL_MS = 200                  # how long an idle getmany waits before the loop checks for a stop
-LINGER_MS = 2                  # the producer's linger (a batch's sends leave at once: send_now)
-SESSION_TIMEOUT_MS = 10_000    # as the Faust workers' (streams/app.py SESSION_TIMEOUT_S)
-COMMIT_INTERVAL_S = 1.0        # how often stored offsets are committed (Faust's broker_commit_interval)
 TICK_PROBE_TIMEOUT_S = 2.0     # a raw partition that does not answer within this holds the ticks back
 
 
-class _WaitForBatch(ConsumerRebalanceListener):
-    """Lets a rebalance take partitions away only between batches (module docstring)."""
-
-    def __init__(self, worker: "IntakeWorker"):
-        self.worker = worker
-
-    async def on_partitions_revoked(self, revoked: Any) -> None:
-        async with self.worker.batch_lock:
-            await self.worker.commit_stored()
-            for tp in revoked:
-                self.worker.stored.pop(tp, None)
-                self.worker.committed.pop(tp, None)
-        if revoked:
-            log.info("intake: partitions revoked: %s", sorted(map(tuple, revoked)))
-
-    async def on_partitions_assigned(self, assigned: Any) -> None:
-        log.info("intake: partitions assigned: %s", sorted(map(tuple, assigned)))
-
-
-class IntakeWorker:
+class IntakeWorker(PlainWorker):
     """One intake process (``instance``: which of the role's workers; all share the group).
     :meth:`run` until :meth:`stop`."""
 
+    role = "intake"
+
     def __init__(self, settings: Settings, instance: int = 1):
-        self.settings = settings
+        super().__init__(settings)
         self.instance = instance
-        self.topics = TopicNames(settings.namespace)
-        self.codec = Codec(RegistryClient(settings.registry_url))
         self.cells: set[str] = set()           # cells forwarded to: the ones this worker ticks
         self.watermark: RawWatermark = RawWatermark()
-        self.stored: dict[TopicPartition, int] = {}      # partition -> the offset after its last record stored
-        self.committed: dict[TopicPartition, int] = {}   # partition -> the offset committed last
-        self.batch_lock = asyncio.Lock()
-        self._commit_lock = asyncio.Lock()              # one commit at a time: the bookkeeping follows the broker
         self.batches = 0
         self.records = 0
-        self._stopping = asyncio.Event()
-        self.consumer: AIOKafkaConsumer | None = None
         self.producer: EventProducer | None = None
         self.busy_fetch: BusyFetch | None = None
         self.metrics: WorkerMetrics | None = None
         self._held: list[str] = []
-        self._failure: BaseException | None = None     # a side task's (the ticker's) crash
 
-    def stop(self) -> None:
-        """Finish the batch in hand, commit it, leave the group and return from :meth:`run`."""
-        self._stopping.set()
+    def revoked(self, partitions: Any) -> None:
+        if partitions:
+            log.info("intake: partitions revoked: %s", sorted(map(tuple, partitions)))
+
+    def assigned(self, partitions: Any) -> None:
+        log.info("intake: partitions assigned: %s", sorted(map(tuple, partitions)))
 
     async def source_topics(self) -> list[str]:
         """The shared raw topics, and the tenants' own raw topics that exist now (a tenant
@@ -137,44 +104,18 @@ class IntakeWorker:
         sources = await self.source_topics()
         self.metrics = WorkerMetrics("intake", s.namespace, self.codec, sources)
         self.producer = EventProducer(s.bootstrap_servers, self.codec, linger_ms=LINGER_MS)
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=s.bootstrap_servers, group_id=self.topics.worker_group("intake"),
-            enable_auto_commit=False, auto_offset_reset="earliest", fetch_max_wait_ms=s.fetch_max_wait_ms,
-            session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=SESSION_TIMEOUT_MS // 3,
-            **client_options(s.bootstrap_servers))
+        self.consumer = group_consumer(s, self.topics.worker_group("intake"))
         self.busy_fetch = BusyFetch.of_consumer(self.consumer, s.fetch_busy_min_bytes, s.fetch_max_wait_ms)
         probe = ReadabilityProbe(s.bootstrap_servers, self.topics.raw, timeout_s=TICK_PROBE_TIMEOUT_S)
         async with self.producer:
-            await self.consumer.start()
-            side: list[asyncio.Task] = []
+            log.warning("intake: reading %s as group %s", ", ".join(sources), self.topics.worker_group("intake"))
             try:
-                self.consumer.subscribe(sources, listener=_WaitForBatch(self))
-                side = [asyncio.create_task(self._every(s.tick_ms / 1000.0, "tick", lambda: self.tick(probe))),
-                        asyncio.create_task(self._every(COMMIT_INTERVAL_S, "commit", self.commit_stored)),
-                        asyncio.create_task(self._every(REFRESH_SECONDS, "metrics refresh", self._refresh_metrics))]
-                for task in side:
-                    task.add_done_callback(self._side_done)
-                log.warning("intake: reading %s as group %s", ", ".join(sources), self.topics.worker_group("intake"))
-                while not self._stopping.is_set():
-                    fetched = await self.consumer.getmany(timeout_ms=POLL_MS, max_records=BATCH)
-                    if fetched:
-                        await self.handle(fetched)
-                await self.commit_stored()           # a stop: what is stored, committed before leaving
+                await self.consume(sources, [(s.tick_ms / 1000.0, "tick", lambda: self.tick(probe)),
+                                             (COMMIT_INTERVAL_S, "commit", self.commit_stored),
+                                             (REFRESH_SECONDS, "metrics refresh", self._refresh_metrics)])
             finally:
-                for task in side:
-                    task.cancel()
-                await asyncio.gather(*side, return_exceptions=True)
-                await self.consumer.stop()           # leaves the group: its partitions move at once
                 await probe.stop()
-        if self._failure is not None:
-            raise self._failure
-
-    def _side_done(self, task: asyncio.Task) -> None:
-        """A side task that crashed stops the worker, which then raises its error: a bug in the
-        ticker must not leave intake running without ticks."""
-        if not task.cancelled() and task.exception() is not None:
-            self._failure = task.exception()
-            self._stopping.set()
+        self.raise_failure()
 
     async def handle(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         """One batch: triage, send and wait for the broker, then commit (module docstring)."""
@@ -208,22 +149,6 @@ class IntakeWorker:
         send_now(self.producer)
         await asyncio.gather(*futures)
 
-    async def commit_stored(self) -> None:
-        """Commit the stored offsets that moved since they were last committed (of the
-        partitions still assigned)."""
-        async with self._commit_lock:
-            assigned = self.consumer.assignment()
-            offsets = {tp: o for tp, o in self.stored.items() if tp in assigned and self.committed.get(tp) != o}
-            if not offsets:
-                return
-            try:
-                await self.consumer.commit(offsets)
-            except (CommitFailedError, IllegalStateError) as exc:
-                # the group rebalanced meanwhile: the partitions' next owner reads these again
-                log.warning("intake: commit refused (%s); the records are read again by the partitions' owner", exc)
-                return
-            self.committed.update(offsets)
-
     def _raw_end(self, partition: tuple[str, int]) -> int | None:
         """The end offset of a raw partition as the consumer last heard it; None when it has
         not heard yet or no longer reads the partition (then it bounds no tick)."""
@@ -255,24 +180,7 @@ class IntakeWorker:
         self.metrics.batch_done((), records)
 
     async def _refresh_metrics(self) -> None:
-        ends = {}
-        for tp in self.consumer.assignment():
-            end = self.consumer.highwater(tp)
-            if end is not None:
-                ends[(tp.topic, tp.partition)] = end
-        self.metrics.set_lag(ends, {(tp.topic, tp.partition): o for tp, o in self.committed.items()})
-
-    async def _every(self, seconds: float, name: str, job: Callable[[], Awaitable[None]]) -> None:
-        """Run ``job()`` every ``seconds`` until cancelled; a failing run is logged, and the
-        next one runs on time (a tick must not stop for one broker hiccup)."""
-        while True:
-            await asyncio.sleep(seconds)
-            try:
-                await job()
-            except asyncio.CancelledError:
-                raise
-            except (KafkaError, OSError, AssertionError) as exc:
-                log.warning("intake: %s failed: %s", name, exc)
+        self.metrics.set_lag(*self.lag_inputs())
 
     def state(self) -> dict[str, Any]:
         """What SIGUSR1 logs: the assignment, positions as committed, and the loop's counts."""
@@ -285,14 +193,4 @@ class IntakeWorker:
 def run_intake(settings: Settings, instance: int = 1) -> None:
     """Run one intake worker until SIGTERM or SIGINT (it then finishes its batch, commits and
     leaves the group); SIGUSR1 logs its state."""
-    import signal
-
-    async def main() -> None:
-        worker = IntakeWorker(settings, instance)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, worker.stop)
-        loop.add_signal_handler(signal.SIGUSR1, lambda: log.warning("intake: state %s", worker.state()))
-        await worker.run()
-
-    asyncio.run(main())
+    run_plain(lambda: IntakeWorker(settings, instance), lambda worker: f"intake: state {worker.state()}")

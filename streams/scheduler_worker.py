@@ -47,14 +47,11 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from aiokafka import TopicPartition
 
 from suanli.config import Settings
-from suanli.schemas.codec import Codec
-from suanli.schemas.registry import RegistryClient
 from suanli.streams.app import (CATCH_UP_SLICE, GC_FREEZE_AFTER_MS, LATENCY_SECONDS, SNAPSHOT_REAP_SECONDS,
                                 STALL_CHECK_SECONDS, DecisionLatency, latency_path, snapshot_due, stalled,
                                 worker_dir)
@@ -63,21 +60,16 @@ from suanli.streams.busy_fetch import BUSY_RECORDS, BusyFetch
 from suanli.streams.cell_runner import CellRunner
 from suanli.streams.gc_pauses import GcPauses
 from suanli.streams.kafka_io import EventProducer, end_offsets, ensure_topics, read_range
-from suanli.streams.kafka_security import client_options
 from suanli.streams.metrics import REFRESH_SECONDS, SchedulerMetrics
+from suanli.streams.plain_worker import COMMIT_INTERVAL_S, LINGER_MS, PlainWorker, group_consumer, run_plain
 from suanli.streams.records import OutRecord, RawRecord, is_urgent
 from suanli.streams.send_now import send_now
 from suanli.streams.snapshot_fork import ForkedSnapshots
 from suanli.streams.snapshot_store import ChangelogTable, PartitionSnapshots, changelog_topic
-from suanli.streams.topics import TopicNames, TopicSpec, core_topics
+from suanli.streams.topics import TopicSpec, core_topics
 
 log = logging.getLogger("suanli.streams")
 
-BATCH = 1000                   # records a batch takes at most
-POLL_MS = 200                  # how long an idle getmany waits before the loop checks for a stop
-LINGER_MS = 2                  # the producer's linger (a batch's sends leave at once: send_now)
-SESSION_TIMEOUT_MS = 10_000    # a killed worker's partitions move after this (streams/app.py SESSION_TIMEOUT_S)
-COMMIT_INTERVAL_S = 1.0        # how often stored offsets are committed
 # The snapshots' topic gets a durable mark per partition and batch (hundreds a second under
 # load), and a recovery reads its partition whole: segments that roll every 10 minutes let
 # the broker compact the marks away (it compacts closed segments only), so that read stays
@@ -85,36 +77,16 @@ COMMIT_INTERVAL_S = 1.0        # how often stored offsets are committed
 SNAPSHOT_SEGMENT_MS = 600_000
 
 
-class _WaitForBatch(ConsumerRebalanceListener):
-    """Lets a rebalance take partitions away only between batches."""
-
-    def __init__(self, worker: "SchedulerWorker"):
-        self.worker = worker
-
-    async def on_partitions_revoked(self, revoked: Any) -> None:
-        async with self.worker.batch_lock:
-            await self.worker.commit_stored()
-            self.worker.forget([tp.partition for tp in revoked if tp.topic == self.worker.topics.cell_log])
-
-    async def on_partitions_assigned(self, assigned: Any) -> None:
-        # The whole assignment (eager rebalancing): for operators, the plane
-        # (deploy/plane.py ASSIGNED) and the scale-out tests.
-        mine = sorted(tp.partition for tp in assigned if tp.topic == self.worker.topics.cell_log)
-        self.worker.owned.update(mine)
-        self.worker.progress.clear()             # a new generation: the stall check starts afresh
-        log.warning("scheduler: cell-log partitions assigned: %s", mine)
-
-
-class SchedulerWorker:
+class SchedulerWorker(PlainWorker):
     """One scheduler process (``instance``: which of the role's workers; all share the group).
     :meth:`run` until :meth:`stop`."""
 
+    role = "scheduler"
+
     def __init__(self, settings: Settings, instance: int = 1):
-        self.settings = settings
-        self.topics = TopicNames(settings.namespace)
+        super().__init__(settings)
         self.group = self.topics.worker_group("scheduler")
         self.snapshot_topic = changelog_topic(self.group)
-        self.codec = Codec(RegistryClient(settings.registry_url))
         self.runner = CellRunner(self.codec, self.topics)
         self.metrics = SchedulerMetrics(settings.namespace, self.codec, [self.topics.cell_log]).bind(self.runner)
         self.latency = DecisionLatency(latency_path(settings, instance))
@@ -122,15 +94,11 @@ class SchedulerWorker:
         self.owned: set[int] = set()           # cell-log partitions assigned to this worker now
         self.started: set[int] = set()         # owned partitions recovered since their assignment
         self.tables: dict[int, ChangelogTable] = {}     # per started partition, its snapshots' table
-        self.stored: dict[int, int] = {}       # partition -> the offset after its last record whose outputs are stored
-        self.committed: dict[int, int] = {}    # partition -> the offset committed last
         self.since_snapshot: dict[int, int] = {}
         self.last_snapshot: dict[int, float] = {}
         self.snapshot_cost: dict[int, float] = {}      # seconds the last snapshot of a partition took
         self.progress: dict[int, tuple[int, int]] = {}  # per owned partition, (state offset, log end) at the last stall check
         self.declared: set[str] = set()
-        self.batch_lock = asyncio.Lock()
-        self._commit_lock = asyncio.Lock()
         self.batches = 0
         self.records = 0
         # batches per mode (quiet: "idle", "busy") and batches whose urgent input's outputs left
@@ -138,15 +106,8 @@ class SchedulerWorker:
         # counts its waits
         self.modes: dict[str, int] = {"idle": 0, "busy": 0, "urgent": 0}
         self.latency.batch_wait = self.modes
-        self._stopping = asyncio.Event()
-        self.consumer: AIOKafkaConsumer | None = None
         self.producer: EventProducer | None = None
         self.busy_fetch: BusyFetch | None = None
-        self._failure: BaseException | None = None
-
-    def stop(self) -> None:
-        """Finish the batch in hand, commit it, leave the group and return from :meth:`run`."""
-        self._stopping.set()
 
     # ------------------------------------------------------------------ the loop
     async def run(self) -> None:
@@ -158,45 +119,21 @@ class SchedulerWorker:
         # full collection takes longer than GC_FREEZE_AFTER_MS (streams/gc_pauses.py says why)
         self.latency.gc = GcPauses(GC_FREEZE_AFTER_MS).install()
         self.producer = EventProducer(s.bootstrap_servers, self.codec, linger_ms=LINGER_MS)
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=s.bootstrap_servers, group_id=self.group,
-            enable_auto_commit=False, auto_offset_reset="earliest", fetch_max_wait_ms=s.fetch_max_wait_ms,
-            session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=SESSION_TIMEOUT_MS // 3,
-            **client_options(s.bootstrap_servers))
+        self.consumer = group_consumer(s, self.group)
         self.busy_fetch = BusyFetch.of_consumer(self.consumer, s.fetch_busy_min_bytes, s.fetch_max_wait_ms)
         async with self.producer:
-            await self.consumer.start()
-            side: list[asyncio.Task] = []
+            log.warning("scheduler: reading %s as group %s (plain aiokafka loop)", self.topics.cell_log, self.group)
             try:
-                self.consumer.subscribe([self.topics.cell_log], listener=_WaitForBatch(self))
-                side = [asyncio.create_task(self._every(COMMIT_INTERVAL_S, "commit", self.commit_stored)),
-                        asyncio.create_task(self._every(SNAPSHOT_REAP_SECONDS, "snapshot store", self.store_snapshots)),
-                        asyncio.create_task(self._every(STALL_CHECK_SECONDS, "stall check", self.warn_of_stalls)),
-                        asyncio.create_task(self._every(LATENCY_SECONDS, "latency report", self._write_latency)),
-                        asyncio.create_task(self._every(REFRESH_SECONDS, "metrics refresh", self._refresh_metrics))]
-                for task in side:
-                    task.add_done_callback(self._side_done)
-                log.warning("scheduler: reading %s as group %s (plain aiokafka loop)", self.topics.cell_log, self.group)
-                while not self._stopping.is_set():
-                    fetched = await self.consumer.getmany(timeout_ms=POLL_MS, max_records=BATCH)
-                    if fetched:
-                        await self.handle(fetched)
-                await self.commit_stored()           # a stop: what is stored, committed before leaving
+                await self.consume([self.topics.cell_log], [
+                    (COMMIT_INTERVAL_S, "commit", self.commit_stored),
+                    (SNAPSHOT_REAP_SECONDS, "snapshot store", self.store_snapshots),
+                    (STALL_CHECK_SECONDS, "stall check", self.warn_of_stalls),
+                    (LATENCY_SECONDS, "latency report", self._write_latency),
+                    (REFRESH_SECONDS, "metrics refresh", self._refresh_metrics)])
             finally:
-                for task in side:
-                    task.cancel()
-                await asyncio.gather(*side, return_exceptions=True)
                 self.forked.close()
-                await self.consumer.stop()           # leaves the group: its partitions move at once
         self.latency.write()
-        if self._failure is not None:
-            raise self._failure
-
-    def _side_done(self, task: asyncio.Task) -> None:
-        """A side task that crashed stops the worker, which then raises its error."""
-        if not task.cancelled() and task.exception() is not None:
-            self._failure = task.exception()
-            self._stopping.set()
+        self.raise_failure()
 
     async def handle(self, fetched: dict[TopicPartition, list[Any]]) -> None:
         """One batch (module docstring)."""
@@ -249,7 +186,7 @@ class SchedulerWorker:
                 table = self.tables[partition]
                 PartitionSnapshots(table, partition).mark_durable(self.runner.partition(partition).as_of)
                 await table.send_queued()
-                self.stored[partition] = offset + 1
+                self.stored[TopicPartition(self.topics.cell_log, partition)] = offset + 1
             acked = time.time() * 1000
             self.metrics.batch_done(handled, outputs, acked_ms=acked)
             for kind, log_ms, decided in answered:
@@ -322,6 +259,17 @@ class SchedulerWorker:
                     sum(len(c.tasks) for c in cells), sum(len(c.forgotten) for c in cells))
         return outputs
 
+    def assigned(self, partitions: Any) -> None:
+        # The whole assignment (eager rebalancing): for operators, the plane
+        # (deploy/plane.py ASSIGNED) and the scale-out tests.
+        mine = sorted(tp.partition for tp in partitions if tp.topic == self.topics.cell_log)
+        self.owned.update(mine)
+        self.progress.clear()             # a new generation: the stall check starts afresh
+        log.warning("scheduler: cell-log partitions assigned: %s", mine)
+
+    def revoked(self, partitions: Any) -> None:
+        self.forget([tp.partition for tp in partitions if tp.topic == self.topics.cell_log])
+
     def forget(self, partitions: list[int]) -> None:
         """Partitions revoked: each is recovered again at its next record should it come back
         (another worker may have decided on it meanwhile; the state in memory is kept, and
@@ -330,8 +278,6 @@ class SchedulerWorker:
             self.owned.discard(partition)
             self.started.discard(partition)
             self.tables.pop(partition, None)
-            self.stored.pop(partition, None)
-            self.committed.pop(partition, None)
             self.forked.forget(partition)
         if partitions:
             log.warning("scheduler: cell-log partitions revoked: %s", sorted(partitions))
@@ -364,22 +310,6 @@ class SchedulerWorker:
             self.metrics.snapshot_saved(done.partition, done.seconds)
 
     # ------------------------------------------------------------------ side jobs
-    async def commit_stored(self) -> None:
-        """Commit the stored offsets that moved since they were last committed (of the
-        partitions still assigned)."""
-        async with self._commit_lock:
-            assigned = self.consumer.assignment()
-            offsets = {TopicPartition(self.topics.cell_log, p): o for p, o in self.stored.items()
-                       if TopicPartition(self.topics.cell_log, p) in assigned and self.committed.get(p) != o}
-            if not offsets:
-                return
-            try:
-                await self.consumer.commit(offsets)
-            except (CommitFailedError, IllegalStateError) as exc:
-                log.warning("scheduler: commit refused (%s); the partitions' owner reads the records again", exc)
-                return
-            self.committed.update({tp.partition: o for tp, o in offsets.items()})
-
     async def warn_of_stalls(self) -> None:
         """Log each partition of this worker that has records waiting yet applied none since
         the last check (:func:`~suanli.streams.app.stalled`); the gauge
@@ -409,24 +339,7 @@ class SchedulerWorker:
 
     async def _refresh_metrics(self) -> None:
         self.metrics.refresh()
-        ends = {}
-        for tp in self.consumer.assignment():
-            end = self.consumer.highwater(tp)
-            if end is not None:
-                ends[(tp.topic, tp.partition)] = end
-        self.metrics.set_lag(ends, {(self.topics.cell_log, p): o for p, o in self.committed.items()})
-
-    async def _every(self, seconds: float, name: str, job: Callable[[], Awaitable[None]]) -> None:
-        """Run ``job()`` every ``seconds`` until cancelled; a failing run is logged, and the
-        next one runs on time."""
-        while True:
-            await asyncio.sleep(seconds)
-            try:
-                await job()
-            except asyncio.CancelledError:
-                raise
-            except (KafkaError, OSError, AssertionError) as exc:
-                log.warning("scheduler: %s failed: %s", name, exc)
+        self.metrics.set_lag(*self.lag_inputs())
 
     def state(self) -> list[str]:
         """What SIGUSR1 logs (one line each): the loop's counts, the partitions fetched and
@@ -438,7 +351,8 @@ class SchedulerWorker:
                  f"fetching: {sorted(f'{tp.topic}:{tp.partition}' for tp in assigned)}",
                  f"owned: {sorted(self.owned)} started={sorted(self.started)}",
                  f"applied: { {p: self.runner.partition(p).as_of for p in sorted(self.owned)} }",
-                 f"stored: {dict(sorted(self.stored.items()))} committed={dict(sorted(self.committed.items()))}"]
+                 f"stored: { {tp.partition: o for tp, o in sorted(self.stored.items())} } "
+                 f"committed={ {tp.partition: o for tp, o in sorted(self.committed.items())} }"]
         try:
             lines.append(f"kafka consumer: {diagnostics.kafka_state(self.consumer)}")
         except Exception as exc:  # noqa: BLE001 - not started, or mid-rebalance: say so
@@ -449,14 +363,4 @@ class SchedulerWorker:
 def run_scheduler(settings: Settings, instance: int = 1) -> None:
     """Run one scheduler worker until SIGTERM or SIGINT (it then finishes its batch, commits
     and leaves the group); SIGUSR1 logs its state."""
-    import signal
-
-    async def main() -> None:
-        worker = SchedulerWorker(settings, instance)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, worker.stop)
-        loop.add_signal_handler(signal.SIGUSR1, lambda: log.warning("worker state:\n%s", "\n".join(worker.state())))
-        await worker.run()
-
-    asyncio.run(main())
+    run_plain(lambda: SchedulerWorker(settings, instance), lambda worker: "worker state:\n" + "\n".join(worker.state()))
