@@ -9,11 +9,12 @@ function of the cell log, so replaying the log yields the same records byte for 
 Durability: the states of all cells on a partition are snapshotted together with the
 partition offset they are *as of* (:meth:`snapshot` / :meth:`restore`). After a crash the
 worker restores the last snapshot and silently re-applies the cell log from ``as_of + 1``
-up to where Faust resumes (:meth:`catch_up`); decisions are re-derived, not re-emitted.
-Records Faust redelivers are re-decided deterministically, so any duplicate output has
+up to where its consumer resumes (:meth:`catch_up`); decisions are re-derived, not
+re-emitted. Records the consumer redelivers are re-decided deterministically, so any duplicate output has
 the same event id as the original and consumers drop it.
 
-No Kafka client here: the worker (``streams/app.py``) and replay (``replay/``) both drive
+No Kafka client here: the worker (``streams/scheduler_worker.py``; the Faust fallback,
+``streams/app.py``) and replay (``replay/``) both drive
 this runner; it produces to the :class:`~suanli.streams.topics.TopicNames` it is given.
 """
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Thin asyncio helpers over aiokafka that speak Suanli events in the wire format.
 
-Used by connectors, drivers, tools and tests. The Faust workers use Faust's own producer
+Used by connectors, drivers, tools, tests and the plain workers (intake, the scheduler).
+The Faust workers (telemetry, and the scheduler's Faust fallback) use Faust's own producer
 and consumer with the same :class:`~suanli.schemas.codec.Codec`.
 """
 from __future__ import annotations
@@ -315,7 +316,7 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 async def wait_until_consumed(bootstrap: str, group: str, topics: Iterable[str], timeout: float = 60.0) -> None:
     """Wait until consumer group ``group`` has committed, on every partition of ``topics``, an
     offset at or past the partition's end offset as of this call: everything written to them
-    before the call has been handled (a Faust worker commits only after its batch's outputs
+    before the call has been handled (every worker commits only after its batch's outputs
     are stored, so those are on their topics too). Raises :class:`StackError` with the records
     still unhandled if that takes longer than ``timeout`` seconds."""
     topics = sorted(topics)
