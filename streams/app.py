@@ -51,7 +51,7 @@ from suanli.streams.gc_pauses import GcPauses
 from suanli.streams.lean_monitor import LeanMonitor
 from suanli.streams.raw_schema import RawSchema
 from suanli.streams.snapshot_fork import ForkedSnapshots
-from suanli.streams.snapshot_store import PartitionSnapshots
+from suanli.streams.snapshot_store import PartitionSnapshots, restore_newer
 from suanli.streams.topics import TopicNames
 
 log = logging.getLogger("suanli.streams")
@@ -208,25 +208,6 @@ class SnapshotStore:
         finally:
             _current_event.reset(token)
 
-    def load(self, event: Any, partition: int) -> bytes | None:
-        with self.of(event, partition) as p:
-            return p.load()
-
-    def as_of(self, event: Any, partition: int) -> int | None:
-        with self.of(event, partition) as p:
-            return p.as_of()
-
-    def durable(self, event: Any, partition: int) -> int | None:
-        with self.of(event, partition) as p:
-            return p.durable()
-
-    def mark_durable(self, event: Any, partition: int, as_of: int) -> None:
-        with self.of(event, partition) as p:
-            p.mark_durable(as_of)
-
-    def save(self, event: Any, partition: int, blob: bytes, as_of: int) -> None:
-        with self.of(event, partition) as p:
-            p.save(blob, as_of)
 
 
 def latency_path(settings: Settings, instance: int = 1) -> Path:
@@ -382,7 +363,7 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
         advanced by another worker meanwhile). The log from there to ``first_offset`` is then
         re-applied in two parts:
 
-        - up to the partition's durable mark (:meth:`SnapshotStore.mark_durable`, or the
+        - up to the partition's durable mark (``PartitionSnapshots.mark_durable``, or the
           snapshot's offset), silently: those records' outputs are stored;
         - after it, *with* their outputs: nobody is known to have sent them. Faust may not
           have handed them to us: it drops messages in flight when a rebalance suspends its
@@ -397,18 +378,11 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
           ``streams/commit_gaps.py`` counts each once). Sending them here, ahead of the
           batch's earlier records, once put a cell's decisions out of log order.
         """
-        held = runner.partitions.get(partition)
-        in_memory = held.as_of if held is not None else -1
-        stored = snapshots.as_of(event, partition)
-        source = "memory"
-        if stored is not None and stored > in_memory:
-            blob = snapshots.load(event, partition)
-            if blob is not None:
-                runner.restore(partition, blob)
-                source = "snapshot"
-                metrics.snapshot_saved(partition)
+        with snapshots.of(event, partition) as stored:
+            source, durable = restore_newer(runner, stored)
+        if source == "snapshot":
+            metrics.snapshot_saved(partition)
         as_of = runner.partition(partition).as_of
-        durable = max(snapshots.durable(event, partition) or -1, stored or -1)
         missing = await read_range(settings.bootstrap_servers, topics.cell_log, partition, as_of + 1, first_offset)
         stored_outputs = [r for r in missing if r.offset <= durable]
         unsent = missing[len(stored_outputs):]
@@ -525,7 +499,8 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
             send_now(app.producer)
             await asyncio.gather(*acks)
             for partition, event in last_event.items():
-                snapshots.mark_durable(event, partition, runner.partition(partition).as_of)
+                with snapshots.of(event, partition) as stored:
+                    stored.mark_durable(runner.partition(partition).as_of)
             for message in recovered:
                 app.consumer.ack(message)
             acked = time.time() * 1000
@@ -554,7 +529,8 @@ def build_scheduler(settings: Settings, instance: int = 1) -> faust.App:
             if not done.ok or event is None or done.partition not in owned:
                 continue
             t0 = time.perf_counter()
-            snapshots.save(event, done.partition, done.blob, done.as_of)
+            with snapshots.of(event, done.partition) as stored:
+                stored.save(done.blob, done.as_of)
             snapshot_cost[done.partition] = done.seconds
             latency.snapshot(done.seconds * 1000, (time.perf_counter() - t0) * 1000)
             metrics.snapshot_saved(done.partition, done.seconds)

@@ -65,7 +65,7 @@ from suanli.streams.plain_worker import COMMIT_INTERVAL_S, LINGER_MS, PlainWorke
 from suanli.streams.records import OutRecord, RawRecord, is_urgent
 from suanli.streams.send_now import send_now
 from suanli.streams.snapshot_fork import ForkedSnapshots
-from suanli.streams.snapshot_store import ChangelogTable, PartitionSnapshots, changelog_topic
+from suanli.streams.snapshot_store import ChangelogTable, PartitionSnapshots, changelog_topic, restore_newer
 from suanli.streams.topics import TopicSpec, core_topics
 
 log = logging.getLogger("suanli.streams")
@@ -227,21 +227,11 @@ class SchedulerWorker(PlainWorker):
         end = (await end_offsets(bootstrap, self.snapshot_topic)).get(partition, 0)
         table.load(await read_range(bootstrap, self.snapshot_topic, partition, 0, end))
         self.tables[partition] = table
-        snapshots = PartitionSnapshots(table, partition)
-        held = self.runner.partitions.get(partition)
-        in_memory = held.as_of if held is not None else -1
-        stored = snapshots.as_of()
-        source = "memory"
-        if stored is not None and stored > in_memory:
-            blob = snapshots.load()
-            if blob is not None:
-                self.runner.restore(partition, blob)
-                source = "snapshot"
-                self.metrics.snapshot_saved(partition)
+        source, durable = restore_newer(self.runner, PartitionSnapshots(table, partition))
+        if source == "snapshot":
+            self.metrics.snapshot_saved(partition)
         as_of = self.runner.partition(partition).as_of
-        durable = max(snapshots.durable() or -1, stored or -1)
-        missing = await read_range(self.settings.bootstrap_servers, self.topics.cell_log, partition, as_of + 1,
-                                   first_offset)
+        missing = await read_range(bootstrap, self.topics.cell_log, partition, as_of + 1, first_offset)
         silent = [r for r in missing if r.offset <= durable]
         unsent = missing[len(silent):]
         for i in range(0, len(silent), CATCH_UP_SLICE):

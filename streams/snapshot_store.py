@@ -29,7 +29,7 @@ import json
 import logging
 from typing import Any, Callable, MutableMapping, Optional
 
-from suanli.streams.cell_runner import chunk
+from suanli.streams.cell_runner import CellRunner, chunk
 
 log = logging.getLogger("suanli.streams")
 
@@ -107,6 +107,24 @@ class PartitionSnapshots:
         if old_meta:
             for i in range(old_meta["chunks"]):
                 self.table.pop(f"{self.key}/g{old_meta['gen']}/{i}", None)
+
+
+def restore_newer(runner: CellRunner, snapshots: PartitionSnapshots) -> tuple[str, int]:
+    """Restore the partition's stored snapshot into ``runner`` when it is further along than
+    the state in memory (a fresh process has none; a partition that moved away and back may
+    have been advanced by another worker meanwhile). Returns where the state now comes from,
+    ``"memory"`` or ``"snapshot"``, and the last offset whose outputs are known to be stored:
+    the durable mark or the snapshot's offset, whichever is later (-1: neither)."""
+    held = runner.partitions.get(snapshots.partition)
+    in_memory = held.as_of if held is not None else -1
+    stored = snapshots.as_of()
+    source = "memory"
+    if stored is not None and stored > in_memory:
+        blob = snapshots.load()
+        if blob is not None:
+            runner.restore(snapshots.partition, blob)
+            source = "snapshot"
+    return source, max(snapshots.durable() or -1, stored or -1)
 
 
 class ChangelogTable(MutableMapping[str, bytes]):

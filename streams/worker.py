@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"suanli-worker {args.role}: cannot serve metrics on {args.metrics_host}:{args.metrics_port} "
                   f"({exc}); running without them", file=sys.stderr, flush=True)
     s = settings()
-    plain = PLAIN.get(args.role) if args.role != "scheduler" or s.scheduler_loop == "plain" else None
+    plain = None if args.role == "scheduler" and s.scheduler_loop == "faust" else PLAIN.get(args.role)
     if plain is not None:              # not a Faust app (streams/intake_worker.py says why)
         logging.basicConfig(level=args.loglevel.upper(), stream=sys.stderr,
                             format="[%(asctime)s] [%(process)s] [%(levelname)s] %(name)s: %(message)s")

@@ -5,7 +5,8 @@ import asyncio
 import json
 from types import SimpleNamespace
 
-from suanli.streams.snapshot_store import ChangelogTable, PartitionSnapshots, changelog_topic, decode_key, encode_key
+from suanli.streams.snapshot_store import (ChangelogTable, PartitionSnapshots, changelog_topic, decode_key, encode_key,
+                                          restore_newer)
 
 
 class _Producer:
@@ -111,3 +112,27 @@ def test_a_refused_write_is_counted_and_logged(caplog):
     asyncio.run(send_and_settle())
     assert table.failures == 1 and "broker said no" in caplog.text
     assert PartitionSnapshots(table, 0).durable() == 1     # the worker's own view keeps it
+
+
+class _Runner:
+    """The part of a CellRunner restore_newer reads and calls."""
+
+    def __init__(self, as_of: int | None):
+        self.partitions = {} if as_of is None else {0: SimpleNamespace(as_of=as_of)}
+        self.restored: list[bytes] = []
+
+    def restore(self, partition, blob):
+        self.restored.append(blob)
+
+
+def test_restore_newer_takes_the_snapshot_only_when_it_is_further_along():
+    table: dict[str, bytes] = {}
+    snaps = PartitionSnapshots(table, 0)
+    assert restore_newer(_Runner(None), snaps) == ("memory", -1)       # nothing stored, nothing held
+    snaps.save(b"state", as_of=10)
+    fresh = _Runner(None)
+    assert restore_newer(fresh, snaps) == ("snapshot", 10) and fresh.restored == [b"state"]
+    ahead = _Runner(15)
+    assert restore_newer(ahead, snaps) == ("memory", 10) and ahead.restored == []
+    snaps.mark_durable(20)                                             # marked past the snapshot
+    assert restore_newer(_Runner(15), snaps) == ("memory", 20)
